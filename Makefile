@@ -1,0 +1,91 @@
+# Inference by the Numbers — two commands:
+#
+#   make book   build the site into _build/html, executing every chapter on the CPU
+#   make test   run every test: library (newest and oldest JAX), notebooks, book, browser
+#
+# Each creates or refreshes what it needs from the lock file: uv (in .tools), the project
+# environment (.venv), a second environment with the oldest supported JAX (.venv-jax072),
+# torch for the Hugging Face parity tests, and Debian's chromium for the browser test.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+TORCH := torch==2.13.0
+JOBS ?= 2
+
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+OLDJAX := .venv-jax072
+PY := $(VENV)/bin/python
+
+export UV_PYTHON_DOWNLOADS := never
+export PYTHONDONTWRITEBYTECODE := 1
+# A CPU-only torch wheel, where the machine carries one (this project's CI does); elsewhere
+# PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
+TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+
+.PHONY: help book test venv test-venv oldjax-venv chromium notebooks check-notebooks \
+        test-unit test-oldjax test-notebooks test-browser clean
+
+help:
+	@echo "make book   build the site into _build/html (executes every chapter)"
+	@echo "make test   run the whole test suite"
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet "uv==$(UV_VERSION)"
+
+venv: $(UV)
+	$(UV) sync --frozen --inexact --python $(PYTHON) --quiet
+
+test-venv: venv
+	$(UV) pip install --quiet --python $(PY) $(TORCH_SOURCE) "$(TORCH)"
+
+oldjax-venv: $(UV)
+	UV_PROJECT_ENVIRONMENT=$(OLDJAX) $(UV) sync --frozen --python $(PYTHON) --quiet \
+	  --no-default-groups --group unit --group oldest-jax
+
+chromium:
+	@command -v chromium >/dev/null || { \
+	  echo "installing Debian's chromium for the browser test"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+# The Colab notebooks next to each chapter and exercise, generated from the .py sources.
+notebooks: venv
+	$(PY) -m inferbook.notebooks sync
+
+book: venv
+	@# jupyter-cache keys a notebook on its own cells only: start afresh when the library changes.
+	@h=$$(cat $$(find lib -name '*.py' | sort) | sha256sum | cut -c1-16); \
+	  mkdir -p _build; \
+	  if [ "$$(cat _build/.libhash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; fi; \
+	  echo "$$h" > _build/.libhash
+	$(VENV)/bin/jupyter-book build . --builder html --warningiserror --keep-going
+
+test-unit: test-venv
+	$(PY) -m pytest tests/unit tests/book -n $(JOBS) -q
+
+test-oldjax: oldjax-venv
+	$(OLDJAX)/bin/python -m pytest tests/unit -n $(JOBS) -q -p no:cacheprovider
+
+test-notebooks: venv
+	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
+	  -n $(JOBS) --dist loadfile -q chapters exercises
+
+test-browser: chromium
+	$(PY) -m pytest tests/browser -q
+
+test: test-venv oldjax-venv chromium
+	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-oldjax
+	$(MAKE) --no-print-directory test-notebooks
+	$(MAKE) --no-print-directory book
+	$(MAKE) --no-print-directory test-browser
+
+clean:
+	rm -rf _build .pytest_cache .hypothesis

@@ -1,0 +1,143 @@
+"""Accelerators: the one table every number in the book is computed from.
+
+Each entry gives what the roofline model needs — memory, memory bandwidth, peak dense
+arithmetic, interconnect — with units in the field names and its source beside it. FLOP/s are
+*dense* figures: NVIDIA's datasheets lead with the 2:4-sparse number, which is twice the dense
+one and irrelevant to a dense transformer, so we halve it where only that is printed.
+
+Decimal units throughout (1 GB = 1e9 bytes), as the datasheets print them. Where a vendor's
+"GB" is really a binary size the chip's physical memory is slightly larger; the book's
+capacity estimates are therefore a little conservative, never optimistic.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Chip", "CHIPS", "get_chip", "chip_from_json", "HardwareError"]
+
+
+class HardwareError(ValueError):
+    """Unknown chip or malformed hardware description."""
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One accelerator chip (for TPUs: one chip, not a host or a slice)."""
+
+    name: str
+    hbm_bytes: float                 # device memory
+    hbm_bytes_per_s: float           # device memory bandwidth
+    bf16_flops_per_s: float          # dense bfloat16 matrix throughput
+    int8_ops_per_s: float | None     # dense int8 matrix throughput
+    interconnect: str | None = None  # "ICI", "NVLink 4", "PCIe 4.0 x16", ...
+    link_bytes_per_s: float | None = None   # one direction, one link
+    links: int | None = None                # links per chip
+    hop_latency_s: float | None = None      # fixed cost of one hop of a collective
+    source: str = ""
+
+    @property
+    def interconnect_bytes_per_s(self) -> float | None:
+        """One-direction bandwidth over all links of the chip together."""
+        if self.link_bytes_per_s is None or self.links is None:
+            return None
+        return self.link_bytes_per_s * self.links
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_TPU_DOCS = "Google Cloud TPU system architecture docs (cloud.google.com/tpu/docs/{v})"
+_SCALING_ICI = ("; ICI one-way bandwidth per link and ~1 µs per hop from the scaling book, "
+                "part 2 (Austin et al. 2025)")
+
+CHIPS: dict[str, Chip] = {c.name: c for c in [
+    Chip("TPU v4", hbm_bytes=32e9, hbm_bytes_per_s=1.2e12, bf16_flops_per_s=2.75e14,
+         int8_ops_per_s=2.75e14, interconnect="ICI", link_bytes_per_s=4.5e10, links=6,
+         hop_latency_s=1e-6, source=_TPU_DOCS.format(v="v4") + _SCALING_ICI),
+    Chip("TPU v5e", hbm_bytes=16e9, hbm_bytes_per_s=8.19e11, bf16_flops_per_s=1.97e14,
+         int8_ops_per_s=3.94e14, interconnect="ICI", link_bytes_per_s=4.5e10, links=4,
+         hop_latency_s=1e-6, source=_TPU_DOCS.format(v="v5e") + _SCALING_ICI),
+    Chip("TPU v5p", hbm_bytes=95e9, hbm_bytes_per_s=2.765e12, bf16_flops_per_s=4.59e14,
+         int8_ops_per_s=9.18e14, interconnect="ICI", link_bytes_per_s=9e10, links=6,
+         hop_latency_s=1e-6, source=_TPU_DOCS.format(v="v5p") + _SCALING_ICI),
+    Chip("TPU v6e", hbm_bytes=32e9, hbm_bytes_per_s=1.64e12, bf16_flops_per_s=9.18e14,
+         int8_ops_per_s=1.836e15, interconnect="ICI", link_bytes_per_s=9e10, links=4,
+         hop_latency_s=1e-6, source=_TPU_DOCS.format(v="v6e") + _SCALING_ICI),
+    # NVIDIA H100 SXM5 datasheet: 1,979 TFLOPS bf16 and 3,958 TOPS int8 *with sparsity*;
+    # NVLink 4: 18 links, 900 GB/s per GPU both directions together (25 GB/s one way a link).
+    Chip("H100 SXM", hbm_bytes=80e9, hbm_bytes_per_s=3.35e12, bf16_flops_per_s=9.895e14,
+         int8_ops_per_s=1.979e15, interconnect="NVLink 4", link_bytes_per_s=2.5e10, links=18,
+         hop_latency_s=None, source="NVIDIA H100 Tensor Core GPU datasheet (SXM5)"),
+    # NVIDIA H200 datasheet: H100's compute with 141 GB of HBM3e at 4.8 TB/s.
+    Chip("H200", hbm_bytes=141e9, hbm_bytes_per_s=4.8e12, bf16_flops_per_s=9.895e14,
+         int8_ops_per_s=1.979e15, interconnect="NVLink 4", link_bytes_per_s=2.5e10, links=18,
+         hop_latency_s=None, source="NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
+    # NVIDIA A100 datasheet: 312 TFLOPS bf16 dense, 624 TOPS int8 dense; NVLink 3: 12 links,
+    # 600 GB/s both directions together.
+    Chip("A100 40GB", hbm_bytes=40e9, hbm_bytes_per_s=1.555e12, bf16_flops_per_s=3.12e14,
+         int8_ops_per_s=6.24e14, interconnect="NVLink 3", link_bytes_per_s=2.5e10, links=12,
+         hop_latency_s=None, source="NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB)"),
+    Chip("A100 80GB", hbm_bytes=80e9, hbm_bytes_per_s=2.039e12, bf16_flops_per_s=3.12e14,
+         int8_ops_per_s=6.24e14, interconnect="NVLink 3", link_bytes_per_s=2.5e10, links=12,
+         hop_latency_s=None, source="NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB)"),
+    # NVIDIA L4 datasheet: 242 TFLOPS bf16 and 485 TOPS int8 with sparsity; PCIe only.
+    Chip("L4", hbm_bytes=24e9, hbm_bytes_per_s=3.0e11, bf16_flops_per_s=1.21e14,
+         int8_ops_per_s=2.425e14, interconnect="PCIe 4.0 x16", link_bytes_per_s=3.2e10, links=1,
+         hop_latency_s=None, source="NVIDIA L4 Tensor Core GPU datasheet"),
+    # NVIDIA A10 datasheet: 125 TFLOPS bf16 (250 sparse), 250 TOPS int8 (500 sparse).
+    Chip("A10", hbm_bytes=24e9, hbm_bytes_per_s=6.0e11, bf16_flops_per_s=1.25e14,
+         int8_ops_per_s=2.5e14, interconnect="PCIe 4.0 x16", link_bytes_per_s=3.2e10, links=1,
+         hop_latency_s=None, source="NVIDIA A10 Tensor Core GPU datasheet"),
+]}
+
+_ALIASES = {name.lower().replace(" ", "-"): name for name in CHIPS}
+
+
+def get_chip(name: str) -> Chip:
+    """A chip by name; case and spaces/hyphens do not matter ('tpu-v5e', 'TPU v5e')."""
+    key = name.strip().lower().replace(" ", "-").replace("_", "-")
+    if key in _ALIASES:
+        return CHIPS[_ALIASES[key]]
+    raise HardwareError(f"unknown hardware {name!r}; known: {', '.join(CHIPS)}")
+
+
+def chip_from_json(source: str | Path | dict[str, Any]) -> Chip:
+    """A custom chip from JSON with at least hbm_bytes, hbm_bandwidth (B/s) and flops (FLOP/s).
+
+    The registry's own field names (hbm_bytes_per_s, bf16_flops_per_s, ...) are accepted too.
+    """
+    if isinstance(source, dict):
+        raw, where = source, "hardware config"
+    else:
+        path = Path(source)
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise HardwareError(f"hardware config {path} does not exist") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise HardwareError(f"cannot read hardware config {path} as JSON: {err}") from None
+        where = str(path)
+    if not isinstance(raw, dict):
+        raise HardwareError(f"{where} must hold a JSON object")
+    data = dict(raw)
+    data.setdefault("hbm_bytes_per_s", data.pop("hbm_bandwidth", None))
+    data.setdefault("bf16_flops_per_s", data.pop("flops", None))
+    data.setdefault("int8_ops_per_s", None)
+    data.setdefault("name", "custom")
+    known = {f.name for f in fields(Chip)}
+    for key in ("hbm_bytes", "hbm_bytes_per_s", "bf16_flops_per_s"):
+        value = data.get(key)
+        if value is None:
+            alias = {"hbm_bytes_per_s": "hbm_bandwidth", "bf16_flops_per_s": "flops"}.get(key, key)
+            raise HardwareError(f"{where} is missing the key {alias!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise HardwareError(f"{where}: {key} must be a positive number, got {value!r}")
+    unknown = set(data) - known
+    if unknown:
+        raise HardwareError(f"{where} has unknown keys: {', '.join(sorted(unknown))}")
+    return Chip(**{k: (float(v) if isinstance(v, int) and k != "links" else v)
+                   for k, v in data.items()})

@@ -1,0 +1,73 @@
+"""Choosing the next token from the model's logits.
+
+Sampling is kept apart from the model: the model maps tokens to logits, a `Sampler` maps
+logits (and an explicit PRNG key) to tokens. The same logits and the same key always give the
+same tokens, which is what lets the cached and the naive decoding loops be compared token by
+token even when they sample.
+
+Filters apply in the usual order: temperature scales the logits, top-k keeps the k largest,
+top-p (nucleus) keeps the smallest set of tokens whose probabilities add up to at least p.
+Tokens outside the kept set get probability exactly zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Sampler", "GREEDY", "filter_logits", "sample"]
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """How to pick tokens. temperature == 0 means greedy (argmax); top_k / top_p None: off."""
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+GREEDY = Sampler(temperature=0.0)
+
+
+def filter_logits(logits_BV: jax.Array, top_k: int | None = None,
+                  top_p: float | None = None) -> jax.Array:
+    """Logits with every token outside the top-k / top-p support set to -inf."""
+    logits_BV = logits_BV.astype(jnp.float32)
+    if top_k is not None and top_k < logits_BV.shape[-1]:
+        kth_largest_B1 = jax.lax.top_k(logits_BV, top_k)[0][:, -1:]
+        logits_BV = jnp.where(logits_BV < kth_largest_B1, -jnp.inf, logits_BV)
+    if top_p is not None and top_p < 1.0:
+        sorted_BV = jnp.sort(logits_BV, axis=-1)[:, ::-1]
+        probs_BV = jax.nn.softmax(sorted_BV, axis=-1)
+        # Probability mass strictly before each sorted token: a token is kept while the mass
+        # before it is still short of p, so the first token is always kept.
+        mass_before_BV = jnp.cumsum(probs_BV, axis=-1) - probs_BV
+        keep_BV = mass_before_BV < top_p
+        # The smallest kept logit is the threshold; ties at the threshold are kept too.
+        threshold_B1 = jnp.min(jnp.where(keep_BV, sorted_BV, jnp.inf), axis=-1, keepdims=True)
+        logits_BV = jnp.where(logits_BV < threshold_B1, -jnp.inf, logits_BV)
+    return logits_BV
+
+
+def sample(logits_BV: jax.Array, key: jax.Array, sampler: Sampler = GREEDY) -> jax.Array:
+    """One token id per row of `logits_BV` (int32 [B])."""
+    if sampler.greedy:
+        return jnp.argmax(logits_BV, axis=-1).astype(jnp.int32)
+    logits_BV = logits_BV.astype(jnp.float32) / sampler.temperature
+    logits_BV = filter_logits(logits_BV, sampler.top_k, sampler.top_p)
+    return jax.random.categorical(key, logits_BV, axis=-1).astype(jnp.int32)
