@@ -75,7 +75,7 @@ test-oldjax: oldjax-venv
 
 test-notebooks: venv
 	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
-	  -n $(JOBS) --dist loadfile -q chapters exercises
+	  -n $(JOBS) --dist loadfile -q book chapters exercises
 
 test-browser: chromium
 	$(PY) -m pytest tests/browser -q

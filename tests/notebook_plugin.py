@@ -1,11 +1,11 @@
-"""Let nbval execute the chapters and exercises straight from their Jupytext sources.
+"""Let nbval execute the book's notebooks straight from their Jupytext sources.
 
 nbval only collects .ipynb files. This plugin hands it the `.py` (py:percent) sources of
 chapters/ and exercises/ instead, read through jupytext, and keeps pytest from importing those
 sources as test modules. The committed .ipynb copies (for Colab) are skipped so nothing runs
 twice; a separate test checks that they match their sources.
 
-Use: pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env chapters exercises
+Use: pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env book chapters exercises
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import nbval.plugin
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK_DIRS = {ROOT / "chapters", ROOT / "exercises"}
+NOTEBOOK_DIRS = {ROOT / "book", ROOT / "chapters", ROOT / "exercises"}
 
 
 def _is_source(path: Path) -> bool:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
-from .config import ConfigError, ModelConfig, from_hf_config
+from .config import ConfigError, ModelConfig, from_hf_config, read_hf_config
 from .model import Params, param_shapes
 
 __all__ = ["CheckpointError", "read_safetensors", "write_safetensors", "load_checkpoint",
@@ -181,14 +181,12 @@ def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConf
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
-    config_path = directory / "config.json"
-    if config_path.is_file():
-        hf = json.loads(config_path.read_text())
-        archs = hf.get("architectures") or []
-        if archs and not any(a in ("LlamaForCausalLM", "MistralForCausalLM") for a in archs):
-            raise ConfigError(f"unsupported architecture {archs[0]!r}; supported: "
-                              "LlamaForCausalLM, MistralForCausalLM")
-    cfg = from_hf_config(directory, name=directory.name)
+    hf = read_hf_config(directory)
+    archs = hf.get("architectures") or []
+    if archs and not any(a in ("LlamaForCausalLM", "MistralForCausalLM") for a in archs):
+        raise ConfigError(f"unsupported architecture {archs[0]!r}; supported: "
+                          "LlamaForCausalLM, MistralForCausalLM")
+    cfg = from_hf_config(hf, name=directory.name)
     tensors: dict[str, np.ndarray] = {}
     for f in _weight_files(directory):
         tensors.update(read_safetensors(f))

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["ModelConfig", "PRESETS", "get_preset", "from_hf_config", "ConfigError"]
+__all__ = ["ModelConfig", "PRESETS", "get_preset", "from_hf_config", "read_hf_config",
+           "ConfigError"]
 
 
 class ConfigError(ValueError):
@@ -181,6 +182,22 @@ _HF_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": 
                    "gelu_pytorch_tanh": "gelu", "relu": "relu"}
 
 
+def read_hf_config(path: str | Path) -> dict[str, Any]:
+    """The parsed ``config.json`` at `path` (a file, or a directory holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"no config file at {path}")
+    try:
+        hf = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read {path} as JSON: {err}") from None
+    if not isinstance(hf, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    return hf
+
+
 def from_hf_config(source: str | Path | dict[str, Any], *, name: str | None = None) -> ModelConfig:
     """Build a ModelConfig from a Llama-family Hugging Face ``config.json``.
 
@@ -197,17 +214,8 @@ def from_hf_config(source: str | Path | dict[str, Any], *, name: str | None = No
         label = name or str(source.get("_name_or_path") or "hf-config")
     else:
         path = Path(source)
-        if path.is_dir():
-            path = path / "config.json"
-        if not path.is_file():
-            raise ConfigError(f"no config file at {path}")
-        try:
-            hf = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ConfigError(f"cannot read {path} as JSON: {err}") from None
-        if not isinstance(hf, dict):
-            raise ConfigError(f"{path} does not hold a JSON object")
-        label = name or path.parent.name or "hf-config"
+        hf = read_hf_config(path)
+        label = name or (path if path.is_dir() else path.parent).name or "hf-config"
 
     model_type = hf.get("model_type")
     if model_type is not None and model_type not in _SUPPORTED_HF_TYPES:

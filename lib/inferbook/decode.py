@@ -38,6 +38,7 @@ __all__ = ["prefill", "extend", "decode_step", "generate", "naive_generate", "pa
            "GenerateResult"]
 
 
+@partial(jax.jit, static_argnames=("cfg",))
 def prefill(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: jax.Array,
             cache: KVCache) -> tuple[jax.Array, KVCache]:
     """Process whole prompts into an empty cache.
@@ -64,6 +65,7 @@ def prefill(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: j
     return unembed(params, cfg, last_BD), KVCache(tuple(new_k), tuple(new_v), lengths_B)
 
 
+@partial(jax.jit, static_argnames=("cfg",))
 def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: KVCache,
            n_new_B: jax.Array | None = None) -> tuple[jax.Array, KVCache]:
     """Append T tokens per sequence to a cache and return their logits [B, T, V].
@@ -91,6 +93,7 @@ def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: KVCach
     return unembed(params, cfg, x_BTD), KVCache(tuple(new_k), tuple(new_v), start_B + n_new_B)
 
 
+@partial(jax.jit, static_argnames=("cfg",))
 def decode_step(params: Params, cfg: ModelConfig, tokens_B: jax.Array,
                 cache: KVCache) -> tuple[jax.Array, KVCache]:
     """One new token per sequence: logits [B, V] and the cache one token longer."""

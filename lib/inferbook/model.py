@@ -21,6 +21,7 @@ float32, rotary embeddings in the "rotate half" convention, softmax in float32.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 import jax
@@ -153,6 +154,7 @@ def unembed(params: Params, cfg: ModelConfig, x_xD: jax.Array) -> jax.Array:
     return jnp.matmul(x_xD, w_DV, preferred_element_type=jnp.float32)
 
 
+@partial(jax.jit, static_argnames=("cfg",))
 def forward(params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
             lengths_B: jax.Array | None = None) -> jax.Array:
     """Logits [B, T, V] for every position of a (right-padded) batch, with no cache.

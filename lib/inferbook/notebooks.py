@@ -21,7 +21,7 @@ from pathlib import Path
 __all__ = ["install_cell_source", "colab_notebook", "sources", "sync", "stale"]
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE_DIRS = ("chapters", "exercises")
+SOURCE_DIRS = ("book", "chapters", "exercises")
 
 
 def install_cell_source(root: Path = ROOT) -> str:
@@ -59,7 +59,7 @@ def colab_notebook(source: Path, root: Path = ROOT) -> str:
 
 
 def sources(root: Path = ROOT) -> list[Path]:
-    """Every chapter and exercise source that gets a Colab twin."""
+    """Every notebook source (py:percent) of the book that gets a Colab twin."""
     return sorted(p for d in SOURCE_DIRS for p in (root / d).glob("*.py")
                   if not p.name.startswith("_"))
 

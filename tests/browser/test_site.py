@@ -1,0 +1,141 @@
+"""Open every page of the built site in headless Chromium, as a reader would.
+
+Needs `_build/html` (run `make book` first; `make test` does) and Debian's chromium. The site
+is served on 127.0.0.1 only. For each page listed in _toc.yml: it exists, its math is typeset
+by the site's own MathJax, no executed cell shows an error or a traceback, every image loads,
+and notebook pages link to a Colab notebook that exists in the repository. Screenshots of the
+landing page and of one chapter go to _build/screenshots/.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+
+def toc_pages() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        pages += [c["file"] for c in part.get("chapters", [])]
+    return pages
+
+
+def is_notebook(page: str) -> bool:
+    return (ROOT / page).with_suffix(".py").is_file()
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not (SITE / "index.html").is_file():
+        pytest.fail("no built site: run `make book` first")
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(SITE))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.fail("chromium is not installed (make test installs Debian's chromium)")
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    # The site must be self-contained: any request that leaves the local server fails the test.
+    outside = []
+    context.route(re.compile(r"^https?://(?!127\.0\.0\.1)"),
+                  lambda route: (outside.append(route.request.url), route.abort()))
+    pg = context.new_page()
+    pg.outside_requests = outside
+    yield pg
+    context.close()
+
+
+def open_page(page, server, name):
+    response = page.goto(f"{server}/{name}.html", wait_until="load")
+    assert response is not None and response.ok, f"{name}.html did not load"
+    # Wait until MathJax (if the page uses it) has finished typesetting.
+    page.wait_for_function(
+        "() => !window.MathJax || !MathJax.startup || !MathJax.startup.promise"
+        " || MathJax.startup.promise.then(() => true)", timeout=30_000)
+    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+
+
+@pytest.mark.parametrize("name", toc_pages())
+def test_page_renders(page, server, name):
+    assert (SITE / f"{name}.html").is_file(), f"no page for toc entry {name}"
+    open_page(page, server, name)
+
+    # Math: every math element was typeset by MathJax (no raw TeX left).
+    untypeset = page.evaluate("""() => [...document.querySelectorAll('.math')]
+        .filter(el => !el.querySelector('mjx-container')).map(el => el.textContent.slice(0, 60))""")
+    assert not untypeset, f"math not typeset: {untypeset[:3]}"
+
+    # Executed cells: no error outputs, no tracebacks.
+    errors = page.evaluate("""() => [...document.querySelectorAll(
+        '.cell_output .output.error, .cell_output .output.traceback, .cell_output .ansi-red-fg')]
+        .map(el => el.textContent.slice(0, 200))""")
+    assert not errors, f"a cell shows an error: {errors[0]}"
+    assert "Traceback (most recent call last)" not in page.inner_text("body")
+
+    # Images: every one loaded.
+    broken = page.evaluate("""() => [...document.images]
+        .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
+    assert not broken, f"images failed to load: {broken}"
+
+    assert not page.outside_requests, f"the page fetched from outside: {page.outside_requests}"
+
+
+@pytest.mark.parametrize("name", [p for p in toc_pages() if is_notebook(p)])
+def test_notebook_pages_link_to_a_colab_notebook_in_the_repository(page, server, name):
+    open_page(page, server, name)
+    links = page.evaluate("""() => [...document.querySelectorAll('a[href*="colab.research.google.com"]')]
+        .map(a => a.href)""")
+    assert links, f"{name} has no Colab button"
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = config["repository"]["url"].removeprefix("https://github.com/")
+    prefix = f"https://colab.research.google.com/github/{repo}/blob/{config['repository']['branch']}/"
+    assert all(link.startswith(prefix) for link in links), links
+    target = links[0].removeprefix(prefix)
+    assert target == f"{name}.ipynb"
+    assert (ROOT / target).is_file(), f"the Colab link points at {target}, which is not committed"
+
+
+def test_screenshots_of_the_landing_page_and_a_chapter(page, server):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    open_page(page, server, toc_pages()[0])
+    page.screenshot(path=str(SHOTS / "landing.png"), full_page=False)
+    chapters = [p for p in toc_pages() if p.startswith("chapters/")] or toc_pages()[1:2]
+    open_page(page, server, chapters[0])
+    page.screenshot(path=str(SHOTS / "chapter.png"), full_page=False)
+    assert (SHOTS / "landing.png").stat().st_size > 10_000
+    assert (SHOTS / "chapter.png").stat().st_size > 10_000

@@ -1,0 +1,85 @@
+"""ModelConfig: validation, derived sizes, presets and Hugging Face configs."""
+
+import json
+
+import pytest
+
+from inferbook.config import PRESETS, ConfigError, ModelConfig, from_hf_config, get_preset
+
+
+def test_derived_sizes():
+    cfg = get_preset("llama-2-70b")
+    assert cfg.G * cfg.K == cfg.N
+    assert cfg.q_dim == cfg.N * cfg.H and cfg.kv_dim == cfg.K * cfg.H
+    assert cfg.attention_kind == "GQA"
+    assert cfg.replace(K=1).attention_kind == "MQA"
+    assert cfg.replace(K=cfg.N).attention_kind == "MHA"
+
+
+@pytest.mark.parametrize("bad", [dict(N=6, K=4), dict(L=0), dict(D=-1), dict(H=7),
+                                 dict(mlp="moe"), dict(window=0)])
+def test_invalid_configs_are_refused(bad):
+    base = dict(L=1, D=8, F=8, N=4, K=2, H=4, V=10)
+    with pytest.raises(ConfigError):
+        ModelConfig(**(base | bad))
+
+
+def test_every_preset_is_valid_and_named_after_its_key():
+    for name, cfg in PRESETS.items():
+        assert cfg.name == name
+
+
+def test_unknown_preset_lists_the_known_ones():
+    with pytest.raises(ConfigError, match="llama-2-7b"):
+        get_preset("llama-5")
+
+
+def hf_dict(**overrides):
+    base = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+            "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32,
+            "vocab_size": 32000, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+            "tie_word_embeddings": False, "max_position_embeddings": 4096}
+    return base | overrides
+
+
+def test_llama_2_7b_config_json_gives_the_preset(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(hf_dict()))
+    cfg = from_hf_config(tmp_path)
+    assert cfg.replace(name="llama-2-7b") == get_preset("llama-2-7b")
+
+
+def test_defaults_for_optional_keys():
+    raw = hf_dict()
+    del raw["num_key_value_heads"]
+    cfg = from_hf_config(raw)
+    assert cfg.K == cfg.N and cfg.H == 4096 // 32
+    assert from_hf_config(hf_dict(head_dim=256)).H == 256
+
+
+def test_newer_rope_parameters_are_read():
+    raw = hf_dict(rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
+    del raw["rope_theta"]
+    assert from_hf_config(raw).rope_theta == 500000.0
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"model_type": "gpt2"}, "unsupported architecture"),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope scaling"),
+    ({"attention_bias": True}, "attention_bias"),
+    ({"hidden_size": "big"}, "hidden_size"),
+])
+def test_unsupported_configs_are_named(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        from_hf_config(hf_dict(**overrides))
+
+
+def test_missing_keys_and_unreadable_files_are_named(tmp_path):
+    raw = hf_dict()
+    del raw["vocab_size"]
+    with pytest.raises(ConfigError, match="'vocab_size'"):
+        from_hf_config(raw)
+    with pytest.raises(ConfigError, match="no config file"):
+        from_hf_config(tmp_path / "absent.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ConfigError, match="cannot read"):
+        from_hf_config(tmp_path / "bad.json")
