@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["attention_mask", "attention_reference", "attend"]
+__all__ = ["attention_mask", "attention_reference", "attend", "merge_partials", "MASKED"]
 
 # A large negative number rather than -inf: a fully masked row then yields a uniform (and
 # ignored) distribution instead of NaNs that would poison everything they touch.
@@ -38,30 +38,57 @@ def attention_mask(q_pos_BT: jax.Array, k_pos_S: jax.Array, kv_len_B: jax.Array,
     return mask
 
 
-def attention_reference(q_BTNH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array,
+def attention_reference(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
                         mask_BTS: jax.Array) -> tuple[jax.Array, jax.Array]:
     """softmax(Q Kᵀ / √H) V, with grouped-query heads, in one piece.
+
+    Keys and values come head-major, [B, K, S, H], the layout of the library's KV cache: each
+    head's keys are contiguous, so both products read the cache in place (a [B, S, K, H] cache
+    would be transposed — copied — on every decode step).
 
     Returns the output [B, T, N, H] (in q's dtype) and the log-sum-exp of the scaled, masked
     scores [B, T, N] (float32). The log-sum-exp is what lets partial results over different key
     blocks be combined exactly (FlashAttention, Flash-Decoding).
     """
     B, T, N, H = q_BTNH.shape
-    K = k_BSKH.shape[2]
-    q_BTKGH = q_BTNH.reshape(B, T, K, N // K, H)
-    scores_BKGTS = jnp.einsum("BTKGH,BSKH->BKGTS", q_BTKGH, k_BSKH,
-                              preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(H))
-    scores_BKGTS = jnp.where(mask_BTS[:, None, None, :, :], scores_BKGTS, MASKED)
-    lse_BKGT = jax.nn.logsumexp(scores_BKGTS, axis=-1)
-    probs_BKGTS = jnp.exp(scores_BKGTS - lse_BKGT[..., None])
-    out_BTKGH = jnp.einsum("BKGTS,BSKH->BTKGH", probs_BKGTS.astype(v_BSKH.dtype), v_BSKH,
-                           preferred_element_type=jnp.float32)
-    out_BTNH = out_BTKGH.reshape(B, T, N, H).astype(q_BTNH.dtype)
-    lse_BTN = jnp.moveaxis(lse_BKGT, -1, 1).reshape(B, T, N)
+    K = k_BKSH.shape[1]
+    G = N // K
+    # Queries of one KV head's group side by side: [B, K, G·T, H]. Every product below then has
+    # B and K as leading batch dimensions on both sides, the form XLA maps straight onto a
+    # batched matmul (a five-letter einsum such as "BTKGH,BKSH->BKGTS" makes XLA:CPU shuffle
+    # the cache through memory first, several times slower).
+    q_BKMH = q_BTNH.reshape(B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B, K, G * T, H)
+    scores_BKMS = jnp.einsum("BKMH,BKSH->BKMS", q_BKMH, k_BKSH,
+                             preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(H))
+    mask_B1MS = jnp.broadcast_to(mask_BTS[:, None, None], (B, 1, G, T, S := k_BKSH.shape[2]))
+    scores_BKMS = jnp.where(mask_B1MS.reshape(B, 1, G * T, S), scores_BKMS, MASKED)
+    lse_BKM = jax.nn.logsumexp(scores_BKMS, axis=-1)
+    probs_BKMS = jnp.exp(scores_BKMS - lse_BKM[..., None])
+    out_BKMH = jnp.einsum("BKMS,BKSH->BKMH", probs_BKMS.astype(v_BKSH.dtype), v_BKSH,
+                          preferred_element_type=jnp.float32)
+    out_BTNH = (out_BKMH.reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4)
+                .reshape(B, T, N, H).astype(q_BTNH.dtype))
+    lse_BTN = lse_BKM.reshape(B, K, G, T).transpose(0, 3, 1, 2).reshape(B, T, N)
     return out_BTNH, lse_BTN
 
 
-def attend(q_BTNH: jax.Array, k_BSKH: jax.Array, v_BSKH: jax.Array,
+def attend(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
            mask_BTS: jax.Array) -> jax.Array:
     """The attention output alone (what the model needs)."""
-    return attention_reference(q_BTNH, k_BSKH, v_BSKH, mask_BTS)[0]
+    return attention_reference(q_BTNH, k_BKSH, v_BKSH, mask_BTS)[0]
+
+
+def merge_partials(out1_BTNH: jax.Array, lse1_BTN: jax.Array, out2_BTNH: jax.Array,
+                   lse2_BTN: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Combine attention over two disjoint sets of keys into attention over their union.
+
+    Each part is softmax-normalised over its own keys; its log-sum-exp says how much total
+    weight it carries. Rescaling each part by exp(lse_part - lse_union) gives exactly the
+    attention over all keys. FlashAttention applies this block by block, Flash-Decoding across
+    chunks of the cache, and the decoder to "the cache" and "this step's new tokens".
+    """
+    lse_BTN = jnp.logaddexp(lse1_BTN, lse2_BTN)
+    w1 = jnp.exp(lse1_BTN - lse_BTN)[..., None]
+    w2 = jnp.exp(lse2_BTN - lse_BTN)[..., None]
+    out = out1_BTNH.astype(jnp.float32) * w1 + out2_BTNH.astype(jnp.float32) * w2
+    return out.astype(out1_BTNH.dtype), lse_BTN

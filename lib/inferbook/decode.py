@@ -8,9 +8,16 @@ Generation has two phases with very different costs (chapter 1):
     its own key and value; it reads every weight to do a few FLOPs per byte, so it is bound by
     memory bandwidth.
 
-`generate` compiles the whole loop — prefill, then a `lax.while_loop` of decode steps over a
-fixed-size cache — into one program, so no step recompiles. `naive_generate` is the baseline
-that keeps no cache and recomputes the full prefix for every new token.
+New tokens attend to two sets of keys: those already in the cache, and their own (causally,
+among themselves). `attend_cached` computes the two partial attentions and merges them with
+their log-sum-exps — the same identity FlashAttention and Flash-Decoding are built on. Keeping
+the two apart means a step *reads* the cache without writing it; the new keys and values are
+appended afterwards (`kvcache.append`). Besides being clearer, that matters for speed: XLA:CPU
+copies the whole cache when one program both updates it and reads the updated version.
+
+`generate` runs three programs, each compiled once for a given shape: prefill, a decode step
+that samples the next token, and an in-place append to the cache. `naive_generate` is the
+baseline that keeps no cache and recomputes the whole prefix for every new token.
 
 Ragged batches: prompts of different lengths are right-padded to a common T and carry their
 true lengths; every sequence then writes and reads its own slots of the cache.
@@ -27,15 +34,40 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import kvcache
-from .attention import attend as attend_reference
-from .attention import attention_mask
+from .attention import attention_mask, attention_reference, merge_partials
 from .config import ModelConfig
 from .kvcache import KVCache
 from .model import Params, forward, transformer, unembed
 from .sampling import GREEDY, Sampler, sample
 
-__all__ = ["prefill", "extend", "decode_step", "generate", "naive_generate", "pad_prompts",
-           "GenerateResult"]
+__all__ = ["attend_cached", "prefill", "extend", "decode_step", "generate", "naive_generate",
+           "pad_prompts", "GenerateResult"]
+
+
+def attend_cached(q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array, n_new_B: jax.Array,
+                  window: int | None = None, cache_k_BKSH: jax.Array | None = None,
+                  cache_v_BKSH: jax.Array | None = None,
+                  cache_len_B: jax.Array | None = None) -> jax.Array:
+    """Attention of T new tokens to the cached tokens and to each other.
+
+    The new tokens of sequence b sit at positions cache_len_B[b] + t; only the first n_new_B[b]
+    are real. Without a cache (prefill) only the second part exists.
+    """
+    T = q_BTNH.shape[1]
+    rel_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), q_BTNH.shape[:2])
+    # New keys: causal among the new tokens, padding excluded. Positions relative to the
+    # chunk's start give the same mask (and the same window) as absolute ones.
+    mask_new_BTT = attention_mask(rel_BT, rel_BT[0], n_new_B, window)
+    out_BTNH, lse_BTN = attention_reference(q_BTNH, k_BTKH.swapaxes(1, 2),
+                                            v_BTKH.swapaxes(1, 2), mask_new_BTT)
+    if cache_k_BKSH is None:
+        return out_BTNH
+    # Cached keys: every one is in the past; those past the sequence's length are padding.
+    pos_BT = cache_len_B[:, None] + rel_BT
+    slots_S = jnp.arange(cache_k_BKSH.shape[2], dtype=jnp.int32)
+    mask_cache_BTS = attention_mask(pos_BT, slots_S, cache_len_B, window)
+    out_c, lse_c = attention_reference(q_BTNH, cache_k_BKSH, cache_v_BKSH, mask_cache_BTS)
+    return merge_partials(out_c, lse_c, out_BTNH, lse_BTN)[0]
 
 
 @partial(jax.jit, static_argnames=("cfg",))
@@ -46,59 +78,56 @@ def prefill(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: j
     Row b of `tokens_BT` holds lengths_B[b] prompt tokens, then padding. Returns the logits at
     each prompt's last position [B, V] — the distribution of the first new token — and the cache
     holding every layer's keys and values for the prompt tokens.
-
-    The queries attend to this call's own keys (a T×T causal problem), not to the S slots of the
-    cache: with an empty cache the two give the same answer, and this one does T/S of the work.
     """
     B, T = tokens_BT.shape
     pos_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
-    mask_BTS = attention_mask(pos_BT, pos_BT[0], lengths_B, cfg.window)
-    new_k, new_v = list(cache.k), list(cache.v)
+    new_k, new_v = [], []
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        new_k[i] = kvcache.write(cache.k[i], k_BTKH, jnp.zeros_like(lengths_B), lengths_B)
-        new_v[i] = kvcache.write(cache.v[i], v_BTKH, jnp.zeros_like(lengths_B), lengths_B)
-        return attend_reference(q_BTNH, k_BTKH, v_BTKH, mask_BTS)
+        new_k.append(k_BTKH)
+        new_v.append(v_BTKH)
+        return attend_cached(q_BTNH, k_BTKH, v_BTKH, lengths_B, cfg.window)
 
     x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
-    last_BD = x_BTD[jnp.arange(B), lengths_B - 1]
-    return unembed(params, cfg, last_BD), KVCache(tuple(new_k), tuple(new_v), lengths_B)
+    logits_BV = unembed(params, cfg, x_BTD[jnp.arange(B), lengths_B - 1])
+    empty = cache._replace(lengths=jnp.zeros_like(lengths_B))
+    return logits_BV, kvcache.append(empty, new_k, new_v, lengths_B)
 
 
 @partial(jax.jit, static_argnames=("cfg",))
 def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: KVCache,
-           n_new_B: jax.Array | None = None) -> tuple[jax.Array, KVCache]:
-    """Append T tokens per sequence to a cache and return their logits [B, T, V].
+           n_new_B: jax.Array | None = None
+           ) -> tuple[jax.Array, tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]]:
+    """Run T new tokens per sequence against a cache, without writing it.
 
-    Sequence b's tokens go to positions cache.lengths[b], cache.lengths[b] + 1, ...; only the
-    first n_new_B[b] of them are real (default: all T). Each new token attends to everything
-    cached before it and to the new tokens up to itself. T = 1 is a decode step; T > 1 serves
-    chunked prefill, prompts that continue a cached prefix, and verifying speculated tokens.
+    Sequence b's tokens sit at positions cache.lengths[b], cache.lengths[b] + 1, ...; only the
+    first n_new_B[b] of them are real (default: all T). Returns their logits [B, T, V] and the
+    new keys and values of every layer ([B, T, K, H] each), for `kvcache.append`. T = 1 is a
+    decode step; T > 1 serves chunked prefill, prompts that continue a cached prefix, and the
+    verification of speculated tokens.
     """
     B, T = tokens_BT.shape
     if n_new_B is None:
         n_new_B = jnp.full((B,), T, jnp.int32)
-    start_B = cache.lengths
-    pos_BT = start_B[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
-    slots_S = jnp.arange(cache.max_len, dtype=jnp.int32)
-    mask_BTS = attention_mask(pos_BT, slots_S, start_B + n_new_B, cfg.window)
-    new_k, new_v = list(cache.k), list(cache.v)
+    pos_BT = cache.lengths[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
+    new_k, new_v = [], []
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        new_k[i] = kvcache.write(cache.k[i], k_BTKH, start_B, n_new_B)
-        new_v[i] = kvcache.write(cache.v[i], v_BTKH, start_B, n_new_B)
-        return attend_reference(q_BTNH, new_k[i], new_v[i], mask_BTS)
+        new_k.append(k_BTKH)
+        new_v.append(v_BTKH)
+        return attend_cached(q_BTNH, k_BTKH, v_BTKH, n_new_B, cfg.window,
+                             cache.k[i], cache.v[i], cache.lengths)
 
     x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
-    return unembed(params, cfg, x_BTD), KVCache(tuple(new_k), tuple(new_v), start_B + n_new_B)
+    return unembed(params, cfg, x_BTD), (tuple(new_k), tuple(new_v))
 
 
 @partial(jax.jit, static_argnames=("cfg",))
 def decode_step(params: Params, cfg: ModelConfig, tokens_B: jax.Array,
                 cache: KVCache) -> tuple[jax.Array, KVCache]:
     """One new token per sequence: logits [B, V] and the cache one token longer."""
-    logits_BTV, cache = extend(params, cfg, tokens_B[:, None], cache)
-    return logits_BTV[:, 0], cache
+    logits_BTV, (new_k, new_v) = extend(params, cfg, tokens_B[:, None], cache)
+    return logits_BTV[:, 0], kvcache.append(cache, new_k, new_v)
 
 
 # The loop -----------------------------------------------------------------------------------
@@ -149,32 +178,24 @@ def _trim(tokens_BN: np.ndarray, eos_id: int | None) -> GenerateResult:
     return GenerateResult(out)
 
 
-@partial(jax.jit, static_argnames=("cfg", "max_new_tokens", "sampler", "eos_id", "cache_len"))
-def _generate(params, tokens_BT, lengths_B, key, *, cfg, max_new_tokens, sampler, eos_id,
-              cache_len):
-    B = tokens_BT.shape[0]
-    cache = kvcache.init_cache(cfg, B, cache_len, params["embed"].dtype)
+@partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
+def _first_token(params, cfg, tokens_BT, lengths_B, cache, key, sampler, eos):
     logits_BV, cache = prefill(params, cfg, tokens_BT, lengths_B, cache)
-    key, sub = jax.random.split(key)
-    tok_B = sample(logits_BV, sub, sampler)
-    out_BN = jnp.zeros((B, max_new_tokens), jnp.int32).at[:, 0].set(tok_B)
-    eos = -1 if eos_id is None else eos_id
-    done_B = tok_B == eos
+    tok_B = sample(logits_BV, key, sampler)
+    return tok_B, tok_B == eos, cache
 
-    def cond(state):
-        step, _, _, _, done_B, _ = state
-        return (step < max_new_tokens) & ~jnp.all(done_B)
 
-    def body(state):
-        step, tok_B, cache, out_BN, done_B, key = state
-        logits_BV, cache = decode_step(params, cfg, tok_B, cache)
-        key, sub = jax.random.split(key)
-        tok_B = sample(logits_BV, sub, sampler)
-        out_BN = out_BN.at[:, step].set(jnp.where(done_B, eos, tok_B))
-        return step + 1, tok_B, cache, out_BN, done_B | (tok_B == eos), key
+@partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
+def _next_token(params, cfg, tok_B, done_B, cache, key, sampler, eos):
+    """One decode step that samples. It reads the cache; the caller appends new_kv after."""
+    logits_BTV, new_kv = extend(params, cfg, tok_B[:, None], cache)
+    tok_B = sample(logits_BTV[:, 0], key, sampler)
+    emitted_B = jnp.where(done_B, eos, tok_B)      # finished sequences emit padding
+    return tok_B, done_B | (tok_B == eos), emitted_B, new_kv
 
-    state = (jnp.int32(1), tok_B, cache, out_BN, done_B, key)
-    return jax.lax.while_loop(cond, body, state)[3]
+
+# Appending in place: the old cache's buffers are donated to the new one.
+_append = jax.jit(kvcache.append, donate_argnames=("cache",))
 
 
 def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
@@ -182,19 +203,32 @@ def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
              eos_id: int | None = None, pad_multiple: int = 16) -> GenerateResult:
     """Generate up to `max_new_tokens` tokens after each prompt, with a KV cache.
 
-    One compiled program does the prefill and every decode step. A sequence stops at `eos_id`
-    (its remaining slots are not returned); the loop stops when all have stopped or after
-    `max_new_tokens`. `key` drives sampling (ignored when greedy).
+    The cache is allocated once, at prompt length + max_new_tokens, so every step has the same
+    shapes: prefill, the decode step and the append each compile once. A sequence stops at
+    `eos_id` (its remaining slots are not returned); the loop stops when all have stopped or
+    after `max_new_tokens`. `key` drives sampling (ignored when greedy); token i is drawn with
+    the i-th of `jax.random.split(key, max_new_tokens)`.
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
     _check_tokens(cfg, prompts)
     tokens_BT, lengths_B = pad_prompts(prompts, pad_multiple)
-    key = jax.random.key(0) if key is None else key
-    out_BN = _generate(params, tokens_BT, lengths_B, key, cfg=cfg, max_new_tokens=max_new_tokens,
-                       sampler=sampler, eos_id=eos_id,
-                       cache_len=tokens_BT.shape[1] + max_new_tokens)
-    return _trim(np.asarray(out_BN), eos_id)
+    keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
+    eos = -1 if eos_id is None else eos_id
+    cache = kvcache.init_cache(cfg, len(prompts), tokens_BT.shape[1] + max_new_tokens,
+                               params["embed"].dtype)
+    tok_B, done_B, cache = _first_token(params, cfg, tokens_BT, lengths_B, cache, keys[0],
+                                        sampler, eos)
+    emitted = [tok_B]
+    for step in range(1, max_new_tokens):
+        # Checking for EOS waits for the device; do it every few steps, not every step.
+        if eos_id is not None and step % 8 == 0 and bool(jnp.all(done_B)):
+            break
+        tok_B, done_B, out_B, (new_k, new_v) = _next_token(params, cfg, tok_B, done_B, cache,
+                                                            keys[step], sampler, eos)
+        cache = _append(cache, new_k, new_v)
+        emitted.append(out_B)
+    return _trim(np.asarray(jnp.stack(emitted, axis=1)), eos_id)
 
 
 @partial(jax.jit, static_argnames=("cfg",))
@@ -216,7 +250,7 @@ def naive_generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
     _check_tokens(cfg, prompts)
-    key = jax.random.key(0) if key is None else key
+    keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
     seqs = [list(map(int, p)) for p in prompts]
     lengths = np.array([len(s) for s in seqs], np.int32)
     eos = -1 if eos_id is None else eos_id
@@ -225,8 +259,7 @@ def naive_generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[
     for step in range(max_new_tokens):
         tokens_BT, _ = pad_prompts(seqs, bucket)
         logits_BV = _last_logits(params, cfg, tokens_BT, lengths)
-        key, sub = jax.random.split(key)
-        tok = np.asarray(sample(logits_BV, sub, sampler))
+        tok = np.asarray(sample(logits_BV, keys[step], sampler))
         out[:, step] = np.where(done, eos, tok)
         done |= tok == eos
         for s, t in zip(seqs, tok.tolist()):

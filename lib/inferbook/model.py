@@ -169,6 +169,6 @@ def forward(params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
     mask_BTS = attention_mask(pos_BT, pos_BT[0], lengths_B, cfg.window)
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        return attend_reference(q_BTNH, k_BTKH, v_BTKH, mask_BTS)
+        return attend_reference(q_BTNH, k_BTKH.swapaxes(1, 2), v_BTKH.swapaxes(1, 2), mask_BTS)
 
     return unembed(params, cfg, transformer(params, cfg, tokens_BT, pos_BT, attend))

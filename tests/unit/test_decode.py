@@ -121,17 +121,40 @@ def test_extend_handles_a_chunk_of_several_tokens():
     seq = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
     cache = kvcache.init_cache(cfg, 1, 16)
     _, cache = decode.prefill(params, cfg, jnp.asarray([seq[:4]]), jnp.asarray([4]), cache)
-    logits, cache = decode.extend(params, cfg, jnp.asarray([seq[4:]]), cache)
+    logits, (new_k, new_v) = decode.extend(params, cfg, jnp.asarray([seq[4:]]), cache)
     full = model.forward(params, cfg, jnp.asarray([seq]))
     np.testing.assert_allclose(logits[0], full[0, 4:], rtol=1e-4, atol=1e-4)
+    # extend reads the cache but leaves it alone; appending gives the cache of the whole text.
+    assert int(cache.lengths[0]) == 4
+    cache = kvcache.append(cache, new_k, new_v)
     assert int(cache.lengths[0]) == len(seq)
+    whole = kvcache.init_cache(cfg, 1, 16)
+    _, whole = decode.prefill(params, cfg, jnp.asarray([seq]), jnp.asarray([len(seq)]), whole)
+    for a, b in zip(cache.k + cache.v, whole.k + whole.v):
+        np.testing.assert_allclose(a[:, :, :len(seq)], b[:, :, :len(seq)], rtol=1e-5, atol=1e-5)
+
+
+def test_a_ragged_chunk_appends_only_its_real_tokens():
+    cfg = ModelConfig(L=1, D=16, F=32, N=2, K=1, H=8, V=30)
+    params = model.init_params(cfg, seed=6)
+    cache = kvcache.init_cache(cfg, 2, 12)
+    _, cache = decode.prefill(params, cfg, jnp.asarray([[1, 2, 3], [4, 0, 0]]),
+                              jnp.asarray([3, 1]), cache)
+    chunk = jnp.asarray([[5, 6], [7, 0]])
+    logits, (k, v) = decode.extend(params, cfg, chunk, cache, jnp.asarray([2, 1]))
+    cache = kvcache.append(cache, k, v, jnp.asarray([2, 1]))
+    np.testing.assert_array_equal(cache.lengths, [5, 2])
+    full = model.forward(params, cfg, jnp.asarray([[1, 2, 3, 5, 6], [4, 7, 0, 0, 0]]),
+                         jnp.asarray([5, 2]))
+    np.testing.assert_allclose(logits[0], full[0, 3:5], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(logits[1, 0], full[1, 1], rtol=1e-4, atol=1e-4)
 
 
 def test_writes_past_the_end_of_the_cache_are_dropped_not_clamped():
-    cache = jnp.zeros((1, 4, 1, 1))
+    cache = jnp.zeros((1, 1, 4, 1))
     new = jnp.ones((1, 3, 1, 1))
     out = kvcache.write(cache, new, jnp.asarray([2]))
-    np.testing.assert_array_equal(out[0, :, 0, 0], [0, 0, 1, 1])
+    np.testing.assert_array_equal(out[0, 0, :, 0], [0, 0, 1, 1])
 
 
 def test_generate_rejects_bad_input():

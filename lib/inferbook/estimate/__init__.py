@@ -1,0 +1,17 @@
+"""The estimator: the sources' equations as functions of a ModelConfig and a Chip.
+
+Every performance number in the book comes from here, and every function is tied to the
+executable model so its prediction can be checked: parameter and KV-cache bytes against the
+arrays the model allocates, FLOPs against XLA's cost analysis of the compiled program,
+collective bytes against the collectives in a sharded program, step times against measurement.
+
+One module per concept; everything is re-exported here, so ``from inferbook import estimate``
+and ``estimate.kv_bytes_per_token(cfg)`` is all a chapter needs.
+
+  params     parameter counts and bytes, KV-cache bytes, FLOPs per token and per forward pass
+"""
+
+from .params import *  # noqa: F401,F403
+from .params import __all__ as _params_all
+
+__all__ = [*_params_all]
