@@ -1,0 +1,84 @@
+"""Putting computed numbers into the book's prose.
+
+Chapters never type a number the library can compute. They compute it, format it with one of
+the helpers below, and `glue` it under a name; the Markdown then says
+``{glue:text}`kv_bytes_13b` `` and the built page shows the value of that run. Outside the
+book build (Colab, a plain Jupyter kernel) `glue` does nothing, so the notebooks run anywhere.
+
+Formatting is decimal and explicit about units, as the sources are: 1 GB = 1e9 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["glue", "fmt_bytes", "fmt_seconds", "fmt_count", "fmt_flops", "fmt_rate",
+           "fmt_ratio", "fmt_percent"]
+
+
+def glue(name: str, value: Any) -> Any:
+    """Record `value` for the book under `name` (myst-nb); returns the value unchanged.
+
+    Strings are inserted as they are, so pre-format numbers with the helpers below.
+    """
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:      # Colab or a bare kernel: nothing to glue into
+        return value
+    _glue(name, value, display=False)
+    return value
+
+
+def _scaled(value: float, units: list[tuple[float, str]], digits: int) -> str:
+    for scale, unit in units:
+        if abs(value) >= scale:
+            return f"{value / scale:,.{digits}f} {unit}"
+    scale, unit = units[-1]
+    return f"{value / scale:,.{digits}f} {unit}"
+
+
+def fmt_bytes(n: float, digits: int = 1) -> str:
+    """1.5e9 -> '1.5 GB' (decimal units, as datasheets use)."""
+    return _scaled(n, [(1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"),
+                       (1, "B")], digits)
+
+
+def fmt_seconds(t: float, digits: int = 1) -> str:
+    """0.0123 -> '12.3 ms'."""
+    return _scaled(t, [(1, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")], digits)
+
+
+def fmt_count(n: float, digits: int = 1) -> str:
+    """13.0e9 -> '13.0 billion'; small integers print exactly with separators."""
+    if abs(n) < 1e6 and float(n).is_integer():
+        return f"{int(n):,}"
+    return _scaled(n, [(1e12, "trillion"), (1e9, "billion"), (1e6, "million")], digits)
+
+
+def fmt_flops(n: float, digits: int = 1) -> str:
+    """2.6e13 -> '26.0 TFLOPs' (an amount of work, not a rate)."""
+    return _scaled(n, [(1e15, "PFLOPs"), (1e12, "TFLOPs"), (1e9, "GFLOPs"), (1e6, "MFLOPs"),
+                       (1e3, "kFLOPs"), (1, "FLOPs")], digits)
+
+
+def fmt_rate(n: float, unit: str = "B/s", digits: int = 1) -> str:
+    """8.2e11 -> '820.0 GB/s'; unit is 'B/s', 'FLOP/s' or 'tokens/s'."""
+    base = unit.split("/")[0]
+    prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")]
+    if base == "tokens":
+        return _scaled(n, [(1e6, "million tokens/s"), (1e3, "thousand tokens/s"),
+                           (1, "tokens/s")], digits)
+    return _scaled(n, [(s, f"{p}{unit}") for s, p in prefixes], digits)
+
+
+def fmt_ratio(x: float, digits: int = 1) -> str:
+    """3.14159 -> '3.1×'."""
+    return f"{x:,.{digits}f}×"
+
+
+def fmt_percent(x: float, digits: int = 0) -> str:
+    """0.734 -> '73%'."""
+    if math.isnan(x):
+        return "n/a"
+    return f"{100 * x:.{digits}f}%"
