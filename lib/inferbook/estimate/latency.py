@@ -32,7 +32,8 @@ __all__ = ["kipply_kv_flops", "kipply_kv_times", "kipply_flops_per_byte",
            "kipply_kv_flops_saved", "kv_capacity_tokens", "min_chips_for_weights",
            "kipply_comm_bytes_per_token", "LatencyEstimate", "kipply_small_batch_latency",
            "kipply_large_batch_latency", "kipply_flops_per_comm_byte", "comm_intensity",
-           "kipply_flop_breakdown", "kipply_intermediate_share", "kipply_context_time"]
+           "kipply_flop_breakdown", "kipply_intermediate_share", "intermediate_share_at_width",
+           "kipply_context_time"]
 
 
 # The kv cache: FLOPs against bytes --------------------------------------------------------------
@@ -188,13 +189,26 @@ def kipply_flop_breakdown(cfg: ModelConfig) -> dict[str, int]:
 
 
 def kipply_intermediate_share(share: float, d_from: int, d_to: int) -> float:
-    """Scale a measured share of time spent in memory-bound element-wise work to a wider model.
+    """kipply's scaling of a measured share of memory-bound element-wise time to a wider model:
+    share · (d_to/d_from) / (d_to/d_from)² ("intermediate memory costs": 43% at D = 1024
+    becomes 0.43 · 8 / 64 ≈ 5% at D = 8192).
 
-    Their time grows like D (vectors) while matmul time grows like D²: share · (d_to/d_from) /
-    (d_to/d_from)². kipply: 43% at D = 1024 becomes about 5% at D = 8192.
+    It scales the element-wise time like D and divides by the matmul time scaled like D², but
+    takes the old matmul time to be the whole step (1) rather than 1 - share; see
+    `intermediate_share_at_width` for the share of the new step time.
     """
     r = d_to / d_from
     return share * r / r ** 2
+
+
+def intermediate_share_at_width(share: float, d_from: int, d_to: int) -> float:
+    """The share of step time left to element-wise work when the model widens from d_from to d_to.
+
+    Element-wise time scales like D (vectors), matmul time like D² (per layer):
+    share·r / (share·r + (1 - share)·r²) with r = d_to / d_from.
+    """
+    r = d_to / d_from
+    return share * r / (share * r + (1 - share) * r ** 2)
 
 
 def kipply_context_time(step_s: float, tokens: int, chip: Chip, bandwidth_share: float = 1.0,
