@@ -146,3 +146,26 @@ def test_context_time_is_the_flop_bound_prefill():
     prefill = estimate.kipply_context_time(step, 512, A100)
     assert prefill == pytest.approx(2 * estimate.param_count(cfg) * 512 / A100.bf16_flops_per_s)
     assert math.isclose(estimate.kipply_context_time(step, 512, A100, 0.9), prefill * 0.9)
+
+
+@given(name=st.sampled_from(["llama-2-13b", "llama-3-70b", "kipply-52b"]),
+       chip=st.sampled_from(["TPU v5e", "A100 40GB", "TPU v6e"]), n=st.sampled_from([1, 2, 8, 64]),
+       batch=st.integers(1, 1024), context=st.integers(1, 8192))
+def test_tensor_parallel_step_time_joins_the_roofline_and_both_of_kipplys_regimes(
+        name, chip, n, batch, context):
+    cfg, chip = PRESETS[name], CHIPS[chip]
+    est = estimate.tensor_parallel_step_time(cfg, chip, n, batch, context)
+    kv = estimate.kv_cache_bytes(cfg, batch, context)
+    roof = estimate.estimate_decode(cfg, chip, batch=batch, context=context, chips=n).step_time_s
+    if n == 1:
+        assert est.total_s == pytest.approx(roof)
+        return
+    latency = 4 * cfg.L * chip.hop_latency_s
+    small = estimate.kipply_small_batch_latency(cfg, chip, n)
+    large = estimate.kipply_large_batch_latency(cfg, chip, n, batch)
+    traffic = batch * 2 * 4 * cfg.L * cfg.D * (n - 1) / n / chip.interconnect_bytes_per_s
+    assert est.total_s == pytest.approx(max(roof, traffic) + latency)
+    if batch <= estimate.critical_batch(chip):     # memory-bound: her small batch + the cache
+        assert est.total_s >= small.total_s + kv / (n * chip.hbm_bytes_per_s) - 1e-12
+    else:                                          # FLOP-bound: her large batch + the cache
+        assert max(roof, traffic) >= large.total_s * (n - 1) / n - 1e-12

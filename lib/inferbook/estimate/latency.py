@@ -31,7 +31,8 @@ from .roofline import peak_flops_per_s
 __all__ = ["kipply_kv_flops", "kipply_kv_times", "kipply_flops_per_byte",
            "kipply_kv_flops_saved", "kv_capacity_tokens", "min_chips_for_weights",
            "kipply_comm_bytes_per_token", "LatencyEstimate", "kipply_small_batch_latency",
-           "kipply_large_batch_latency", "kipply_flops_per_comm_byte", "comm_intensity",
+           "kipply_large_batch_latency", "tensor_parallel_step_time",
+           "kipply_flops_per_comm_byte", "comm_intensity",
            "kipply_flop_breakdown", "kipply_intermediate_share", "intermediate_share_at_width",
            "kipply_context_time"]
 
@@ -157,6 +158,32 @@ def kipply_large_batch_latency(cfg: ModelConfig, chip: Chip, chips: int, batch: 
         comms = batch * kipply_comm_bytes_per_token(cfg, chips, act_bytes, exact=False) / link
     flops = batch * 2 * _params(cfg, params) / (chips * peak_flops_per_s(chip, compute))
     return LatencyEstimate(flops, comms, overlapped=True)
+
+
+def tensor_parallel_step_time(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
+                              context: int, weight_bytes: float = 2, kv_bytes: float = 2,
+                              act_bytes: float = 2, compute: str = "bf16") -> LatencyEstimate:
+    """A decode step on `chips` tensor-parallel chips, kipply's two regimes in one formula.
+
+    compute = the roofline step time (`roofline.step_time`: KV read + the larger of weight
+    load and FLOPs, all divided over the chips); comms = B · bytes · 4·L·D·(N-1)/N / A_c, the
+    all-reduce traffic, which overlaps with compute; plus 4·L message latencies, which do not.
+    total = max(compute, comms) + 4·L·latency. For one chip it is the roofline step time; for
+    small batches it is kipply's small-batch latency plus the KV read; for large ones her
+    large-batch latency plus the KV read.
+    """
+    from .roofline import step_time
+    P = param_count(cfg)
+    kv = batch * context * kv_bytes_per_token(cfg, kv_bytes)
+    roof = step_time(P, param_bytes(cfg, weight_bytes), kv, batch, chip, chips, compute)
+    if chips == 1:
+        return LatencyEstimate(roof, 0.0, overlapped=True)
+    if chip.interconnect_bytes_per_s is None or chip.hop_latency_s is None:
+        raise ValueError(f"{chip.name} lacks interconnect bandwidth or message latency")
+    traffic = batch * kipply_comm_bytes_per_token(cfg, chips, act_bytes)
+    latency = 4 * cfg.L * chip.hop_latency_s
+    return LatencyEstimate(roof + latency, traffic / chip.interconnect_bytes_per_s + latency,
+                           overlapped=True)
 
 
 def kipply_flops_per_comm_byte(cfg: ModelConfig, act_bytes: float = 2) -> dict[str, float]:
