@@ -54,6 +54,9 @@ _TPU_DOCS = "Google Cloud TPU system architecture docs (cloud.google.com/tpu/doc
 _SCALING_ICI = ("; ICI one-way bandwidth per link and ~1 µs per hop from the scaling book, "
                 "part 2 (Austin et al. 2025)")
 
+_A100 = ("NVIDIA A100 Tensor Core GPU datasheet (SXM4 {v}); message latency 8 µs: kipply's "
+         "estimate (Chen 2022) from NVLink measurements on the V100 (Jia et al. 2018)")
+
 CHIPS: dict[str, Chip] = {c.name: c for c in [
     Chip("TPU v4", hbm_bytes=32e9, hbm_bytes_per_s=1.2e12, bf16_flops_per_s=2.75e14,
          int8_ops_per_s=2.75e14, interconnect="ICI", link_bytes_per_s=4.5e10, links=6,
@@ -77,13 +80,15 @@ CHIPS: dict[str, Chip] = {c.name: c for c in [
          int8_ops_per_s=1.979e15, interconnect="NVLink 4", link_bytes_per_s=2.5e10, links=18,
          hop_latency_s=None, source="NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
     # NVIDIA A100 datasheet: 312 TFLOPS bf16 dense, 624 TOPS int8 dense; NVLink 3: 12 links,
-    # 600 GB/s both directions together.
+    # 600 GB/s both directions together. NVIDIA publishes no per-message latency; the 8 µs is
+    # kipply's estimate (Chen 2022), taken from Citadel's NVLink microbenchmarks on the V100
+    # (Jia et al. 2018), and the figure her latency model uses.
     Chip("A100 40GB", hbm_bytes=40e9, hbm_bytes_per_s=1.555e12, bf16_flops_per_s=3.12e14,
          int8_ops_per_s=6.24e14, interconnect="NVLink 3", link_bytes_per_s=2.5e10, links=12,
-         hop_latency_s=None, source="NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB)"),
+         hop_latency_s=8e-6, source=_A100.format(v="40GB")),
     Chip("A100 80GB", hbm_bytes=80e9, hbm_bytes_per_s=2.039e12, bf16_flops_per_s=3.12e14,
          int8_ops_per_s=6.24e14, interconnect="NVLink 3", link_bytes_per_s=2.5e10, links=12,
-         hop_latency_s=None, source="NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB)"),
+         hop_latency_s=8e-6, source=_A100.format(v="80GB")),
     # NVIDIA L4 datasheet: 242 TFLOPS bf16 and 485 TOPS int8 with sparsity; PCIe only.
     Chip("L4", hbm_bytes=24e9, hbm_bytes_per_s=3.0e11, bf16_flops_per_s=1.21e14,
          int8_ops_per_s=2.425e14, interconnect="PCIe 4.0 x16", link_bytes_per_s=3.2e10, links=1,

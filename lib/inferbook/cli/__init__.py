@@ -18,6 +18,7 @@ __all__ = ["main", "UsageError", "COMMANDS"]
 
 # Subcommand name -> module under inferbook.cli.
 COMMANDS = {"generate": "generate"}
+COMMANDS["estimate"] = "estimate"
 
 
 class UsageError(ValueError):

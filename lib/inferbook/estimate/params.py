@@ -12,7 +12,15 @@ from ..config import ModelConfig
 
 __all__ = ["param_counts", "param_count", "param_bytes", "matmul_params",
            "kv_bytes_per_token", "kv_cache_bytes", "flops_per_token", "attention_flops",
-           "forward_flops", "kipply_flops_per_token"]
+           "forward_flops", "kipply_flops_per_token",
+           "DTYPE_BYTES", "dtype_bytes", "kv_bytes_per_token_per_shard",
+           "kv_cache_bytes_per_shard", "memory_bytes"]
+
+# Quantization enters every estimate as a number of bytes: per weight, and per KV element.
+# int4 packs two values in a byte. (Scales and zero points of a quantized format add a little;
+# the sources ignore them and so do we.)
+DTYPE_BYTES: dict[str, float] = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1,
+                                 "int8": 1, "int4": 0.5}
 
 
 def param_counts(cfg: ModelConfig) -> dict[str, int]:
@@ -105,3 +113,62 @@ def kipply_flops_per_token(cfg: ModelConfig) -> int:
     (un)embeddings and the attention products.
     """
     return 24 * cfg.D ** 2 * cfg.L
+
+
+def dtype_bytes(dtype: str | float) -> float:
+    """Bytes per element of a storage format: 'bfloat16' -> 2, 'int8' -> 1, 'int4' -> 0.5.
+
+    A number passes through unchanged, so every function that takes `bytes_per_...` accepts
+    either. NumPy/JAX dtypes work too (`jnp.bfloat16` -> 2).
+    """
+    if isinstance(dtype, (int, float)) and not isinstance(dtype, bool):
+        if dtype <= 0:
+            raise ValueError(f"bytes per element must be positive, got {dtype!r}")
+        return dtype
+    name = getattr(dtype, "__name__", None) or getattr(dtype, "name", None) or str(dtype)
+    name = {"float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}.get(name, name)
+    if name not in DTYPE_BYTES:
+        raise ValueError(f"unknown storage format {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+    return DTYPE_BYTES[name]
+
+
+def kv_bytes_per_token_per_shard(cfg: ModelConfig, shards: int,
+                                 bytes_per_element: float = 2) -> float:
+    """KV bytes per token held by one of `shards` chips when the cache is split over KV heads.
+
+    Each chip keeps ceil(K / shards) heads: 2·L·ceil(K/shards)·H·bytes. Splitting by heads is
+    what kipply ("the kv cache is split across heads by GPU") and the scaling book's Megatron
+    layout do. It stops helping at K shards — with more chips than KV heads every chip still
+    holds a whole head (the scaling book then shards the *batch* of the cache instead; see
+    `kv_cache_bytes_per_shard`).
+    """
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, got {shards}")
+    heads = -(-cfg.K // shards)
+    return 2 * cfg.L * heads * cfg.H * bytes_per_element
+
+
+def kv_cache_bytes_per_shard(cfg: ModelConfig, batch: int, seq_len: int, head_shards: int = 1,
+                             batch_shards: int = 1, bytes_per_element: float = 2) -> float:
+    """Bytes of the KV cache on one chip of a [batch_shards × head_shards] layout.
+
+    The scaling book's KV[2, B_Z, S, K_Y, H]: heads split `head_shards` ways (ceil(K/Y) per
+    chip), sequences split `batch_shards` ways (ceil(B/Z) per chip).
+    """
+    if batch_shards < 1:
+        raise ValueError(f"batch_shards must be at least 1, got {batch_shards}")
+    per_chip_batch = -(-batch // batch_shards)
+    return per_chip_batch * seq_len * kv_bytes_per_token_per_shard(cfg, head_shards,
+                                                                   bytes_per_element)
+
+
+def memory_bytes(cfg: ModelConfig, batch: int, seq_len: int, bytes_per_param: float = 2,
+                 kv_bytes_per_element: float = 2) -> float:
+    """Weights plus KV cache: what inference must hold in device memory.
+
+    Activations are left out on purpose: with a KV cache and a fused attention they are a few
+    vectors per token (the scaling book: about 80 MB for an 8k-token prefill of LLaMA-2 13B),
+    negligible beside either term.
+    """
+    return (param_bytes(cfg, bytes_per_param)
+            + kv_cache_bytes(cfg, batch, seq_len, kv_bytes_per_element))

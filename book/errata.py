@@ -1,0 +1,377 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Errata: where the sources disagree
+#
+# The book computes every number from the library, so it inherits none of its sources' slips.
+# This page lists the places where the sources disagree with each other or with their own
+# formulas, says what the library computes instead, and why. The sources' figures come from
+# `book/data/scaling_book_published.json` (the scaling book, *All About Transformer
+# Inference* {cite:p}`austin2025scaling`, in its close translation and its freer rendering) and
+# `book/data/kipply_assumptions.json` and `book/data/kipply_fastertransformer.csv`
+# ({cite:t}`chen2022arithmetic`). Each item's code is one click away, and every claim on the
+# page is an assertion that ran when the book was built.
+
+# %% tags=["hide-input"]
+import dataclasses
+
+import inferbook
+
+info = inferbook.setup()
+
+from IPython.display import Markdown
+
+from inferbook import bookdata, estimate
+from inferbook.config import get_preset
+from inferbook.hardware import get_chip
+from inferbook.present import (fmt_bytes, fmt_count, fmt_flops, fmt_percent, fmt_rate,
+                               fmt_ratio, fmt_seconds, glue)
+
+book = bookdata.load("scaling_book_published.json")
+kipply = bookdata.load("kipply_assumptions.json")
+ft_runs = bookdata.load("kipply_fastertransformer.csv")
+v5e, a100, h100 = get_chip("TPU v5e"), get_chip("A100 40GB"), get_chip("H100 SXM")
+
+# %% [markdown]
+# ## The scaling book
+#
+# ### TPU v5e memory bandwidth: 8.1e11 or 8.2e11 B/s?
+#
+# The quiz and the worked problems divide by {glue:text}`err_bw_81` per chip, the sections on
+# linear operations and the LLaMA-2 13B tables by {glue:text}`err_bw_82`. Google's documentation
+# gives {glue:text}`err_bw_reg`, the registry's value, which every number in this book uses.
+# The critical batch is {glue:text}`err_bcrit_v5e` with it — 240 either way, as the sources
+# say — and a memory-bound step time moves by at most {glue:text}`err_bw_spread` between the
+# three figures.
+
+# %% tags=["hide-input"]
+used = book["v5e_hbm_bytes_per_s_used"]
+bw81, bw82 = used["quiz_and_worked_problems"], used["linear_operations_and_llama_tables"]
+assert bw81 < v5e.hbm_bytes_per_s < bw82
+spread = bw82 / bw81 - 1
+assert spread < 0.015
+assert abs(estimate.critical_batch(v5e) - book["b_crit"]["TPU v5e"]) < 1
+glue("err_bw_81", fmt_rate(bw81)); glue("err_bw_82", fmt_rate(bw82))
+glue("err_bw_reg", fmt_rate(v5e.hbm_bytes_per_s))
+glue("err_bcrit_v5e", f"{estimate.critical_batch(v5e):.1f}")
+glue("err_bw_spread", fmt_percent(spread, 1))
+
+# %% [markdown]
+# ### The LLaMA-2 13B tables: units and the out-of-memory batch
+#
+# The tables for eight TPU v5e chips use {glue:text}`err_t_bw_used` of aggregate bandwidth
+# (eight times {glue:text}`err_bw_82`) and call it "{glue:text}`err_t_bw_label`"; in binary units that is
+# {glue:text}`err_t_bw_tib` TiB/s. The memory columns are labelled GiB but hold decimal
+# gigabytes: one 8,192-token cache is printed as {glue:text}`err_t_kv_label` "GiB", which is
+# {glue:text}`err_t_kv` — {glue:text}`err_t_kv_gib` GiB. The slice's
+# "{glue:text}`err_t_hbm_label`" is eight chips of {glue:text}`err_t_hbm_chip`. The book writes
+# decimal units throughout. The step times agree with the library's to within
+# {glue:text}`err_t_step_diff` at every batch size (the library uses the registry's bandwidth
+# and the exact 13.02 billion parameters):
+
+# %% tags=["hide-input"]
+tab = book["llama2_13b_tables"]
+llama = get_preset("llama-2-13b")
+S, chips = tab["context"], tab["chips"]
+W_used = tab["bandwidth_used_bytes_per_s"]
+assert W_used == chips * bw82
+kv_1 = estimate.kv_cache_bytes(llama, 1, S)
+assert round(kv_1 / 1e9, 1) == tab["kv_gib"][0]           # the "GiB" figure is decimal GB
+assert round(kv_1 / 2 ** 30, 1) != tab["kv_gib"][0]
+weights = estimate.param_bytes(llama)
+rows, diffs = [], []
+for variant, kv_cfg, published in (("K = 40", llama, tab),
+                                   ("K = 8", llama.replace(K=8), tab["small_kv"])):
+    for B, ms in zip(tab["batch"], published["step_ms"]):
+        kv = estimate.kv_cache_bytes(kv_cfg, B, S)
+        ours = estimate.step_time(estimate.param_count(llama), weights, kv, B, v5e, chips)
+        diffs.append(abs(ours * 1e3 / ms - 1))
+        rows.append(f"| {variant} | {B} | {ms} ms | {fmt_seconds(ours, 2)} |")
+assert max(diffs) < 0.01
+largest = estimate.max_batch(llama, v5e, S, chips)
+total_16 = weights + estimate.kv_cache_bytes(llama, 16, S)
+assert largest == 15 and total_16 > chips * v5e.hbm_bytes
+glue("err_t_bw_used", fmt_rate(W_used, digits=2)); glue("err_t_bw_label", tab["hbm_bandwidth_label"])
+glue("err_t_bw_tib", f"{W_used / 2 ** 40:.2f}")
+glue("err_t_kv_label", str(tab["kv_gib"][0])); glue("err_t_kv", fmt_bytes(kv_1, 2))
+glue("err_t_kv_gib", f"{kv_1 / 2 ** 30:.2f}")
+glue("err_t_hbm_label", tab["hbm_label"]); glue("err_t_hbm_chip", fmt_bytes(v5e.hbm_bytes, 0))
+glue("err_t_step_diff", fmt_percent(max(diffs), 1))
+glue("err_t_16", fmt_bytes(total_16)); glue("err_t_hbm", fmt_bytes(chips * v5e.hbm_bytes, 0))
+glue("err_t_largest", str(largest))
+glue("err_oom_000", book["llama2_13b_tables"]["oom_text_000"])
+Markdown("| KV heads | batch | published step time | library |\n|---|---:|---:|---:|\n"
+         + "\n".join(rows))
+
+# %% [markdown]
+# The close translation says the model runs out of memory at batch sizes "beyond 16"
+# ("{glue:text}`err_oom_000`"); the freer rendering says batch 16 already does. The second is
+# right: batch 16 needs {glue:text}`err_t_16` against {glue:text}`err_t_hbm`, and the largest
+# batch that fits is {glue:text}`err_t_largest`.
+#
+# ### The H100's critical batch
+#
+# The scaling book puts the H100's critical batch at "about {glue:text}`err_h100_pub`"; the
+# freer rendering's table derives it as "{glue:text}`err_h100_table`". The H100 SXM's dense
+# bfloat16 peak over its bandwidth gives {glue:text}`err_h100_ours`. The table's numerator is
+# four times the dense bfloat16 peak — NVIDIA's FP8 figure *with* 2:4 sparsity — and would give
+# {glue:text}`err_h100_sparse`.
+
+# %% tags=["hide-input"]
+h100_bcrit = estimate.critical_batch(h100)
+assert abs(h100_bcrit - book["b_crit"]["H100"]) / h100_bcrit > 0.04
+glue("err_h100_pub", str(book["b_crit"]["H100"]))
+glue("err_h100_table", book["b_crit"]["h100_table_002"])
+glue("err_h100_ours", f"{h100_bcrit:.0f}")
+table_flops = book["b_crit"]["h100_table_002_flops"]
+assert abs(table_flops / (4 * h100.bf16_flops_per_s) - 1) < 0.02
+glue("err_h100_sparse", f"{table_flops / h100.hbm_bytes_per_s:,.0f}")
+
+# %% [markdown]
+# ### Worked problems 1–3: the invented 18.4B model
+#
+# Problem 1 asks for the KV cache per token in int8. The close translation answers
+# $L \cdot K \cdot H$ = {glue:text}`err_p1_000`, counting keys but not values; the freer
+# rendering answers $2 \cdot L \cdot K \cdot H$ = {glue:text}`err_p1_002`. The library's
+# `kv_bytes_per_token` gives {glue:text}`err_p1_ours` bytes — both a key and a value per KV
+# head per layer — and equals the bytes the library's cache allocates.
+#
+# Problem 2 inherits the slip. Serving 128k-token sequences on a TPU v5e 4×4 slice in int8,
+# the close translation fits a batch of {glue:text}`err_p2_000` ({glue:text}`err_p2k1_000`
+# with one KV head), the freer rendering {glue:text}`err_p2_002`
+# ({glue:text}`err_p2k1_002`). The library's `max_batch` gives {glue:text}`err_p2_ours`
+# ({glue:text}`err_p2k1_ours`) for 128,000 tokens, and {glue:text}`err_p2_131k` if "128k"
+# means 131,072.
+#
+# Problem 3, the time to read every int8 parameter once: the close translation gets
+# {glue:text}`err_p3_000` by rounding the parameter count to 18e9, the freer rendering
+# {glue:text}`err_p3_002`; the library, with {glue:text}`err_p_params` parameters and the
+# registry's bandwidth, {glue:text}`err_p3_ours`.
+
+# %% tags=["hide-input"]
+wp = book["worked_problems"]
+m18 = get_preset("scaling-book-18b")
+P18 = estimate.param_count(m18)
+assert round(P18 / 1e9, 1) == wp["p1_params"] / 1e9
+kv18 = estimate.kv_bytes_per_token(m18, 1)
+assert kv18 == 2 * m18.L * m18.K * m18.H                    # keys and values, int8
+assert abs(kv18 / wp["p1_kv_bytes_per_token_int8"]["002"] - 1) < 0.001
+assert abs(kv18 / 2 / wp["p1_kv_bytes_per_token_int8"]["000"] - 1) < 0.001
+ctx = int(wp["p2_context"])
+p2 = estimate.max_batch(m18, v5e, ctx, 16, 1, 1)
+p2_k1 = estimate.max_batch(m18.replace(K=1), v5e, ctx, 16, 1, 1)
+p2_131k = estimate.max_batch(m18, v5e, 131072, 16, 1, 1)
+assert (p2, p2_k1) == (wp["p2_max_batch"]["002"], wp["p2_max_batch_k1"]["002"])
+assert p2 != wp["p2_max_batch"]["000"]
+p3 = estimate.param_bytes(m18, 1) / (16 * v5e.hbm_bytes_per_s)
+assert round(p3 * 1e3, 1) == wp["p3_param_load_ms"]["002"]
+glue("err_p1_000", fmt_bytes(wp["p1_kv_bytes_per_token_int8"]["000"], 0))
+glue("err_p1_002", fmt_bytes(wp["p1_kv_bytes_per_token_int8"]["002"], 0))
+glue("err_p1_ours", f"{kv18:,}")
+glue("err_p2_000", str(wp["p2_max_batch"]["000"])); glue("err_p2_002", str(wp["p2_max_batch"]["002"]))
+glue("err_p2k1_000", str(wp["p2_max_batch_k1"]["000"]))
+glue("err_p2k1_002", str(wp["p2_max_batch_k1"]["002"]))
+glue("err_p2_ours", str(p2)); glue("err_p2k1_ours", str(p2_k1)); glue("err_p2_131k", str(p2_131k))
+glue("err_p3_000", fmt_seconds(wp["p3_param_load_ms"]["000"] / 1e3))
+glue("err_p3_002", fmt_seconds(wp["p3_param_load_ms"]["002"] / 1e3))
+glue("err_p3_ours", fmt_seconds(p3, 2)); glue("err_p_params", fmt_count(P18, 2))
+
+# %% [markdown]
+# ### Worked problem 5: FLOPs of the mixture-of-experts variant
+#
+# With 16 experts of which 2 are active, the close translation counts
+# {glue:text}`err_p5_active` active parameters and then writes the forward pass as
+# $2 \cdot$ {glue:text}`err_p5_written` $\cdot T$ FLOPs. With its own count (the library's,
+# from the config: {glue:text}`err_p5_ours` active of {glue:text}`err_p5_total`) it is
+# $2 \cdot$ {glue:text}`err_p5_ours` $\cdot T$.
+
+# %% tags=["hide-input"]
+counts = estimate.param_counts(m18)
+active = P18 + (2 - 1) * counts["mlp"]          # k = 2 expert MLPs per token instead of 1
+total_moe = P18 + (16 - 1) * counts["mlp"]
+assert abs(active / wp["p5_active_params"] - 1) < 0.005      # the source's own count...
+assert abs(total_moe / wp["p5_total_params"] - 1) < 0.005
+assert abs(active / wp["p5_forward_flops_active_param_000"] - 1) > 0.02   # ...not 32.2e9
+glue("err_p5_active", fmt_count(wp["p5_active_params"]))
+glue("err_p5_written", fmt_count(wp["p5_forward_flops_active_param_000"]))
+glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_moe))
+
+# %% [markdown]
+# ### Appendix C: when is a collective latency-bound?
+#
+# A collective is latency-bound when the bytes each hop carries take less than the hop's
+# fixed cost, about {glue:text}`err_c_hop` on ICI. The close translation gives {glue:text}`err_c_000` for 8-way
+# sharding, the freer rendering about {glue:text}`err_c_002`. Both are right about different
+# things: a shard of $b / n$ bytes crosses a link of {glue:text}`err_c_link` in under
+# {glue:text}`err_c_hop` when the *shard* is below {glue:text}`err_c_shard`, that is when the
+# *whole buffer* of 8 shards is below {glue:text}`err_c_whole`. The example that follows — a
+# batch of 16 activations of width 8,192 in int8, {glue:text}`err_c_example` — is latency-bound
+# on either reading. The library states which one a number means.
+
+# %% tags=["hide-input"]
+c = book["appendix_c_latency_bound_buffer_bytes"]
+per_shard = v5e.link_bytes_per_s * v5e.hop_latency_s
+whole = c["shards"] * per_shard
+assert whole == c["000"] and per_shard == c["002"]
+example = 16 * 8192 * 1
+assert example < whole and example / c["shards"] < per_shard
+glue("err_c_000", fmt_bytes(c["000"], 0)); glue("err_c_002", fmt_bytes(c["002"], 0))
+glue("err_c_link", fmt_rate(v5e.link_bytes_per_s)); glue("err_c_hop", fmt_seconds(v5e.hop_latency_s, 0))
+glue("err_c_shard", fmt_bytes(per_shard, 0)); glue("err_c_whole", fmt_bytes(whole, 0))
+glue("err_c_example", fmt_bytes(example, 0))
+
+# %% [markdown]
+# ## Transformer Inference Arithmetic
+#
+# ### The A100's bandwidth, and the critical ratio
+#
+# The post's latency formulas use {glue:text}`err_k_bw` for the A100 (40 GB); the datasheet,
+# and the registry, say {glue:text}`err_k_bw_reg` — she notes this herself. Her critical ratio,
+# {glue:text}`err_k_ratio_pub`, is the FLOP rate over the byte rate (she writes the fraction
+# upside down, $A_{bw}/A_f$); with her figures the library's `kipply_flops_per_byte` gives
+# {glue:text}`err_k_ratio_hers`, with the datasheet's {glue:text}`err_k_ratio_ours`. Her
+# one-GPU estimate for the 13B model, {glue:text}`err_k_ft_pub`, comes out of the library
+# with her constants and her $12 L D^2$ parameters as {glue:text}`err_k_ft_hers`; the book's
+# prediction, with the datasheet bandwidth and the embeddings counted, is
+# {glue:text}`err_k_ft_ours`.
+
+# %% tags=["hide-input"]
+her = kipply["assumed_a100"]
+her_a100 = dataclasses.replace(a100, hbm_bytes_per_s=her["hbm_bytes_per_s"],
+                               bf16_flops_per_s=her["bf16_flops_per_s"])
+pub = kipply["published_results"]
+assert her_a100.bf16_flops_per_s == a100.bf16_flops_per_s
+assert round(estimate.kipply_flops_per_byte(her_a100)) == pub["ratio_flops_per_byte"]
+m13 = get_preset("kipply-13b")
+her_13b = estimate.kipply_small_batch_latency(m13, her_a100, 1,
+                                              params=12 * m13.L * m13.D ** 2).total_s
+ours_13b = estimate.kipply_small_batch_latency(m13, a100, 1).total_s
+assert round(her_13b * 1e3, 1) == pub["ft_predicted_ms_per_token"]["1"]
+glue("err_k_bw", fmt_rate(her["hbm_bytes_per_s"])); glue("err_k_bw_reg", fmt_rate(a100.hbm_bytes_per_s, digits=3))
+glue("err_k_ratio_pub", str(pub["ratio_flops_per_byte"]))
+glue("err_k_ratio_hers", f"{estimate.kipply_flops_per_byte(her_a100):.1f}")
+glue("err_k_ratio_ours", f"{estimate.kipply_flops_per_byte(a100):.1f}")
+glue("err_k_ft_pub", fmt_seconds(pub["ft_predicted_ms_per_token"]["1"] / 1e3))
+glue("err_k_ft_hers", fmt_seconds(her_13b, 2)); glue("err_k_ft_ours", fmt_seconds(ours_13b, 2))
+
+# %% [markdown]
+# ### The 52B model's weights and KV capacity
+#
+# The post writes the weights as "52e12 · 2 = 104e12 bytes ≈ 104 GB"; 52e9 parameters are
+# meant, {glue:text}`err_k_w_hers`. (The library's preset, with a vocabulary the post does not
+# give, has {glue:text}`err_k_w_ours`.) With three GPUs it leaves {glue:text}`err_k_free3_pub`
+# for the cache and divides by {glue:text}`err_k_kv_pub` per token: about
+# {glue:text}`err_k_cap3_pub` tokens, "a batch of {glue:text}`err_k_b3_pub` with 2,048 tokens
+# each". Exactly, her {glue:text}`err_k_free3` hold {glue:text}`err_k_cap3_hers` tokens of
+# {glue:text}`err_k_kvtok` — room for {glue:text}`err_k_b3_hers` sequences of 2,048. With four
+# GPUs she writes {glue:text}`err_k_free4_pub` / {glue:text}`err_k_kv_pub` ≈
+# {glue:text}`err_k_cap4_pub`; the division gives {glue:text}`err_k_div4`, and the exact byte
+# count {glue:text}`err_k_cap4_hers`. The library, with its preset's weights, gets
+# {glue:text}`err_k_cap3_ours` and {glue:text}`err_k_cap4_ours` tokens.
+
+# %% tags=["hide-input"]
+m52 = get_preset("kipply-52b")
+P_her = kipply["round_parameter_counts"]["kipply-52b"]
+w_her = 2 * P_her
+kv_tok = estimate.kv_bytes_per_token(m52)
+cap_her = {n: int((n * a100.hbm_bytes - w_her) // kv_tok) for n in (3, 4)}
+div4 = pub["free_gb_4_gpus"] / pub["kv_gb_per_token"]
+assert cap_her[3] // 2048 < pub["batch_3_gpus_at_2048"]
+assert abs(div4 / pub["capacity_tokens_4_gpus"] - 1) > 0.2
+assert cap_her[4] > pub["capacity_tokens_4_gpus"] * 1.1
+assert pub["weights_52b_bytes_written"] == 1000 * w_her        # e12 where e9 is meant
+glue("err_k_free3_pub", fmt_bytes(pub["free_gb_3_gpus"] * 1e9, 0))
+glue("err_k_kv_pub", fmt_bytes(pub["kv_gb_per_token"] * 1e9, 0))
+glue("err_k_cap3_pub", f"{pub['capacity_tokens_3_gpus']:,}")
+glue("err_k_b3_pub", str(pub["batch_3_gpus_at_2048"]))
+glue("err_k_free4_pub", fmt_bytes(pub["free_gb_4_gpus"] * 1e9, 0))
+glue("err_k_cap4_pub", f"{pub['capacity_tokens_4_gpus']:,}")
+glue("err_k_div4", f"{div4:,.0f}")
+cap_ours = {n: estimate.kv_capacity_tokens(m52, a100, n) for n in (3, 4)}
+glue("err_k_w_hers", fmt_bytes(w_her, 0)); glue("err_k_w_ours", fmt_bytes(estimate.param_bytes(m52)))
+glue("err_k_free3", fmt_bytes(3 * a100.hbm_bytes - w_her, 0)); glue("err_k_kvtok", fmt_bytes(kv_tok))
+glue("err_k_cap3_hers", f"{cap_her[3]:,}"); glue("err_k_b3_hers", str(cap_her[3] // 2048))
+glue("err_k_cap4_hers", f"{cap_her[4]:,}")
+glue("err_k_cap3_ours", f"{cap_ours[3]:,}"); glue("err_k_cap4_ours", f"{cap_ours[4]:,}")
+
+# %% [markdown]
+# ### Communication: elements or bytes, and one latency formula
+#
+# Tensor parallelism sends "$4 (N-1) d_\text{model} / N$ bytes" per layer; that counts numbers,
+# two bytes each in bfloat16, which her large-batch formula then includes (the library's
+# `kipply_comm_bytes_per_token` returns bytes). For the Gopher-sized model on 16 GPUs she
+# states the small-batch message latency as $4 \cdot n_\text{layers} \cdot t_\text{message}$
+# but computes "{glue:text}`err_k_lat_written`": the first product would be
+# {glue:text}`err_k_lat_double`, the stated formula gives {glue:text}`err_k_lat`. At batch 512
+# she reports a step of {glue:text}`err_k_512a` in one sentence and {glue:text}`err_k_512b` in
+# the next; the library gives {glue:text}`err_k_512` (FLOPs {glue:text}`err_k_512_flops` against
+# {glue:text}`err_k_512_comm` of communication). The next section recalls "our 512 batch on
+# 52B", which was the 260B model; there the message latency is {glue:text}`err_k_lat_share`
+# of the communication time.
+
+# %% tags=["hide-input"]
+gopher = get_preset("gopher-280b")
+lat = estimate.kipply_small_batch_latency(gopher, a100, 16).comms_s
+assert lat == 4 * gopher.L * a100.hop_latency_s
+big = estimate.kipply_large_batch_latency(gopher, a100, 16, 512)
+written = pub["gopher_large_batch_total_ms_written"]
+assert round(big.total_s * 1e3) == written[0] != written[1]
+glue("err_k_lat_written", pub["gopher_comms_written"])
+glue("err_k_512a", fmt_seconds(written[0] / 1e3, 0)); glue("err_k_512b", fmt_seconds(written[1] / 1e3, 0))
+assert big.total_s == big.compute_s and round(big.total_s * 1e3) == pub["gopher_large_batch_compute_ms"]
+glue("err_k_lat_double", fmt_seconds(2 * lat, 2)); glue("err_k_lat", fmt_seconds(lat, 2))
+glue("err_k_512", fmt_seconds(big.total_s)); glue("err_k_512_flops", fmt_seconds(big.compute_s))
+glue("err_k_512_comm", fmt_seconds(big.comms_s))
+glue("err_k_lat_share", fmt_percent(lat / (lat + big.comms_s)))
+
+# %% [markdown]
+# ### Intermediate memory costs
+#
+# Memory-bound element-wise work takes {glue:text}`err_i_share` of the step of a model of width
+# {glue:text}`err_i_d`. Scaling its time like the width and the matmuls' like its square for
+# width {glue:text}`err_i_d2`, the post computes {glue:text}`err_i_hers_formula` ≈
+# {glue:text}`err_i_hers`, dividing by the matmul time as if it had been the whole step. The
+# share of the wider model's step is {glue:text}`err_i_ours_formula` =
+# {glue:text}`err_i_ours` (`estimate.intermediate_share_at_width`).
+
+# %% tags=["hide-input"]
+inter = kipply["intermediate_share"]
+hers = estimate.kipply_intermediate_share(inter["share"], inter["d_model"], m52.D)
+ours = estimate.intermediate_share_at_width(inter["share"], inter["d_model"], m52.D)
+assert abs(hers - pub["intermediate_share_52b"]) < 1e-9 and ours > 1.5 * hers
+glue("err_i_share", fmt_percent(inter["share"])); glue("err_i_d", f"{inter['d_model']:,}")
+glue("err_i_hers", fmt_percent(hers, 1)); glue("err_i_ours", fmt_percent(ours, 1))
+r, sh = m52.D // inter["d_model"], inter["share"]
+glue("err_i_d2", f"{m52.D:,}")
+glue("err_i_hers_formula", f"{sh} · {r} / (1 · {r * r})")
+glue("err_i_ours_formula", f"{sh} · {r} / ({sh} · {r} + {1 - sh:.2f} · {r * r})")
+
+# %% [markdown]
+# ### Which FasterTransformer run is which
+#
+# The post prints the two benchmark outputs as "180.86 ms (context time: 45.45 ms)" and
+# "283.60 ms (context time: 63.17 ms)" right after discussing the two-GPU run, and before that
+# quotes the one-GPU run as {glue:text}`err_f_pub1` per token. The new tokens after the context
+# give {glue:text}`err_f_a` and {glue:text}`err_f_b` per token: the first output is the
+# two-GPU run, the second the one-GPU run, whose context time ({glue:text}`err_f_ctx1`) is the
+# one she compares with her one-GPU estimate. `book/data/kipply_fastertransformer.csv` stores them that way.
+
+# %% tags=["hide-input"]
+by_gpus = {r["gpus"]: r for r in ft_runs}
+per_token = {n: (r["total_ms"] - r["context_ms"]) / r["new_tokens"] for n, r in by_gpus.items()}
+assert all(abs(per_token[n] - by_gpus[n]["reported_ms_per_token"]) < 0.05 for n in (1, 2))
+assert by_gpus[1]["context_ms"] > by_gpus[2]["context_ms"]
+glue("err_f_pub1", f"{by_gpus[1]['reported_ms_per_token']} ms")
+glue("err_f_ctx1", f"{by_gpus[1]['context_ms']} ms")
+glue("err_f_a", f"{per_token[2]:.2f} ms"); glue("err_f_b", f"{per_token[1]:.2f} ms")

@@ -1,0 +1,266 @@
+"""Calibration: the roofline's constants measured on the device you are running on.
+
+The estimator predicts a decode step from a chip's memory bandwidth W and peak FLOP/s C. For a
+datasheet chip those come from `inferbook.hardware`; for the reader's own device they are
+measured here, and the library's real decode step is timed beside the prediction.
+
+What is measured, and how:
+
+* `measure_bandwidth` — achieved read bandwidth W: the time to sum a large array
+  (`bench.memory_bandwidth`).
+* `measure_matmul` — achieved FLOP/s of one [rows, D]·[D, F] product on weights too large to
+  stay in cache; `peak_matmul_flops` takes the best over large row counts as C.
+* `model_matmul_time` — the time of *all* the weight matmuls of one decode step of a model
+  (its own weights, its own shapes, in one compiled program), for a given batch: the achieved
+  matmul throughput at the model's shapes as a function of rows.
+* `step_overhead` — the cost of a step that moves almost no bytes: the decode step of a model
+  with the same layers and operations but tiny widths (dispatch, launches, small ops).
+* `time_decode_step` — the library's decode step as `decode.generate` runs it: `_next_token`
+  (read the cache, sample), then the in-place `_append` of the new keys and values.
+
+Two predictions come out of `decode_sweep`:
+
+* the *roofline* — kv_bytes / W + max(2·B·P / C, weight_bytes / W), two measured constants;
+* the *calibrated* prediction — kv_bytes / W + the measured matmul time at B rows + the
+  measured step overhead. It replaces the roofline's max(...) by what the device's matmuls
+  actually achieve at each row count. Accelerators come close to the roofline; XLA on a CPU
+  does not: its products with 2–16 rows run far below both roofs, a valley the two-constant
+  roofline cannot see. Nothing in the calibrated prediction is fitted to the decode step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from . import bench
+from .config import ModelConfig
+from .estimate import kv_cache_bytes, matmul_params
+from .hardware import Chip
+
+__all__ = ["measure_bandwidth", "MatmulTiming", "measure_matmul", "peak_matmul_flops",
+           "model_matmuls", "model_matmul_time", "step_overhead", "decode_stepper",
+           "time_decode_step", "measured_chip", "SweepPoint", "Sweep", "decode_sweep",
+           "default_dtype"]
+
+
+def default_dtype() -> Any:
+    """float32 on a CPU (XLA:CPU's bfloat16 matmuls are ~20× slower), bfloat16 elsewhere."""
+    import jax
+    import jax.numpy as jnp
+    return jnp.float32 if jax.devices()[0].platform == "cpu" else jnp.bfloat16
+
+
+def _best(fn: Callable[[], Any], repeats: int) -> float:
+    """Fastest of `repeats` timed runs after compilation and one warm-up. Other work on the
+    machine can only slow a run down, so the minimum is the least disturbed measurement."""
+    return bench.time_fn(fn, repeats=repeats).min_s
+
+
+def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
+    """Achieved memory-read bandwidth of the default device, in bytes per second."""
+    return bench.memory_bandwidth(nbytes, repeats)[0]
+
+
+@dataclass(frozen=True)
+class MatmulTiming:
+    """One matmul shape, timed: seconds per [rows, D]·[D, F] product and what that achieves."""
+
+    rows: int
+    D: int
+    F: int
+    seconds: float
+    weight_bytes: float
+
+    @property
+    def flops_per_s(self) -> float:
+        return 2 * self.rows * self.D * self.F / self.seconds
+
+    @property
+    def weight_bytes_per_s(self) -> float:
+        """Weight bytes streamed per second: the bandwidth the product achieves when B is small."""
+        return self.D * self.F * self.weight_bytes / self.seconds
+
+
+def measure_matmul(rows: int, D: int, F: int, dtype: Any = None, total_bytes: int = 1 << 27,
+                   repeats: int = 3) -> MatmulTiming:
+    """Time [rows, D]·[D, F] on distinct weight matrices of `total_bytes` together.
+
+    One compiled program multiplies the same input by n = total_bytes / (D·F·bytes) separate
+    matrices, so the weights come from memory rather than cache (as in a real model, whose
+    weights are far larger than any cache) and one dispatch is shared by n products.
+    """
+    import jax
+    import jax.numpy as jnp
+    dtype = default_dtype() if dtype is None else dtype
+    itemsize = jnp.dtype(dtype).itemsize
+    n = max(1, total_bytes // (D * F * itemsize))
+    keys = jax.random.split(jax.random.key(0), n + 1)
+    ws = [jax.random.normal(k, (D, F), dtype) for k in keys[1:]]
+    x = jax.random.normal(keys[0], (rows, D), dtype)
+    products = jax.jit(lambda x, ws: [x @ w for w in ws])
+    seconds = _best(lambda: products(x, ws), repeats) / n
+    return MatmulTiming(rows, D, F, seconds, itemsize)
+
+
+def peak_matmul_flops(D: int = 1024, F: int = 4096, rows: Sequence[int] = (256, 512),
+                      dtype: Any = None) -> float:
+    """C: the best FLOP/s over large row counts, where a product is compute-bound."""
+    return max(measure_matmul(r, D, F, dtype, total_bytes=1 << 25).flops_per_s for r in rows)
+
+
+def model_matmuls(params: dict, cfg: ModelConfig) -> list[Any]:
+    """The weight matrices one decode step multiplies by, as 2-D [in, out] arrays, in order."""
+    mats = []
+    for p in params["layers"]:
+        mats += [p["wq"].reshape(cfg.D, -1), p["wk"].reshape(cfg.D, -1),
+                 p["wv"].reshape(cfg.D, -1), p["wo"].reshape(-1, cfg.D)]
+        mats += [p[k] for k in ("w_gate", "w_up", "w_down", "w_in", "w_out") if k in p]
+    mats.append(params["embed"].T if cfg.tied_embeddings else params["unembed"])
+    return mats
+
+
+def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:
+    """Seconds for all weight matmuls of one decode step at `batch` rows, in one program.
+
+    Every matrix of `model_matmuls` multiplies an input of `batch` rows; nothing else runs
+    (no attention, norms or sampling), so this is the matmul part of the step alone.
+    """
+    import jax
+    import jax.numpy as jnp
+    mats = model_matmuls(params, cfg)
+    dtype = mats[0].dtype
+    widths = sorted({m.shape[0] for m in mats})
+    xs = {w: jax.random.normal(jax.random.key(w), (batch, w), dtype) for w in widths}
+    run = jax.jit(lambda xs, mats: [xs[m.shape[0]] @ m for m in mats])
+    del jnp
+    return _best(lambda: run(xs, mats), repeats)
+
+
+def decode_stepper(params: dict, cfg: ModelConfig, batch: int, context: int) -> Callable[[], Any]:
+    """A function that runs one decode step of `batch` sequences against a full cache.
+
+    It calls what `decode.generate` calls for every new token — `_next_token` (read the cache,
+    compute logits, sample greedily), then `_append` (write the new keys and values in place)
+    — and keeps the updated cache for the next call. The cache holds `context` slots per
+    sequence, all of them in use: every step attends to `context` earlier tokens (writes past
+    the last slot are dropped, so the cost never changes from one call to the next).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from . import decode, kvcache
+    from .sampling import GREEDY
+
+    cache = kvcache.init_cache(cfg, batch, context, params["embed"].dtype)
+    state = {"cache": cache._replace(lengths=jnp.full((batch,), context, jnp.int32)),
+             "tok": jnp.zeros((batch,), jnp.int32)}
+    done = jnp.zeros((batch,), bool)
+    key = jax.random.key(0)
+
+    def step():
+        tok, _, _, (new_k, new_v) = decode._next_token(params, cfg, state["tok"], done,
+                                                       state["cache"], key, GREEDY, -1)
+        state["cache"] = decode._append(state["cache"], new_k, new_v)
+        state["tok"] = tok
+        return tok, state["cache"].k[-1]
+    return step
+
+
+def time_decode_step(params: dict, cfg: ModelConfig, batch: int, context: int,
+                     repeats: int = 3) -> bench.Timing:
+    """Timing of the library's decode step at this batch and context (see `decode_stepper`)."""
+    return bench.time_fn(decode_stepper(params, cfg, batch, context), repeats=repeats)
+
+
+def step_overhead(cfg: ModelConfig, batch: int = 1, context: int = 16,
+                  repeats: int = 5) -> float:
+    """Seconds of a decode step that moves almost nothing: same layers, same operations, tiny
+    widths. What a step costs beyond its bytes and FLOPs (dispatch, kernel launches, small ops).
+    """
+    from .model import init_params
+    tiny = cfg.replace(D=16, F=16, N=cfg.G, K=1, H=8, V=16, name=f"{cfg.name}-skeleton")
+    params = init_params(tiny, 0, default_dtype())
+    return time_decode_step(params, tiny, batch, context, repeats).min_s
+
+
+def measured_chip(bandwidth: float, flops: float, name: str | None = None,
+                  memory_bytes: float = math.inf) -> Chip:
+    """The current device as a `Chip`, for the estimator's functions."""
+    return Chip(name=name or bench.device_name(), hbm_bytes=memory_bytes,
+                hbm_bytes_per_s=bandwidth, bf16_flops_per_s=flops, int8_ops_per_s=None,
+                source="measured by inferbook.calibrate")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One batch size: the measured step and its two predictions, with their parts."""
+
+    batch: int
+    measured_s: float
+    predicted_s: float      # calibrated: kv / W + measured matmuls + overhead
+    roofline_s: float       # kv / W + max(2·B·P / C, weight_bytes / W)
+    matmul_s: float
+    kv_s: float
+    overhead_s: float
+
+    @property
+    def error(self) -> float:
+        """predicted / measured - 1."""
+        return self.predicted_s / self.measured_s - 1
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """`decode_sweep`'s result: constants measured, then one point per batch size."""
+
+    model: str
+    context: int
+    device: str
+    bandwidth: float              # W, B/s
+    peak_flops: float             # C, FLOP/s
+    weight_bytes: float           # bytes of the matmul weights
+    params: int                   # matmul parameters P
+    overhead_s: float
+    points: list[SweepPoint] = field(default_factory=list)
+
+    @property
+    def critical_batch(self) -> float:
+        """Where the roofline's two terms meet: C · bytes_per_weight / (2·W)."""
+        return self.peak_flops * (self.weight_bytes / self.params) / (2 * self.bandwidth)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max(abs(p.error) for p in self.points)
+
+    def column(self, name: str) -> list[float]:
+        return [getattr(p, name) for p in self.points]
+
+
+def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
+                 context: int = 128, dtype: Any = None, seed: int = 0,
+                 repeats: int = 3) -> Sweep:
+    """Time the decode step across batch sizes beside the roofline and calibrated predictions.
+
+    Measures W and C first, the step overhead once, then for each batch size the model's
+    matmuls alone and the whole decode step, one right after the other so that both see the
+    same machine. Returns a `Sweep`.
+    """
+    from .model import init_params
+    dtype = default_dtype() if dtype is None else dtype
+    params = init_params(cfg, seed, dtype)
+    P = matmul_params(cfg)
+    itemsize = params["embed"].dtype.itemsize
+    W = measure_bandwidth()
+    C = peak_matmul_flops(cfg.D, cfg.F, dtype=dtype)
+    overhead = step_overhead(cfg)
+    sweep = Sweep(cfg.name, context, bench.device_name(), W, C, P * itemsize, P, overhead)
+    for B in batches:
+        matmul = model_matmul_time(params, cfg, B, repeats)
+        measured = time_decode_step(params, cfg, B, context, repeats).min_s
+        kv = kv_cache_bytes(cfg, B, context, itemsize) / W
+        roofline = kv + max(2 * B * P / C, P * itemsize / W)
+        sweep.points.append(SweepPoint(B, measured, kv + matmul + overhead, roofline, matmul,
+                                       kv, overhead))
+    return sweep
