@@ -1,0 +1,1 @@
+"""A serving engine (placeholder docstring; filled in below)."""
