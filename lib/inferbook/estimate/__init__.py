@@ -23,3 +23,11 @@ from .latency import __all__ as _latency_all
 __all__ = [*_params_all]
 __all__ += [*_roofline_all]
 __all__ += [*_latency_all]
+
+# Speculative decoding (Leviathan et al. 2023) and serving-time estimates (engine chapters).
+from .speculative import *  # noqa: F401,F403,E402
+from .speculative import __all__ as _speculative_all  # noqa: E402
+from .serving import *  # noqa: F401,F403,E402
+from .serving import __all__ as _serving_all  # noqa: E402
+
+__all__ += [*_speculative_all, *_serving_all]

@@ -1,0 +1,57 @@
+"""inferbook.engine: a small serving engine, one concept per module.
+
+    api.py            the Engine interface (JetStream's prefill → insert(slot) → generate)
+    model_engine.py   that interface over the library's transformer
+    mock.py           ... and over a toy model whose outputs can be worked out by hand
+    request.py        requests, per-request state, TTFT / TPOT / throughput
+    timing.py         where the orchestrator's clock comes from (measured, or a cost model)
+    scheduler.py      the orchestrator: static batching, interleaved prefill and generate
+    continuous.py     continuous batching with paged KV, preemption, prefix caching, chunking
+    disaggregated.py  prefill and generate servers joined by a link
+    block_manager.py  paged KV memory: fixed-size blocks, reference counts, a free list
+    prefix_cache.py   reusing KV across requests: vLLM's hash chain, SGLang's radix tree
+    speculative.py    speculative decoding: draft, verify, accept (greedy and sampling)
+    workloads.py      synthetic request traces for the benchmarks
+
+Typical use:
+
+    engine = ModelEngine(cfg, slots=8, max_len=512)
+    result = serve(engine, params, trace, "continuous", prefix_cache="radix")
+    result.summary.ttft_mean_s, result.events
+
+Nothing here starts JAX at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence as Seq
+
+from .api import Engine
+from .block_manager import BlockManager, OutOfBlocks, Usage, contiguous_usage, paged_usage
+from .continuous import ContinuousBatching
+from .disaggregated import Disaggregated
+from .mock import MockEngine, mock_stream
+from .model_engine import ModelEngine
+from .prefix_cache import HashChainCache, RadixCache, affinity_route
+from .request import Request, Sequence, Summary, summarize
+from .scheduler import Event, Interleaved, RunResult, StaticBatching
+from .timing import CostTimer, LinearCost, Op, RooflineCost, WallClock
+
+__all__ = ["Engine", "ModelEngine", "MockEngine", "mock_stream", "Request", "Sequence",
+           "Summary", "summarize", "Event", "RunResult", "StaticBatching", "Interleaved",
+           "ContinuousBatching", "Disaggregated", "BlockManager", "OutOfBlocks", "Usage",
+           "paged_usage", "contiguous_usage", "HashChainCache", "RadixCache",
+           "affinity_route", "Op", "WallClock", "CostTimer", "LinearCost", "RooflineCost",
+           "DESIGNS", "serve"]
+
+DESIGNS = {"static": StaticBatching, "interleaved": Interleaved,
+           "continuous": ContinuousBatching, "disaggregated": Disaggregated}
+
+
+def serve(engine: Engine, params: Any, trace: Seq[Request], design: str = "continuous",
+          **options: Any) -> RunResult:
+    """Replay `trace` through `engine` under one design ("static", "interleaved",
+    "continuous" or "disaggregated"); options go to that design's constructor."""
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r}; known: {', '.join(DESIGNS)}")
+    return DESIGNS[design](engine, params, **options).run(trace)
