@@ -11,11 +11,12 @@ caches do too.
 How the cache is read matters as much as how it is stored. Converting the whole int8 cache to
 float32 before the attention products (what `x.astype(float32)` followed by an einsum compiles
 to on XLA:CPU) writes a float32 copy of the cache and reads it back: more memory traffic than a
-float32 cache, not less. So `attend_chunked` reads the cache in chunks of a few hundred tokens,
-dequantizes one chunk, and folds it into a running softmax (the online softmax of
-FlashAttention and Flash-Decoding). Only one chunk ever exists in float32, small enough to stay
-in the processor's caches; main memory sees the int8 codes and the scales. Real int8-KV kernels
-do the same in registers and shared memory.
+float32 cache, not less. So `attend_per_head` reads the cache one KV head at a time: it
+converts that head's block of codes and uses it at once, while it still sits in the
+processor's caches. Main memory sees the int8 codes and the scales; at no time does a float
+copy of the whole cache exist. Real int8-KV kernels do the same at a finer grain, in registers
+and shared memory (and split long caches into chunks merged by their log-sum-exps, as
+Flash-Decoding does).
 
 The same function reads a float cache (scales None), so int8 and float caches can be compared
 with identical code. `attention_error_bound` gives an a-priori bound on the attention output's
@@ -35,7 +36,7 @@ from .attention import MASKED, attention_mask, attention_reference, merge_partia
 from .config import ModelConfig
 from .model import Params, transformer, unembed
 
-__all__ = ["quantize", "dequantize", "QuantCache", "init_cache", "attend_chunked", "extend",
+__all__ = ["quantize", "dequantize", "QuantCache", "init_cache", "attend_per_head", "extend",
            "append", "cache_bytes", "bytes_per_element", "attention_error_bound"]
 
 
@@ -68,15 +69,10 @@ class QuantCache(NamedTuple):
     lengths: jax.Array
 
 
-def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype: Any = jnp.int8,
-               chunk: int = 256) -> QuantCache:
-    """An empty cache of int8 codes with scales, or of floats (dtype float32/bfloat16).
-
-    max_len is rounded up to a multiple of `chunk` (or of itself, if smaller), so the reader's
-    chunks tile it exactly.
-    """
-    c = min(chunk, max_len)
-    S = -(-max_len // c) * c
+def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype: Any = jnp.int8
+               ) -> QuantCache:
+    """An empty cache of int8 codes with scales, or of floats (dtype float32/bfloat16)."""
+    S = max_len
     zeros = lambda shape, dt: tuple(jnp.zeros(shape, dt) for _ in range(cfg.L))  # noqa: E731
     codes = (batch, cfg.K, S, cfg.H)
     quant = jnp.dtype(dtype) == jnp.int8
@@ -86,63 +82,54 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype: Any = jnp.int8
                       jnp.zeros((batch,), jnp.int32))
 
 
-def attend_chunked(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
-                   k_scale: jax.Array | None, v_scale: jax.Array | None, pos_BT: jax.Array,
-                   cache_len_B: jax.Array, window: int | None = None, chunk: int = 256
-                   ) -> tuple[jax.Array, jax.Array]:
-    """Attention of queries at positions pos_BT to a (possibly int8) cache, chunk by chunk.
+def attend_per_head(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
+                    k_scale: jax.Array | None, v_scale: jax.Array | None, pos_BT: jax.Array,
+                    cache_len_B: jax.Array, window: int | None = None
+                    ) -> tuple[jax.Array, jax.Array]:
+    """Attention of queries at positions pos_BT to a (possibly int8) cache, one KV head at a time.
 
     Returns the output [B, T, N, H] and the log-sum-exp [B, T, N], like `attention_reference`
-    (which it equals for a float cache). The scales multiply the scores and the probabilities
-    rather than the codes: q·(s·k) = s·(q·k), so a chunk's codes are only converted, never
-    scaled element by element.
+    (which it equals for a float cache). `lax.map` walks over the B·K heads; the head-major
+    layout makes each head's [S, H] keys one contiguous block, converted to float32 on its own
+    (a few MB at most, which the processor's caches hold) and used at once by that head's G
+    queries. The scales multiply the scores and the probabilities rather than the codes:
+    q·(s·k) = s·(q·k), so the codes are only converted, never scaled element by element.
     """
     B, T, N, H = q_BTNH.shape
     K, S = k_BKSH.shape[1], k_BKSH.shape[2]
-    G, C = N // K, min(chunk, S)
-    if S % C:
-        raise ValueError(f"cache length {S} is not a multiple of the chunk {C}")
-    q_BKMH = (q_BTNH.astype(jnp.float32) / jnp.sqrt(jnp.float32(H))).reshape(
-        B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B, K, G * T, H)
+    G = N // K
+    q_XMH = (q_BTNH.astype(jnp.float32) / jnp.sqrt(jnp.float32(H))).reshape(
+        B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B * K, G * T, H)
+    mask_BTS = attention_mask(pos_BT, jnp.arange(S, dtype=jnp.int32), cache_len_B, window)
+    mask_XMS = jnp.broadcast_to(mask_BTS[:, None, None], (B, K, G, T, S)).reshape(
+        B * K, G * T, S)
+    flat = lambda x: None if x is None else x.reshape((B * K,) + x.shape[2:])  # noqa: E731
 
-    def body(carry, start):
-        m_BKM, l_BKM, acc_BKMH = carry
-        k_c = jax.lax.dynamic_slice_in_dim(k_BKSH, start, C, 2).astype(jnp.float32)
-        v_c = jax.lax.dynamic_slice_in_dim(v_BKSH, start, C, 2).astype(jnp.float32)
-        s_BKMC = jnp.einsum("BKMH,BKCH->BKMC", q_BKMH, k_c)
-        if k_scale is not None:
-            s_BKMC = s_BKMC * jax.lax.dynamic_slice_in_dim(k_scale, start, C, 2)[..., 0][
-                :, :, None, :]
-        slots = start + jnp.arange(C, dtype=jnp.int32)
-        mask_BTC = attention_mask(pos_BT, slots, cache_len_B, window)
-        mask_B1MC = jnp.broadcast_to(mask_BTC[:, None, None], (B, 1, G, T, C)).reshape(
-            B, 1, G * T, C)
-        s_BKMC = jnp.where(mask_B1MC, s_BKMC, MASKED)
-        m_new = jnp.maximum(m_BKM, s_BKMC.max(-1))
-        p_BKMC = jnp.exp(s_BKMC - m_new[..., None])
-        rescale = jnp.exp(m_BKM - m_new)
-        l_BKM = l_BKM * rescale + p_BKMC.sum(-1)
-        if v_scale is not None:
-            p_BKMC = p_BKMC * jax.lax.dynamic_slice_in_dim(v_scale, start, C, 2)[..., 0][
-                :, :, None, :]
-        acc_BKMH = acc_BKMH * rescale[..., None] + jnp.einsum("BKMC,BKCH->BKMH", p_BKMC, v_c)
-        return (m_new, l_BKM, acc_BKMH), None
+    def one_head(args):
+        q_MH, k_SH, v_SH, ks_S1, vs_S1, mask_MS = args
+        s_MS = q_MH @ k_SH.astype(jnp.float32).T
+        if ks_S1 is not None:
+            s_MS = s_MS * ks_S1[:, 0][None, :]
+        s_MS = jnp.where(mask_MS, s_MS, MASKED)
+        lse_M = jax.nn.logsumexp(s_MS, axis=-1)
+        p_MS = jnp.exp(s_MS - lse_M[:, None])
+        if vs_S1 is not None:
+            p_MS = p_MS * vs_S1[:, 0][None, :]
+        return p_MS @ v_SH.astype(jnp.float32), lse_M
 
-    init = (jnp.full((B, K, G * T), MASKED, jnp.float32), jnp.zeros((B, K, G * T), jnp.float32),
-            jnp.zeros((B, K, G * T, H), jnp.float32))
-    (m, l, acc), _ = jax.lax.scan(body, init, jnp.arange(0, S, C, dtype=jnp.int32))
-    out_BTNH = (acc / l[..., None]).reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4).reshape(
-        B, T, N, H)
-    lse_BTN = (m + jnp.log(l)).reshape(B, K, G, T).transpose(0, 3, 1, 2).reshape(B, T, N)
+    out_XMH, lse_XM = jax.lax.map(one_head, (q_XMH, flat(k_BKSH), flat(v_BKSH), flat(k_scale),
+                                             flat(v_scale), mask_XMS))
+    out_BTNH = out_XMH.reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4).reshape(B, T, N, H)
+    lse_BTN = lse_XM.reshape(B, K, G, T).transpose(0, 3, 1, 2).reshape(B, T, N)
     return out_BTNH.astype(q_BTNH.dtype), lse_BTN
 
 
-@partial(jax.jit, static_argnames=("cfg", "chunk"))
+@partial(jax.jit, static_argnames=("cfg",))
 def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: QuantCache,
-           n_new_B: jax.Array | None = None, chunk: int = 256):
+           n_new_B: jax.Array | None = None):
     """`decode.extend` over a QuantCache: logits [B, T, V] and every layer's new keys and
     values (full precision; `append` quantizes them). The new tokens attend to each other
-    exactly and to the cache through `attend_chunked`."""
+    exactly and to the cache through `attend_per_head`."""
     B, T = tokens_BT.shape
     if n_new_B is None:
         n_new_B = jnp.full((B,), T, jnp.int32)
@@ -158,8 +145,8 @@ def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: QuantC
                                            v_BTKH.swapaxes(1, 2), mask_new)
         scales = (None, None) if cache.k_scale is None else (cache.k_scale[i],
                                                               cache.v_scale[i])
-        out_c, lse_c = attend_chunked(q_BTNH, cache.k[i], cache.v[i], *scales, pos_BT,
-                                      cache.lengths, cfg.window, chunk)
+        out_c, lse_c = attend_per_head(q_BTNH, cache.k[i], cache.v[i], *scales, pos_BT,
+                                       cache.lengths, cfg.window)
         return merge_partials(out_c, lse_c, out_n, lse_n)[0]
 
     x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)

@@ -1,4 +1,4 @@
-"""The int8 KV cache: rounding error, the chunked reader against the reference attention, the
+"""The int8 KV cache: rounding error, the per-head reader against the reference attention, the
 measured attention error against its a-priori bound, decoding against the float cache, and the
 bytes the compiled decode step holds."""
 
@@ -34,13 +34,13 @@ def random_attention(seed, B=2, T=3, K=2, G=2, S=64, H=16, outliers=False):
     return q, k, v
 
 
-@pytest.mark.parametrize("window,chunk", [(None, 16), (5, 16), (None, 64), (7, 8)])
-def test_chunked_reader_equals_reference_on_a_float_cache(window, chunk):
-    q, k, v = random_attention(0)
+@pytest.mark.parametrize("window,G", [(None, 2), (5, 2), (None, 1), (7, 3)])
+def test_per_head_reader_equals_reference_on_a_float_cache(window, G):
+    q, k, v = random_attention(0, G=G)
     lengths = jnp.array([37, 64])
     pos = lengths[:, None] + jnp.arange(q.shape[1])[None]      # queries after the cache
-    out, lse = jax.jit(kv_quant.attend_chunked, static_argnames=("window", "chunk"))(
-        q, k, v, None, None, pos, lengths, window=window, chunk=chunk)
+    out, lse = jax.jit(kv_quant.attend_per_head, static_argnames=("window",))(
+        q, k, v, None, None, pos, lengths, window=window)
     mask = attention_mask(pos, jnp.arange(k.shape[2]), lengths, window)
     ref_out, ref_lse = attention_reference(q, k, v, mask)
     np.testing.assert_allclose(out, ref_out, atol=1e-5)
@@ -56,7 +56,7 @@ def test_int8_attention_error_is_within_its_bound(seed, outliers, scale):
     pos = lengths[:, None] + jnp.arange(q.shape[1])[None]
     kq, ks = kv_quant.quantize(k)
     vq, vs = kv_quant.quantize(v)
-    out, _ = kv_quant.attend_chunked(q, kq, vq, ks, vs, pos, lengths, chunk=16)
+    out, _ = kv_quant.attend_per_head(q, kq, vq, ks, vs, pos, lengths)
     mask = attention_mask(pos, jnp.arange(k.shape[2]), lengths)
     exact, _ = attention_reference(q, k, v, mask)
     err_BTN = jnp.abs(out - exact).max(-1)
@@ -91,12 +91,12 @@ def test_decoding_with_int8_and_float_caches(window):
     rng = np.random.default_rng(7)
     seqs = [rng.integers(0, cfg.V, n).tolist() for n in (13, 20)]
     n_prompt = [5, 12]
-    ext = lambda p, c, t, cache, n: kv_quant.extend(p, c, t, cache, n, chunk=8)  # noqa: E731
+    ext = kv_quant.extend
     ref = model.forward(params, cfg, *map(jnp.asarray, decode.pad_prompts(seqs, 16)))
     f32 = decode_logits(params, cfg, seqs, n_prompt,
-                        kv_quant.init_cache(cfg, 2, 32, jnp.float32, chunk=8), ext,
+                        kv_quant.init_cache(cfg, 2, 32, jnp.float32), ext,
                         kv_quant.append)
-    i8 = decode_logits(params, cfg, seqs, n_prompt, kv_quant.init_cache(cfg, 2, 32, chunk=8),
+    i8 = decode_logits(params, cfg, seqs, n_prompt, kv_quant.init_cache(cfg, 2, 32),
                        ext, kv_quant.append)
     for b, (s, n) in enumerate(zip(seqs, n_prompt)):
         exact = np.asarray(ref[b, n - 1:len(s)])
@@ -116,7 +116,7 @@ def test_int8_cache_holds_about_half_the_bytes_of_bfloat16():
     # the cache: its temporary buffers are far smaller than the cache.
     params = model.init_params(cfg)
     tok = jnp.zeros((2, 1), jnp.int32)
-    mem = kv_quant.extend.lower(params, cfg, tok, caches[jnp.int8], chunk=64).compile() \
+    mem = kv_quant.extend.lower(params, cfg, tok, caches[jnp.int8]).compile() \
         .memory_analysis()
     assert mem.argument_size_in_bytes >= kv_quant.cache_bytes(caches[jnp.int8])
     assert mem.temp_size_in_bytes < 0.5 * kv_quant.cache_bytes(caches[jnp.int8])
