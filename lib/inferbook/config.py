@@ -136,6 +136,34 @@ PRESETS: dict[str, ModelConfig] = {
                           seq=8192),
     # Mistral 7B v0.1 (Jiang et al. 2023): GQA with K=8 and a 4,096-token sliding window.
     "mistral-7b": _llama("mistral-7b", 32, 4096, 14336, 32, 8, 32000, seq=32768, window=4096),
+    # The multi-head models of the KV-caching article's table (seed 003), sizes from each
+    # config.json on the Hugging Face hub. Biases, learned or ALiBi positions and parallel
+    # attention blocks are not modelled: they leave the KV cache exact and move the parameter
+    # count by well under 1%. Meta's OPT (Zhang et al. 2022): ReLU MLP of 4·D, tied output.
+    "opt-13b": ModelConfig(L=40, D=5120, F=20480, N=40, K=40, H=128, V=50272, mlp="plain",
+                           activation="relu", tied_embeddings=True, max_seq_len=2048,
+                           name="opt-13b"),
+    "opt-30b": ModelConfig(L=48, D=7168, F=28672, N=56, K=56, H=128, V=50272, mlp="plain",
+                           activation="relu", tied_embeddings=True, max_seq_len=2048,
+                           name="opt-30b"),
+    "opt-66b": ModelConfig(L=64, D=9216, F=36864, N=72, K=72, H=128, V=50272, mlp="plain",
+                           activation="relu", tied_embeddings=True, max_seq_len=2048,
+                           name="opt-66b"),
+    # MosaicML's MPT (release posts, May and June 2023): GELU MLP of 4·D, tied output, ALiBi.
+    "mpt-7b": ModelConfig(L=32, D=4096, F=16384, N=32, K=32, H=128, V=50432, mlp="plain",
+                          activation="gelu", tied_embeddings=True, max_seq_len=2048,
+                          name="mpt-7b"),
+    "mpt-30b": ModelConfig(L=48, D=7168, F=28672, N=64, K=64, H=112, V=50432, mlp="plain",
+                           activation="gelu", tied_embeddings=True, max_seq_len=8192,
+                           name="mpt-30b"),
+    # TII's Falcon (Almazrouei et al. 2023): 7B is multi-query (one KV head for 71 query heads
+    # of 64), 40B grouped-query with 8 KV heads; GELU MLP of 4·D.
+    "falcon-7b": ModelConfig(L=32, D=4544, F=18176, N=71, K=1, H=64, V=65024, mlp="plain",
+                             activation="gelu", tied_embeddings=True, max_seq_len=2048,
+                             name="falcon-7b"),
+    "falcon-40b": ModelConfig(L=60, D=8192, F=32768, N=128, K=8, H=64, V=65024, mlp="plain",
+                              activation="gelu", tied_embeddings=True, max_seq_len=2048,
+                              name="falcon-40b"),
     # The model invented for the scaling book's worked problems (seed 000, "worked problems"):
     # LLaMA-2-13B-like, with shared input/output embeddings.
     "scaling-book-18b": ModelConfig(L=64, D=4096, F=16384, N=32, K=8, H=256, V=32128,
@@ -152,6 +180,12 @@ PRESETS: dict[str, ModelConfig] = {
     "gopher-280b": ModelConfig(L=80, D=16384, F=4 * 16384, N=128, K=128, H=128, V=32000,
                                mlp="plain", activation="gelu", max_seq_len=2048,
                                name="gopher-280b"),
+    # BigScience's BLOOM (2022; config.json on the hub): 70 layers, D = 14336, 112 heads of
+    # 128, a 250,880-token vocabulary tied to the output. Its ALiBi positions and biases do not
+    # change the sizes the book computes (the KV-caching article, seed 003, uses its 4 MB/token).
+    "bloom-176b": ModelConfig(L=70, D=14336, F=4 * 14336, N=112, K=112, H=128, V=250880,
+                              mlp="plain", activation="gelu", tied_embeddings=True,
+                              max_seq_len=2048, name="bloom-176b"),
     # Tiny models for tests and for chapters that run on a laptop CPU.
     "tiny": ModelConfig(L=2, D=64, F=192, N=4, K=2, H=16, V=256, max_seq_len=512, name="tiny"),
     "tiny-mha": ModelConfig(L=2, D=64, F=192, N=4, K=4, H=16, V=256, max_seq_len=512,
