@@ -106,6 +106,7 @@ class Breakdown:
     reserved: float       # reserved for tokens a running request has yet to generate
     internal: float       # inside reservations or blocks, never to hold a token
     external: float       # free, yet too fragmented (or too few) for the waiting request
+    running: float        # requests decoding at once (the batch the pool sustains)
     steps: int            # steps the averages are taken over
     finished: int         # requests completed
 
@@ -139,7 +140,7 @@ def simulate(requests: list[Request], capacity: int, scheme: str, max_len: int =
     pool = BlockManager(capacity // block_size, block_size) if paged else FirstFit(capacity)
     queue = [(r, r.prompt) for r in requests]            # (request, tokens it will hold)
     running: list[list] = []                             # [request, length, table or offset]
-    sums = np.zeros(4)
+    sums = np.zeros(5)
     steps = finished = 0
     while queue or running:
         while queue:                                     # admit, first come first served
@@ -166,7 +167,7 @@ def simulate(requests: list[Request], capacity: int, scheme: str, max_len: int =
                 res = sum(_reservation(r, scheme, max_len) for r, _, _ in running)
                 future = sum(r.total - n for r, n, _ in running)
                 parts = (tokens, future, res - tokens - future, capacity - res)
-            sums += np.array(parts) / capacity
+            sums += np.array(parts + (len(running) * capacity,)) / capacity
             steps += 1
         gone: set[int] = set()                           # finished or preempted this step
         for entry in list(running):                      # one decode step
