@@ -183,10 +183,10 @@ def attention_error_bound(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Arra
     """A bound [B, T, N] on max_h |attention(int8 cache) - attention(exact cache)|.
 
     Rounding moves each key element by at most absmax(k_s)/254, so the scaled score of key s
-    moves by at most ε_s = ‖q‖₁ · absmax(k_s) / (254 √H); let ε be the largest over visible
-    keys. Scores off by at most ε change each probability by a factor within e^{±2ε}, so the
-    probabilities move by at most (e^{2ε} - 1) in total; the values themselves are off by at most
-    δ = max_s absmax(v_s)/254. Hence |Δout| ≤ (e^{2ε} - 1) · max|v| + δ.
+    moves by at most ε_s = ‖q‖₁ · absmax(k_s) / (254 √H); let ε be the largest over the
+    visible keys. Scores off by at most ε change each probability by a factor within e^{±2ε},
+    so the probabilities move by at most (e^{2ε} - 1) in total; the values themselves are off by
+    at most δ = max_s absmax(v_s)/254. Hence |Δout| ≤ (e^{2ε} - 1) · max|v| + δ.
     """
     B, T, N, H = q_BTNH.shape
     K = k_BKSH.shape[1]
