@@ -780,7 +780,7 @@ labels = {"max": "contiguous, max length", "pow2": "contiguous, power of two",
           "oracle": "contiguous, exact (oracle)", "paged": "paged, 16-token blocks"}
 parts = [("tokens", "token states"), ("reserved", "reserved for future tokens"),
          ("internal", "internal fragmentation"), ("external", "free but unusable")]
-fig, ax = plt.subplots(figsize=(6.5, 3.4))
+fig, ax = plt.subplots(figsize=(6.5, 3.8), layout="constrained")
 left = np.zeros(len(mem))
 for attr, name in parts:
     vals = np.array([getattr(b, attr) for b in mem.values()]) * 100
@@ -790,7 +790,7 @@ ax.scatter([100 * shares[f"orca_{s}"] for s in ("max", "pow2", "oracle")] + [100
            [labels[s] for s in mem], marker="|", s=300, color="black", zorder=3,
            label="token states reported (Kwon et al.)")
 ax.set_xlabel("share of the KV memory pool (%), averaged while requests wait")
-ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
+ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.22), ncol=3)
 ax.invert_yaxis()
 plt.show()
 for s, b in mem.items():
