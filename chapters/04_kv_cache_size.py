@@ -651,8 +651,7 @@ def top_share_of(p_BNS, fraction=0.05):
     return float(jnp.sort(p_BNS, -1)[..., -n:].sum(-1).mean())
 
 
-qs, ks_, vs_ = jax.jit(kv_evict.structured_stream, static_argnums=range(1, 6))(
-    jax.random.key(0), 2, T_ev, K_ev, G_ev, H_ev)
+qs, ks_, vs_ = kv_evict.structured_stream(jax.random.key(0), 2, T_ev, K_ev, G_ev, H_ev)
 pos_ev = jnp.broadcast_to(jnp.arange(T_ev), (2, T_ev))
 full_ev = jax.jit(attention_reference)(qs, ks_.swapaxes(1, 2), vs_.swapaxes(1, 2),
                                        attention_mask(pos_ev, pos_ev[0], jnp.full((2,), T_ev)))[0]

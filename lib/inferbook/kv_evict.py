@@ -146,6 +146,7 @@ def model_logits(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, capacit
     return logits_TBV.swapaxes(0, 1)
 
 
+@partial(jax.jit, static_argnames=("B", "T", "K", "G", "H"))
 def structured_stream(key: jax.Array, B: int, T: int, K: int, G: int, H: int,
                       heavy_fraction: float = 0.05, sink: float = 5.0, heavy: float = 3.0,
                       recency: float = 1.0, noise: float = 1.0, theta: float = 10_000.0):

@@ -11,6 +11,7 @@ from inferbook.attention import attention_mask, attention_reference
 from inferbook.config import ModelConfig
 
 
+@jax.jit
 def causal_reference(q, k, v):
     B, T = q.shape[:2]
     pos = jnp.broadcast_to(jnp.arange(T), (B, T))
