@@ -1,0 +1,154 @@
+"""Weight-stationary layouts: the weights never move, the activations do.
+
+A decode step reads every weight once to do two FLOPs per weight per sequence, so moving a
+weight across the interconnect would cost far more than using it. Weight-stationary layouts
+(Pope et al. 2022, §3.2) leave each device its block of every matrix for good and move only
+activations, which are small when the batch is.
+
+**1D** (Megatron; Shoeybi et al. 2019). Activations [B, T, D] are replicated on the M model
+devices. Each device holds the heads N_M of W_Q, W_O and the slice F_M of the MLP, so it
+computes a slice of the attention heads and of the hidden layer, and a *partial sum* of each
+block's output. One AllReduce over M per block completes it:
+
+    x [B, T, D] @ W_in [D, F_M] -> [B, T, F_M] @ W_out [F_M, D] -> [B, T, D]{partial over M}
+    -> AllReduce_M -> [B, T, D]
+
+The AllReduce moves B·T·D elements no matter how many devices share the work, so past some
+degree the interconnect, not memory, sets the step time (chapter 9).
+
+**2D** (the scaling book, appendix B and worked problem 7). Weights are split over both of
+their dimensions, D over X and F (or heads) over YZ, so each block is closer to square, and
+activations between blocks are split over D on every device, [B, T, D_XYZ]:
+
+    In  [B, T, D_X]      = AllGather_YZ(In [B, T, D_XYZ])
+    Tmp [B, T, F_YZ]     = AllReduce_X(In [B, T, D_X] @ W_in [D_X, F_YZ])
+    Out [B, T, D_XYZ]    = ReduceScatter_YZ(Tmp [B, T, F_YZ] @ W_out [F_YZ, D_X])
+
+Each collective now moves a 1/X or 1/YZ slice of the activations, so the traffic per device
+falls as the chip count grows. Attention takes the same form with heads in place of F.
+
+Both bodies below are `shard_map` bodies: every array is one device's block (the comment on
+each line gives its shape), and every collective is written out.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .config import ModelConfig
+from .model import _ACTIVATIONS, mlp, rms_norm, rope
+from .sharding import Plan, batch_block
+
+__all__ = ["transformer_1d", "transformer_2d", "logits_1d", "logits_2d", "rms_norm_sharded",
+           "psum"]
+
+
+def psum(plan: Plan, x, axes):
+    """AllReduce(sum) over `axes`; nothing at all when they hold one device."""
+    return jax.lax.psum(x, axes) if plan.size(axes) > 1 else x
+
+
+def _all_gather(plan: Plan, x, axes, axis):
+    return jax.lax.all_gather(x, axes, axis=axis, tiled=True) if plan.size(axes) > 1 else x
+
+
+def _psum_scatter(plan: Plan, x, axes, axis):
+    if plan.size(axes) == 1:
+        return x
+    return jax.lax.psum_scatter(x, axes, scatter_dimension=axis, tiled=True)
+
+
+def rms_norm_sharded(plan: Plan, x_xd, gain_d, eps: float, axes, D: int):
+    """RMSNorm of activations split over D: one AllReduce of the sums of squares [.., 1]."""
+    x32 = x_xd.astype(jnp.float32)
+    ss = psum(plan, jnp.sum(x32 * x32, axis=-1, keepdims=True), axes)   # [..., 1]
+    return gain_d * (x32 * jax.lax.rsqrt(ss / D + eps)).astype(x_xd.dtype)
+
+
+# 1D weight-stationary -------------------------------------------------------------------------
+
+def transformer_1d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, attend):
+    """Final hidden states [B, T, D] (replicated over the model axes M).
+
+    `attend(i, q [B, T, N_M, H], k [B_Z, T, K_Y, H], v)` returns [B, T, N_M, H]; it owns the
+    KV cache (see kv_sharding) and, for sequence parallelism, the ring (sequence_parallel).
+    """
+    M, Z = plan.model, plan.kv_batch
+    x_BTd = params["embed"][tokens_BT]                                  # [B, T, D_M]
+    x_BTD = _all_gather(plan, x_BTd, M, axis=2)                         # [B, T, D]
+    for i, p in enumerate(params["layers"]):
+        h_BTD = rms_norm(x_BTD, p["attn_norm"], cfg.norm_eps)           # [B, T, D]
+        q_BTNH = rope(jnp.einsum("BTD,DNH->BTNH", h_BTD, p["wq"]),      # [B, T, N_M, H]
+                      pos_BT, cfg.rope_theta)
+        h_zTD, pos_zT = batch_block(plan, h_BTD, Z), batch_block(plan, pos_BT, Z)
+        k_zTKH = rope(jnp.einsum("BTD,DKH->BTKH", h_zTD, p["wk"]),      # [B_Z, T, K_Y, H]
+                      pos_zT, cfg.rope_theta)
+        v_zTKH = jnp.einsum("BTD,DKH->BTKH", h_zTD, p["wv"])            # [B_Z, T, K_Y, H]
+        o_BTNH = attend(i, q_BTNH, k_zTKH, v_zTKH)                      # [B, T, N_M, H]
+        out_BTD = jnp.einsum("BTNH,NHD->BTD", o_BTNH, p["wo"])          # [B, T, D]{U_M}
+        x_BTD = x_BTD + psum(plan, out_BTD, M)                          # AllReduce_M
+        h_BTD = rms_norm(x_BTD, p["mlp_norm"], cfg.norm_eps)
+        x_BTD = x_BTD + psum(plan, mlp(p, h_BTD, cfg), M)               # [B, T, F_M] inside
+    return x_BTD
+
+
+def logits_1d(plan: Plan, params, cfg: ModelConfig, x_BD, extra_axes=()):
+    """Float32 logits [B, V] from hidden states [B, D] replicated over M.
+
+    The unembedding is split over D like the embedding ([D_M, V]), so each device multiplies
+    its slice of D and one AllReduce adds the slices. `extra_axes` joins further axes to that
+    sum (sequence parallelism, where only the device holding a prompt's last token has x).
+    """
+    x_BD = rms_norm(x_BD, params["final_norm"], cfg.norm_eps)
+    x_Bd = batch_block(plan, x_BD, plan.model, axis=1)                  # [B, D_M]
+    w_dV = params["embed"].T if cfg.tied_embeddings else params["unembed"]   # [D_M, V]
+    part_BV = jnp.matmul(x_Bd, w_dV, preferred_element_type=jnp.float32)
+    return psum(plan, part_BV, plan.model + tuple(extra_axes))          # AllReduce
+
+
+# 2D weight-stationary -------------------------------------------------------------------------
+
+def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, attend):
+    """Final hidden states [B, T, D_XYZ] (split over D on every device).
+
+    `attend` is as in transformer_1d, with YZ as the model axes.
+    """
+    X, YZ, Z = plan.x, plan.model, plan.kv_batch
+    XYZ, D = X + YZ, cfg.D
+    act = _ACTIVATIONS[cfg.activation]
+    x_BTd = params["embed"][tokens_BT]                                  # [B, T, D_XYZ]
+    for i, p in enumerate(params["layers"]):
+        h_BTd = rms_norm_sharded(plan, x_BTd, p["attn_norm"], cfg.norm_eps, XYZ, D)
+        h_BTd = _all_gather(plan, h_BTd, YZ, axis=2)                    # [B, T, D_X]
+        q_BTNH = psum(plan, jnp.einsum("BTD,DNH->BTNH", h_BTd, p["wq"]), X)   # [B, T, N_YZ, H]
+        q_BTNH = rope(q_BTNH, pos_BT, cfg.rope_theta)
+        h_zTd, pos_zT = batch_block(plan, h_BTd, Z), batch_block(plan, pos_BT, Z)
+        k_zTKH = psum(plan, jnp.einsum("BTD,DKH->BTKH", h_zTd, p["wk"]), X)   # [B_Z, T, K_Y, H]
+        k_zTKH = rope(k_zTKH, pos_zT, cfg.rope_theta)
+        v_zTKH = psum(plan, jnp.einsum("BTD,DKH->BTKH", h_zTd, p["wv"]), X)   # [B_Z, T, K_Y, H]
+        o_BTNH = attend(i, q_BTNH, k_zTKH, v_zTKH)                      # [B, T, N_YZ, H]
+        out_BTd = jnp.einsum("BTNH,NHD->BTD", o_BTNH, p["wo"])          # [B, T, D_X]{U_YZ}
+        x_BTd = x_BTd + _psum_scatter(plan, out_BTd, YZ, axis=2)        # [B, T, D_XYZ]
+
+        h_BTd = rms_norm_sharded(plan, x_BTd, p["mlp_norm"], cfg.norm_eps, XYZ, D)
+        h_BTd = _all_gather(plan, h_BTd, YZ, axis=2)                    # [B, T, D_X]
+        if cfg.mlp == "gated":
+            gate_up = jnp.stack([h_BTd @ p["w_gate"], h_BTd @ p["w_up"]])   # [2, B, T, F_YZ]{U_X}
+            gate_BTf, up_BTf = psum(plan, gate_up, X)                   # AllReduce_X
+            t_BTf = act(gate_BTf) * up_BTf                              # [B, T, F_YZ]
+            w_fd = p["w_down"]                                          # [F_YZ, D_X]
+        else:
+            t_BTf = act(psum(plan, h_BTd @ p["w_in"], X))               # [B, T, F_YZ]
+            w_fd = p["w_out"]
+        x_BTd = x_BTd + _psum_scatter(plan, t_BTf @ w_fd, YZ, axis=2)   # [B, T, D_XYZ]
+    return x_BTd
+
+
+def logits_2d(plan: Plan, params, cfg: ModelConfig, x_Bd):
+    """Float32 logits [B, V] from hidden states [B, D_XYZ]: each device multiplies its slice
+    of D by its rows of the unembedding [D_XYZ, V]; one AllReduce over all axes adds them."""
+    XYZ = plan.x + plan.model
+    x_Bd = rms_norm_sharded(plan, x_Bd, params["final_norm"], cfg.norm_eps, XYZ, cfg.D)
+    w_dV = params["embed"].T if cfg.tied_embeddings else params["unembed"]   # [D_XYZ, V]
+    return psum(plan, jnp.matmul(x_Bd, w_dV, preferred_element_type=jnp.float32), XYZ)
