@@ -17,7 +17,8 @@ cache. One AllToAll over Z does exactly that, and a second one brings the output
     o [B_Z, T, N_Y, H]  --AllToAll_Z (split N, gather B)-->   o [B, T, N_YZ, H]
 
 Both move only activations (a few kB per sequence), while each device reads only its own
-1/M of the cache. With Z = 1 (K divisible by M) both AllToAlls vanish.
+1/M of the cache. With Z = 1 (K divisible by M) both AllToAlls vanish. The 2D layout adds
+its X axes to the batch split, so there too every device holds 1/n of the cache.
 
 **Positions** (sequence-sharded KV, for contexts too long for one device's memory). Every
 device holds a stripe of positions (position p on device p mod Q) and computes attention of
@@ -47,10 +48,13 @@ def attend_heads_then_batch(plan: Plan, q_BTNH, k_BTKH, v_BTKH, ck_BKSH, cv_BKSH
     sequences, already); cache [B_Z, K_Y, S, H]; lengths [B] (replicated). Returns the
     output [B, T, N_YZ, H] and the cache blocks with the new keys and values written.
     `read_cache=False` is prefill: the cache is empty and only written.
+
+    In 2d-ws the X axes split the batch first: q arrives [B_X, T, N_YZ, H], k and v
+    [B_XZ, T, K_Y, H], the cache is [B_XZ, K_Y, S, H], and the output leaves [B_X, T, N_YZ, H].
     """
     Z = plan.kv_batch
-    len_B = batch_block(plan, cache_len_B, Z)                     # [B_Z]
-    n_new_B = batch_block(plan, n_new_B, Z)                       # [B_Z]
+    len_B = batch_block(plan, cache_len_B, plan.cache_batch)      # [B_Z]
+    n_new_B = batch_block(plan, n_new_B, plan.cache_batch)        # [B_Z]
     if plan.size(Z) > 1:
         # q: [B, T, N_YZ, H] -> [B_Z, T, N_Y, H]
         q_BTNH = jax.lax.all_to_all(q_BTNH, Z, split_axis=0, concat_axis=2, tiled=True)

@@ -37,13 +37,13 @@ from .sharding import LayoutError, Plan, cache_spec, make_plan, param_specs, sha
 from .weight_gathered import logits_wg, transformer_wg
 from .weight_stationary import logits_1d, logits_2d, transformer_1d, transformer_2d
 
-__all__ = ["batch_multiple", "init_cache", "prefill", "decode_step", "generate",
-           "prefill_program", "decode_program"]
+__all__ = ["batch_multiple", "init_cache", "abstract_inputs", "prefill", "decode_step",
+           "generate", "prefill_program", "decode_program"]
 
 
 def batch_multiple(plan: Plan) -> int:
     """The batch must be a multiple of this (the devices that split sequences)."""
-    return plan.size(plan.batch) if plan.layout == "weight-gathered" else plan.size(plan.kv_batch)
+    return plan.size(plan.batch) if plan.layout == "weight-gathered" else plan.size(plan.cache_batch)
 
 
 def _check(plan: Plan, B: int, S: int | None = None, T: int | None = None) -> None:
@@ -69,6 +69,26 @@ def init_cache(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
 
     return KVCache(k=tuple(zeros() for _ in range(cfg.L)), v=tuple(zeros() for _ in range(cfg.L)),
                    lengths=jnp.zeros((batch,), jnp.int32, device=NamedSharding(plan.mesh, P())))
+
+
+def abstract_inputs(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
+                    dtype=jnp.float32) -> tuple[dict, KVCache]:
+    """Params and cache as shapes with shardings (`jax.ShapeDtypeStruct`), nothing allocated.
+
+    Enough to compile `prefill` or `decode_step` (`hlo.compile_fn`) and read the program's
+    collectives and FLOPs for a model far too large for this machine.
+    """
+    _check(plan, batch, S=max_len)
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from .model import param_shapes
+
+    def sds(shape, spec, dt=dtype):
+        return jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(plan.mesh, spec))
+
+    params = jax.tree.map(sds, param_shapes(cfg), param_specs(cfg, plan),
+                          is_leaf=lambda x: isinstance(x, tuple) and all(isinstance(d, int) for d in x))
+    kv = [sds((batch, cfg.K, max_len, cfg.H), cache_spec(plan)) for _ in range(cfg.L)]
+    return params, KVCache(tuple(kv), tuple(kv), sds((batch,), P(), jnp.int32))
 
 
 def _layout_fns(plan: Plan):

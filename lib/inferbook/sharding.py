@@ -16,7 +16,8 @@ cache. The computations that run on these blocks live beside this module:
 (M is the set of "model" axes; for 2d-ws the model axes are YZ.) The KV cache is split over
 KV heads as far as K allows, on the model axes whose sizes multiply to a divisor of K
 (`kv_heads`, Y in the sources); the remaining model axes (`kv_batch`, Z) split it over the
-batch, which costs the two AllToAlls of `kv_sharding`. Optional `seq` axes split the prompt
+batch, which costs the two AllToAlls of `kv_sharding`. In 2d-ws the X axes split the cache's
+batch too, so no device holds a copy of another's cache. Optional `seq` axes split the prompt
 (sequence-parallel prefill) and the cache's positions (sequence-sharded KV).
 
 Every layout is checked against the single-device model in the tests.
@@ -61,6 +62,12 @@ class Plan:
 
     def size(self, axes: tuple[str, ...]) -> int:
         return axis_size(self.mesh, axes)
+
+    @property
+    def cache_batch(self) -> tuple[str, ...]:
+        """Axes that split the KV cache (and attention) over the batch: Z, and in 2d-ws also X,
+        whose devices would otherwise all hold and read the same cache."""
+        return self.x + self.kv_batch if self.layout == "2d-ws" else self.kv_batch
 
     @property
     def m(self) -> int:
@@ -162,7 +169,7 @@ def cache_spec(plan: Plan):
     from jax.sharding import PartitionSpec as P
     if plan.layout == "weight-gathered":
         return P(plan.batch, None, None, None)
-    return P(plan.kv_batch or None, plan.kv_heads or None, plan.seq or None, None)
+    return P(plan.cache_batch or None, plan.kv_heads or None, plan.seq or None, None)
 
 
 def shard_params(params: dict[str, Any], cfg: ModelConfig, plan: Plan) -> dict[str, Any]:

@@ -25,7 +25,10 @@ activations between blocks are split over D on every device, [B, T, D_XYZ]:
     Out [B, T, D_XYZ]    = ReduceScatter_YZ(Tmp [B, T, F_YZ] @ W_out [F_YZ, D_X])
 
 Each collective now moves a 1/X or 1/YZ slice of the activations, so the traffic per device
-falls as the chip count grows. Attention takes the same form with heads in place of F.
+falls as the chip count grows. Attention takes the same form with heads in place of F, and
+splits the batch over X (its projections end in a ReduceScatter over X instead of an
+AllReduce, and an AllGather over X brings the batch back before W_O), so that the X devices
+neither repeat each other's attention nor hold copies of each other's cache.
 
 Both bodies below are `shard_map` bodies: every array is one device's block (the comment on
 each line gives its shape), and every collective is written out.
@@ -112,7 +115,8 @@ def logits_1d(plan: Plan, params, cfg: ModelConfig, x_BD, extra_axes=()):
 def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, attend):
     """Final hidden states [B, T, D_XYZ] (split over D on every device).
 
-    `attend` is as in transformer_1d, with YZ as the model axes.
+    `attend(i, q [B_X, T, N_YZ, H], k [B_XZ, T, K_Y, H], v)` returns [B_X, T, N_YZ, H]:
+    heads over YZ as in transformer_1d, and the batch over X.
     """
     X, YZ, Z = plan.x, plan.model, plan.kv_batch
     XYZ, D = X + YZ, cfg.D
@@ -121,13 +125,16 @@ def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
     for i, p in enumerate(params["layers"]):
         h_BTd = rms_norm_sharded(plan, x_BTd, p["attn_norm"], cfg.norm_eps, XYZ, D)
         h_BTd = _all_gather(plan, h_BTd, YZ, axis=2)                    # [B, T, D_X]
-        q_BTNH = psum(plan, jnp.einsum("BTD,DNH->BTNH", h_BTd, p["wq"]), X)   # [B, T, N_YZ, H]
-        q_BTNH = rope(q_BTNH, pos_BT, cfg.rope_theta)
-        h_zTd, pos_zT = batch_block(plan, h_BTd, Z), batch_block(plan, pos_BT, Z)
-        k_zTKH = psum(plan, jnp.einsum("BTD,DKH->BTKH", h_zTd, p["wk"]), X)   # [B_Z, T, K_Y, H]
-        k_zTKH = rope(k_zTKH, pos_zT, cfg.rope_theta)
-        v_zTKH = psum(plan, jnp.einsum("BTD,DKH->BTKH", h_zTd, p["wv"]), X)   # [B_Z, T, K_Y, H]
-        o_BTNH = attend(i, q_BTNH, k_zTKH, v_zTKH)                      # [B, T, N_YZ, H]
+        # Projections reduce over X and scatter the batch over X at once: attention and
+        # the cache are split over the batch on X (never copied), over heads on YZ.
+        q_xTNH = _psum_scatter(plan, jnp.einsum("BTD,DNH->BTNH", h_BTd, p["wq"]), X, axis=0)
+        q_xTNH = rope(q_xTNH, batch_block(plan, pos_BT, X), cfg.rope_theta)   # [B_X, T, N_YZ, H]
+        h_rTd, pos_zT = _kv_rows(plan, h_BTd), batch_block(plan, pos_BT, X + Z)
+        k_zTKH = _psum_scatter(plan, jnp.einsum("BTD,DKH->BTKH", h_rTd, p["wk"]), X, axis=0)
+        k_zTKH = rope(k_zTKH, pos_zT, cfg.rope_theta)                   # [B_XZ, T, K_Y, H]
+        v_zTKH = _psum_scatter(plan, jnp.einsum("BTD,DKH->BTKH", h_rTd, p["wv"]), X, axis=0)
+        o_xTNH = attend(i, q_xTNH, k_zTKH, v_zTKH)                      # [B_X, T, N_YZ, H]
+        o_BTNH = _all_gather(plan, o_xTNH, X, axis=0)                   # [B, T, N_YZ, H]
         out_BTd = jnp.einsum("BTNH,NHD->BTD", o_BTNH, p["wo"])          # [B, T, D_X]{U_YZ}
         x_BTd = x_BTd + _psum_scatter(plan, out_BTd, YZ, axis=2)        # [B, T, D_XYZ]
 
@@ -143,6 +150,18 @@ def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
             w_fd = p["w_out"]
         x_BTd = x_BTd + _psum_scatter(plan, t_BTf @ w_fd, YZ, axis=2)   # [B, T, D_XYZ]
     return x_BTd
+
+
+def _kv_rows(plan: Plan, h_BTd):
+    """The rows whose keys and values this device's X group produces: batch blocks (x, z) for
+    every x, so that a ReduceScatter over X leaves device (x, z) block x·Z + z."""
+    X, Z = plan.size(plan.x), plan.size(plan.kv_batch)
+    if Z == 1:
+        return h_BTd
+    B = h_BTd.shape[0]
+    blocks = h_BTd.reshape(X, Z, B // (X * Z), *h_BTd.shape[1:])
+    mine = jax.lax.dynamic_index_in_dim(blocks, jax.lax.axis_index(plan.kv_batch), 1, False)
+    return mine.reshape(B // Z, *h_BTd.shape[1:])                      # [X·B_XZ, T, D_X]
 
 
 def logits_2d(plan: Plan, params, cfg: ModelConfig, x_Bd):

@@ -9,9 +9,13 @@ One module per concept; everything is re-exported here, so ``from inferbook impo
 and ``estimate.kv_bytes_per_token(cfg)`` is all a chapter needs.
 
   params     parameter counts and bytes, KV-cache bytes, FLOPs per token and per forward pass
+  comms      collectives of the sharded layouts; 1D/2D communication time, latency threshold
 """
 
 from .params import *  # noqa: F401,F403
 from .params import __all__ as _params_all
+from .comms import *  # noqa: F401,F403
+from .comms import __all__ as _comms_all
 
 __all__ = [*_params_all]
+__all__ += _comms_all
