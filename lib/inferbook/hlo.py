@@ -35,8 +35,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["Collective", "collectives", "summary", "bytes_by_kind", "flops", "compile_fn",
-           "hlo_text", "KINDS", "format_table"]
+__all__ = ["Collective", "collectives", "summary", "bytes_by_kind", "bytes_by_scope",
+           "group_axes", "flops", "compile_fn", "hlo_text", "KINDS", "format_table"]
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
@@ -58,6 +58,12 @@ class Collective:
     bytes: int                              # see the module docstring
     groups: tuple[tuple[int, ...], ...]     # device ids per group (pairs for permutes)
     op_name: str = ""                       # the JAX operation it came from, if recorded
+
+    @property
+    def scope(self) -> str:
+        """The label the layout gave this collective (`jax.named_scope`), e.g. "mlp_out"."""
+        parts = self.op_name.split("/")
+        return parts[-2] if len(parts) >= 2 and parts[-2] != "shard_map" else ""
 
     @property
     def group_size(self) -> int:
@@ -165,6 +171,24 @@ def bytes_by_kind(colls: Iterable[Collective]) -> dict[str, int]:
     return {k: int(v["bytes"]) for k, v in summary(colls).items()}
 
 
+def bytes_by_scope(colls: Iterable[Collective]) -> dict[tuple[str, str], int]:
+    """Total bytes per (scope, kind): which part of the layout moved what."""
+    out: dict[tuple[str, str], int] = defaultdict(int)
+    for c in colls:
+        out[(c.scope, c.kind)] += c.bytes
+    return dict(out)
+
+
+def group_axes(c: Collective, mesh) -> tuple[str, ...]:
+    """The mesh axes a collective runs along: those on which its first group's devices differ.
+
+    Replica groups hold logical device ids, i.e. positions in the mesh's device array.
+    """
+    shape = tuple(mesh.shape.values())
+    coords = np.array([np.unravel_index(d, shape) for d in c.groups[0]])
+    return tuple(a for i, a in enumerate(mesh.axis_names) if len(set(coords[:, i])) > 1)
+
+
 def flops(compiled: Any) -> float:
     """FLOPs one device performs in the program, by XLA's cost analysis."""
     cost = compiled.cost_analysis()
@@ -175,11 +199,11 @@ def flops(compiled: Any) -> float:
 
 def format_table(colls: Iterable[Collective]) -> str:
     """A plain-text table of collectives in program order (for printing in chapters)."""
-    rows = [f"{'#':>3}  {'kind':<18} {'shape':<22} {'bytes':>10}  group  from"]
+    rows = [f"{'#':>3}  {'label':<13} {'kind':<18} {'result':<26} {'bytes':>11}  group"]
     for i, c in enumerate(colls):
-        shape = " + ".join(f"{c.dtype}{list(s)}" for s in c.shapes[:2])
-        if len(c.shapes) > 2:
-            shape += f" (+{len(c.shapes) - 2})"
-        src = c.op_name.rsplit("/", 1)[-1]
-        rows.append(f"{i:>3}  {c.kind:<18} {shape:<22} {c.bytes:>10,}  {c.group_size:>5}  {src}")
+        shape = f"{c.dtype}{list(c.shapes[0])}".replace(" ", "")
+        if len(c.shapes) > 1:
+            shape += f" ×{len(c.shapes)}"
+        rows.append(f"{i:>3}  {c.scope or '-':<13} {c.kind:<18} {shape:<26} {c.bytes:>11,}  "
+                    f"{c.group_size:>5}")
     return "\n".join(rows)

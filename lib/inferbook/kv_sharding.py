@@ -57,7 +57,8 @@ def attend_heads_then_batch(plan: Plan, q_BTNH, k_BTKH, v_BTKH, ck_BKSH, cv_BKSH
     n_new_B = batch_block(plan, n_new_B, plan.cache_batch)        # [B_Z]
     if plan.size(Z) > 1:
         # q: [B, T, N_YZ, H] -> [B_Z, T, N_Y, H]
-        q_BTNH = jax.lax.all_to_all(q_BTNH, Z, split_axis=0, concat_axis=2, tiled=True)
+        with jax.named_scope("q_to_batch"):
+            q_BTNH = jax.lax.all_to_all(q_BTNH, Z, split_axis=0, concat_axis=2, tiled=True)
     o_BTNH = attend_cached(q_BTNH, k_BTKH, v_BTKH, n_new_B, window,
                            ck_BKSH if read_cache else None, cv_BKSH if read_cache else None,
                            len_B)                                 # o: [B_Z, T, N_Y, H]
@@ -65,7 +66,8 @@ def attend_heads_then_batch(plan: Plan, q_BTNH, k_BTKH, v_BTKH, ck_BKSH, cv_BKSH
     cv_BKSH = kvcache.write(cv_BKSH, v_BTKH, len_B)
     if plan.size(Z) > 1:
         # o: [B_Z, T, N_Y, H] -> [B, T, N_YZ, H]
-        o_BTNH = jax.lax.all_to_all(o_BTNH, Z, split_axis=2, concat_axis=0, tiled=True)
+        with jax.named_scope("out_to_heads"):
+            o_BTNH = jax.lax.all_to_all(o_BTNH, Z, split_axis=2, concat_axis=0, tiled=True)
     return o_BTNH, ck_BKSH, cv_BKSH
 
 
@@ -85,10 +87,11 @@ def combine_over(axes: tuple[str, ...], out_BTNH, lse_BTN):
     The cross-device form of `merge_partials`: rescale every partial by exp(lse - max),
     then one sum for the numerators and one for the weights.
     """
-    m_BTN = jax.lax.pmax(lse_BTN, axes)
-    w_BTN = jnp.exp(lse_BTN - m_BTN)
-    num = jax.lax.psum(out_BTNH.astype(jnp.float32) * w_BTN[..., None], axes)
-    den_BTN = jax.lax.psum(w_BTN, axes)
+    with jax.named_scope("combine"):
+        m_BTN = jax.lax.pmax(lse_BTN, axes)
+        w_BTN = jnp.exp(lse_BTN - m_BTN)
+        num = jax.lax.psum(out_BTNH.astype(jnp.float32) * w_BTN[..., None], axes)
+        den_BTN = jax.lax.psum(w_BTN, axes)
     return (num / den_BTN[..., None]).astype(out_BTNH.dtype), m_BTN + jnp.log(den_BTN)
 
 

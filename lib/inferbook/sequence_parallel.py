@@ -66,6 +66,7 @@ def ring_attention(plan: Plan, q_BTNH, k_BTKH, v_BTKH, lengths_B, window=None):
             out_BTNH, lse_BTN = merge_partials(out_BTNH, lse_BTN, o_r, lse_r)
         if r < Q - 1:
             # k, v: [B, K_M, T_Q, H] from device i to device i + 1
-            k_BKTH = jax.lax.ppermute(k_BKTH, axes, ring)
-            v_BKTH = jax.lax.ppermute(v_BKTH, axes, ring)
+            with jax.named_scope("ring"):
+                k_BKTH = jax.lax.ppermute(k_BKTH, axes, ring)
+                v_BKTH = jax.lax.ppermute(v_BKTH, axes, ring)
     return out_BTNH

@@ -43,7 +43,9 @@ __all__ = ["batch_multiple", "init_cache", "abstract_inputs", "prefill", "decode
 
 def batch_multiple(plan: Plan) -> int:
     """The batch must be a multiple of this (the devices that split sequences)."""
-    return plan.size(plan.batch) if plan.layout == "weight-gathered" else plan.size(plan.cache_batch)
+    if plan.layout == "weight-gathered":
+        return plan.size(plan.batch)
+    return plan.size(plan.cache_batch)
 
 
 def _check(plan: Plan, B: int, S: int | None = None, T: int | None = None) -> None:
@@ -85,8 +87,10 @@ def abstract_inputs(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
     def sds(shape, spec, dt=dtype):
         return jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(plan.mesh, spec))
 
-    params = jax.tree.map(sds, param_shapes(cfg), param_specs(cfg, plan),
-                          is_leaf=lambda x: isinstance(x, tuple) and all(isinstance(d, int) for d in x))
+    def is_shape(x):
+        return isinstance(x, tuple) and all(isinstance(d, int) for d in x)
+
+    params = jax.tree.map(sds, param_shapes(cfg), param_specs(cfg, plan), is_leaf=is_shape)
     kv = [sds((batch, cfg.K, max_len, cfg.H), cache_spec(plan)) for _ in range(cfg.L)]
     return params, KVCache(tuple(kv), tuple(kv), sds((batch,), P(), jnp.int32))
 

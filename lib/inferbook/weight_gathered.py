@@ -32,7 +32,8 @@ def gather_weights(plan: Plan, params, cfg: ModelConfig):
     def gather(w, spec):
         for dim, axes in enumerate(spec):
             if axes is not None and plan.size(axes) > 1:
-                w = jax.lax.all_gather(w, axes, axis=dim, tiled=True)
+                with jax.named_scope("gather_weights"):
+                    w = jax.lax.all_gather(w, axes, axis=dim, tiled=True)
         return w
     return jax.tree.map(gather, params, param_specs(cfg, plan))
 

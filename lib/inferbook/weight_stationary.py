@@ -43,29 +43,37 @@ from .config import ModelConfig
 from .model import _ACTIVATIONS, mlp, rms_norm, rope
 from .sharding import Plan, batch_block
 
-__all__ = ["transformer_1d", "transformer_2d", "logits_1d", "logits_2d", "rms_norm_sharded",
-           "psum"]
+__all__ = ["transformer_1d", "transformer_2d", "mlp_2d", "logits_1d", "logits_2d",
+           "rms_norm_sharded", "psum", "mlp_program"]
 
 
-def psum(plan: Plan, x, axes):
-    """AllReduce(sum) over `axes`; nothing at all when they hold one device."""
-    return jax.lax.psum(x, axes) if plan.size(axes) > 1 else x
-
-
-def _all_gather(plan: Plan, x, axes, axis):
-    return jax.lax.all_gather(x, axes, axis=axis, tiled=True) if plan.size(axes) > 1 else x
-
-
-def _psum_scatter(plan: Plan, x, axes, axis):
+def psum(plan: Plan, x, axes, name: str = "psum"):
+    """AllReduce(sum) over `axes`, labelled `name` in the compiled program (`hlo` reads the
+    label back); nothing at all when the axes hold one device."""
     if plan.size(axes) == 1:
         return x
-    return jax.lax.psum_scatter(x, axes, scatter_dimension=axis, tiled=True)
+    with jax.named_scope(name):
+        return jax.lax.psum(x, axes)
+
+
+def _all_gather(plan: Plan, x, axes, axis, name):
+    if plan.size(axes) == 1:
+        return x
+    with jax.named_scope(name):
+        return jax.lax.all_gather(x, axes, axis=axis, tiled=True)
+
+
+def _psum_scatter(plan: Plan, x, axes, axis, name):
+    if plan.size(axes) == 1:
+        return x
+    with jax.named_scope(name):
+        return jax.lax.psum_scatter(x, axes, scatter_dimension=axis, tiled=True)
 
 
 def rms_norm_sharded(plan: Plan, x_xd, gain_d, eps: float, axes, D: int):
     """RMSNorm of activations split over D: one AllReduce of the sums of squares [.., 1]."""
     x32 = x_xd.astype(jnp.float32)
-    ss = psum(plan, jnp.sum(x32 * x32, axis=-1, keepdims=True), axes)   # [..., 1]
+    ss = psum(plan, jnp.sum(x32 * x32, axis=-1, keepdims=True), axes, "norm")   # [..., 1]
     return gain_d * (x32 * jax.lax.rsqrt(ss / D + eps)).astype(x_xd.dtype)
 
 
@@ -79,7 +87,7 @@ def transformer_1d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
     """
     M, Z = plan.model, plan.kv_batch
     x_BTd = params["embed"][tokens_BT]                                  # [B, T, D_M]
-    x_BTD = _all_gather(plan, x_BTd, M, axis=2)                         # [B, T, D]
+    x_BTD = _all_gather(plan, x_BTd, M, 2, "embed")                     # [B, T, D]
     for i, p in enumerate(params["layers"]):
         h_BTD = rms_norm(x_BTD, p["attn_norm"], cfg.norm_eps)           # [B, T, D]
         q_BTNH = rope(jnp.einsum("BTD,DNH->BTNH", h_BTD, p["wq"]),      # [B, T, N_M, H]
@@ -90,9 +98,9 @@ def transformer_1d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
         v_zTKH = jnp.einsum("BTD,DKH->BTKH", h_zTD, p["wv"])            # [B_Z, T, K_Y, H]
         o_BTNH = attend(i, q_BTNH, k_zTKH, v_zTKH)                      # [B, T, N_M, H]
         out_BTD = jnp.einsum("BTNH,NHD->BTD", o_BTNH, p["wo"])          # [B, T, D]{U_M}
-        x_BTD = x_BTD + psum(plan, out_BTD, M)                          # AllReduce_M
+        x_BTD = x_BTD + psum(plan, out_BTD, M, "attn_out")              # AllReduce_M
         h_BTD = rms_norm(x_BTD, p["mlp_norm"], cfg.norm_eps)
-        x_BTD = x_BTD + psum(plan, mlp(p, h_BTD, cfg), M)               # [B, T, F_M] inside
+        x_BTD = x_BTD + psum(plan, mlp(p, h_BTD, cfg), M, "mlp_out")    # [B, T, F_M] inside
     return x_BTD
 
 
@@ -107,7 +115,7 @@ def logits_1d(plan: Plan, params, cfg: ModelConfig, x_BD, extra_axes=()):
     x_Bd = batch_block(plan, x_BD, plan.model, axis=1)                  # [B, D_M]
     w_dV = params["embed"].T if cfg.tied_embeddings else params["unembed"]   # [D_M, V]
     part_BV = jnp.matmul(x_Bd, w_dV, preferred_element_type=jnp.float32)
-    return psum(plan, part_BV, plan.model + tuple(extra_axes))          # AllReduce
+    return psum(plan, part_BV, plan.model + tuple(extra_axes), "logits")   # AllReduce
 
 
 # 2D weight-stationary -------------------------------------------------------------------------
@@ -120,36 +128,65 @@ def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
     """
     X, YZ, Z = plan.x, plan.model, plan.kv_batch
     XYZ, D = X + YZ, cfg.D
-    act = _ACTIVATIONS[cfg.activation]
     x_BTd = params["embed"][tokens_BT]                                  # [B, T, D_XYZ]
     for i, p in enumerate(params["layers"]):
         h_BTd = rms_norm_sharded(plan, x_BTd, p["attn_norm"], cfg.norm_eps, XYZ, D)
-        h_BTd = _all_gather(plan, h_BTd, YZ, axis=2)                    # [B, T, D_X]
+        h_BTd = _all_gather(plan, h_BTd, YZ, 2, "block_in")             # [B, T, D_X]
         # Projections reduce over X and scatter the batch over X at once: attention and
         # the cache are split over the batch on X (never copied), over heads on YZ.
-        q_xTNH = _psum_scatter(plan, jnp.einsum("BTD,DNH->BTNH", h_BTd, p["wq"]), X, axis=0)
+        q_xTNH = _psum_scatter(plan, jnp.einsum("BTD,DNH->BTNH", h_BTd, p["wq"]), X, 0, "q_proj")
         q_xTNH = rope(q_xTNH, batch_block(plan, pos_BT, X), cfg.rope_theta)   # [B_X, T, N_YZ, H]
         h_rTd, pos_zT = _kv_rows(plan, h_BTd), batch_block(plan, pos_BT, X + Z)
-        k_zTKH = _psum_scatter(plan, jnp.einsum("BTD,DKH->BTKH", h_rTd, p["wk"]), X, axis=0)
+        k_zTKH = _psum_scatter(plan, jnp.einsum("BTD,DKH->BTKH", h_rTd, p["wk"]), X, 0, "kv_proj")
         k_zTKH = rope(k_zTKH, pos_zT, cfg.rope_theta)                   # [B_XZ, T, K_Y, H]
-        v_zTKH = _psum_scatter(plan, jnp.einsum("BTD,DKH->BTKH", h_rTd, p["wv"]), X, axis=0)
+        v_zTKH = _psum_scatter(plan, jnp.einsum("BTD,DKH->BTKH", h_rTd, p["wv"]), X, 0, "kv_proj")
         o_xTNH = attend(i, q_xTNH, k_zTKH, v_zTKH)                      # [B_X, T, N_YZ, H]
-        o_BTNH = _all_gather(plan, o_xTNH, X, axis=0)                   # [B, T, N_YZ, H]
+        o_BTNH = _all_gather(plan, o_xTNH, X, 0, "attn_gather")         # [B, T, N_YZ, H]
         out_BTd = jnp.einsum("BTNH,NHD->BTD", o_BTNH, p["wo"])          # [B, T, D_X]{U_YZ}
-        x_BTd = x_BTd + _psum_scatter(plan, out_BTd, YZ, axis=2)        # [B, T, D_XYZ]
+        x_BTd = x_BTd + _psum_scatter(plan, out_BTd, YZ, 2, "block_out")   # [B, T, D_XYZ]
 
-        h_BTd = rms_norm_sharded(plan, x_BTd, p["mlp_norm"], cfg.norm_eps, XYZ, D)
-        h_BTd = _all_gather(plan, h_BTd, YZ, axis=2)                    # [B, T, D_X]
-        if cfg.mlp == "gated":
-            gate_up = jnp.stack([h_BTd @ p["w_gate"], h_BTd @ p["w_up"]])   # [2, B, T, F_YZ]{U_X}
-            gate_BTf, up_BTf = psum(plan, gate_up, X)                   # AllReduce_X
-            t_BTf = act(gate_BTf) * up_BTf                              # [B, T, F_YZ]
-            w_fd = p["w_down"]                                          # [F_YZ, D_X]
-        else:
-            t_BTf = act(psum(plan, h_BTd @ p["w_in"], X))               # [B, T, F_YZ]
-            w_fd = p["w_out"]
-        x_BTd = x_BTd + _psum_scatter(plan, t_BTf @ w_fd, YZ, axis=2)   # [B, T, D_XYZ]
+        x_BTd = x_BTd + mlp_2d(plan, p, x_BTd, cfg)                    # [B, T, D_XYZ]
     return x_BTd
+
+
+def mlp_2d(plan: Plan, p, x_BTd, cfg: ModelConfig):
+    """The MLP block of the 2D layout (worked problem 7's algorithm): x [B, T, D_XYZ] in,
+    the block's output [B, T, D_XYZ] out (the caller adds the residual)."""
+    X, YZ = plan.x, plan.model
+    act = _ACTIVATIONS[cfg.activation]
+    h_BTd = rms_norm_sharded(plan, x_BTd, p["mlp_norm"], cfg.norm_eps, X + YZ, cfg.D)
+    h_BTd = _all_gather(plan, h_BTd, YZ, 2, "block_in")                 # In [B, T, D_X]
+    if cfg.mlp == "gated":
+        gate_up = jnp.stack([h_BTd @ p["w_gate"], h_BTd @ p["w_up"]])   # [2, B, T, F_YZ]{U_X}
+        gate_BTf, up_BTf = psum(plan, gate_up, X, "mlp_hidden")         # AllReduce_X
+        t_BTf = act(gate_BTf) * up_BTf                                  # Tmp [B, T, F_YZ]
+        w_fd = p["w_down"]                                              # [F_YZ, D_X]
+    else:
+        t_BTf = act(psum(plan, h_BTd @ p["w_in"], X, "mlp_hidden"))     # Tmp [B, T, F_YZ]
+        w_fd = p["w_out"]                                               # [F_YZ, D_X]
+    return _psum_scatter(plan, t_BTf @ w_fd, YZ, 2, "block_out")        # Out [B, T, D_XYZ]
+
+
+def mlp_program(cfg: ModelConfig, plan: Plan):
+    """One MLP block alone as a sharded program: (layer params, x) -> x + MLP(x), with x
+    [B, T, D] laid out as the plan keeps activations. For reading one block's collectives."""
+    from jax.sharding import PartitionSpec as P
+
+    from .mesh import shard_map
+    from .sharding import param_specs
+    specs = param_specs(cfg, plan)["layers"][0]
+    if plan.layout == "2d-ws":
+        x_spec = P(None, None, plan.x + plan.model)
+
+        def body(p, x_BTd):
+            return x_BTd + mlp_2d(plan, p, x_BTd, cfg)
+    else:
+        x_spec = P()
+
+        def body(p, x_BTD):
+            h_BTD = rms_norm(x_BTD, p["mlp_norm"], cfg.norm_eps)
+            return x_BTD + psum(plan, mlp(p, h_BTD, cfg), plan.model, "mlp_out")
+    return shard_map(body, plan.mesh, in_specs=(specs, x_spec), out_specs=x_spec)
 
 
 def _kv_rows(plan: Plan, h_BTd):
@@ -170,4 +207,5 @@ def logits_2d(plan: Plan, params, cfg: ModelConfig, x_Bd):
     XYZ = plan.x + plan.model
     x_Bd = rms_norm_sharded(plan, x_Bd, params["final_norm"], cfg.norm_eps, XYZ, cfg.D)
     w_dV = params["embed"].T if cfg.tied_embeddings else params["unembed"]   # [D_XYZ, V]
-    return psum(plan, jnp.matmul(x_Bd, w_dV, preferred_element_type=jnp.float32), XYZ)
+    part_BV = jnp.matmul(x_Bd, w_dV, preferred_element_type=jnp.float32)
+    return psum(plan, part_BV, XYZ, "logits")

@@ -39,7 +39,8 @@ def test_the_crossover_is_where_1d_and_the_optimal_2d_cost_the_same(ratio):
 
     def gap(n):       # 2D at its optimum minus 1D over three axes (bf16, per the sources)
         x = estimate.ws2d_optimal_x(n, D, F)
-        return estimate.ws2d_comm_time(1, D, F, x, n / x, 1.0) - estimate.ws1d_comm_time(1, D, 1.0, axes=3)
+        two_d = estimate.ws2d_comm_time(1, D, F, x, n / x, 1.0)
+        return two_d - estimate.ws1d_comm_time(1, D, 1.0, axes=3)
 
     assert gap(n_star * 0.99) > 0 > gap(n_star * 1.01)
     assert n_star == pytest.approx(32 * ratio * (3 / 4) ** 2)
@@ -84,3 +85,25 @@ def test_inventories_drop_collectives_over_a_single_device():
     one_axis = estimate.total_bytes(estimate.ws2d_collectives(cfg, 4, 1, 1, 4, kv_heads=2))
     assert "reduce-scatter" in one_axis and set(one_axis) <= {"all-reduce", "all-gather",
                                                                "reduce-scatter", "all-to-all"}
+
+
+def test_the_latency_threshold_is_where_appendix_cs_two_terms_meet():
+    chip = get_chip("TPU v5e")
+    for shards in (4, 8, 16):
+        at = estimate.latency_bound_bytes(chip, shards)
+        latency_only = chip.hop_latency_s * shards / 2
+        assert estimate.collective_time(at, chip, shards) == pytest.approx(latency_only)
+        assert estimate.collective_time(at / 2, chip, shards) == pytest.approx(latency_only)
+        assert estimate.collective_time(at * 2, chip, shards) == pytest.approx(2 * latency_only)
+
+
+def test_the_prefill_limit_is_where_the_allreduce_matches_the_mlp_arithmetic():
+    chip = get_chip("TPU v5e")
+    for name in ("llama-2-13b", "kipply-52b"):
+        cfg = get_preset(name)
+        m_star = estimate.prefill_model_parallel_limit(cfg, chip)
+        matrices = 3 if cfg.mlp == "gated" else 2
+        tokens = 4096
+        t_math = 2 * tokens * matrices * cfg.D * cfg.F / (m_star * chip.bf16_flops_per_s)
+        t_comm = 2 * tokens * cfg.D * 2 / estimate.ici_bandwidth(chip)
+        assert t_math == pytest.approx(t_comm)

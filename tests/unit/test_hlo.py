@@ -49,6 +49,9 @@ def test_every_collective_is_listed_with_its_kind_bytes_and_device_groups():
     assert {tuple(g) for g in found["all-to-all"].groups} == rows
     assert found["collective-permute"].bytes == 4 * 4 * f32
     assert {tuple(sorted(p)) for p in found["collective-permute"].groups} == cols
+    assert hlo.group_axes(found["all-gather"], mesh) == ("y",)
+    assert hlo.group_axes(found["all-reduce"], mesh) == ("x", "y")
+    assert hlo.group_axes(found["collective-permute"], mesh) == ("x",)
     # Ring algorithms: an AllReduce sends 2(n-1)/n of the array, an AllGather (n-1)/n.
     assert found["all-reduce"].wire_bytes == pytest.approx(2 * 7 / 8 * 16 * 8 * f32)
     assert found["all-gather"].wire_bytes == pytest.approx(3 / 4 * 4 * 16 * f32)
@@ -118,8 +121,10 @@ PROGRAMS = [
 def test_communication_in_the_compiled_program_equals_the_estimator(layout, mesh, K, phase,
                                                                     mlp, seq):
     cfg, plan, compiled = program(layout, mesh, K, phase, mlp, seq)
-    got = hlo.bytes_by_kind(hlo.collectives(compiled))
-    assert got == estimate.total_bytes(expected(cfg, plan, phase))
+    colls, predicted = hlo.collectives(compiled), expected(cfg, plan, phase)
+    assert hlo.bytes_by_kind(colls) == estimate.total_bytes(predicted)
+    # Line by line: each labelled part of the layout moves what its formula says.
+    assert hlo.bytes_by_scope(colls) == estimate.total_bytes(predicted, by="scope")
 
 
 @pytest.mark.parametrize("layout, mesh, K, phase, mlp, seq",

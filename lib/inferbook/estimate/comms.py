@@ -14,6 +14,8 @@ layouts performs, with the bytes of the array it works on (the convention of
   ws2d_optimal_x            X = sqrt(n·D/(2F)) (= sqrt(n/8) when F = 4D)
   ws2d_crossover_chips      n where 2D beats 1D: 32·(F/D)·(3/4)² chips
   model_parallel_limit      Y = F / (B·β), β = W_hbm / W_ici ("generation" section)
+  prefill_model_parallel_limit   M = F / α, α = C / W_ici ("prefill": about F / 2200)
+  collective_time           appendix C: max(t_hop · n/2, bytes / W_ici)
   latency_bound_bytes       appendix C; see below for its two readings
 
 Times follow the scaling book's convention: a collective over an array of A bytes takes
@@ -32,16 +34,22 @@ __all__ = ["Comm", "total_bytes", "ws1d_collectives", "ws2d_collectives",
            "weight_gathered_collectives", "ring_attention_collectives",
            "seq_sharded_decode_collectives", "ici_bandwidth", "ws1d_comm_time",
            "ws2d_comm_time", "ws2d_optimal_x", "ws2d_best_split", "ws2d_crossover_chips",
-           "model_parallel_limit", "latency_bound_bytes"]
+           "model_parallel_limit", "prefill_model_parallel_limit", "collective_time",
+           "latency_bound_bytes"]
 
 F32 = 4
 
 
 @dataclass(frozen=True)
 class Comm:
-    """`count` collectives of one kind over groups of `group` devices, `bytes` each."""
+    """`count` collectives of one kind over groups of `group` devices, `bytes` each.
+
+    `scope` is the label the layout gives the collective in the compiled program
+    (`hlo.Collective.scope`), so prediction and program can be matched line by line.
+    """
 
     what: str
+    scope: str
     kind: str
     group: int
     bytes: int
@@ -52,12 +60,14 @@ class Comm:
         return self.bytes * self.count
 
 
-def total_bytes(comms: list[Comm]) -> dict[str, int]:
-    """Bytes per kind of collective, summed (the form `hlo.bytes_by_kind` returns)."""
-    out: dict[str, int] = {}
+def total_bytes(comms: list[Comm], by: str = "kind") -> dict:
+    """Bytes summed per kind (or per (scope, kind) with by="scope"), as `hlo.bytes_by_kind`
+    and `hlo.bytes_by_scope` return them. Collectives over one device are dropped."""
+    out: dict = {}
     for c in comms:
         if c.group > 1 and c.count:
-            out[c.kind] = out.get(c.kind, 0) + c.total
+            key = c.kind if by == "kind" else (c.scope, c.kind)
+            out[key] = out.get(key, 0) + c.total
     return out
 
 
@@ -75,13 +85,13 @@ def ws1d_collectives(cfg: ModelConfig, batch: int, tokens: int, m: int, kv_heads
     rows = batch if logit_rows is None else logit_rows
     act = int(B * T * cfg.D * a)
     return [
-        Comm("embedding: AllGather of D", "all-gather", m, act),
-        Comm("attention output: AllReduce", "all-reduce", m, act, cfg.L),
-        Comm("MLP output: AllReduce", "all-reduce", m, act, cfg.L),
-        Comm("logits: AllReduce", "all-reduce", m, rows * cfg.V * F32),
-        Comm("Q to batch-sharded: AllToAll", "all-to-all", Z,
+        Comm("embedding: AllGather of D", "embed", "all-gather", m, act),
+        Comm("attention output: AllReduce", "attn_out", "all-reduce", m, act, cfg.L),
+        Comm("MLP output: AllReduce", "mlp_out", "all-reduce", m, act, cfg.L),
+        Comm("logits: AllReduce", "logits", "all-reduce", m, rows * cfg.V * F32),
+        Comm("Q to batch-sharded: AllToAll", "q_to_batch", "all-to-all", Z,
              int(B * T * cfg.N * cfg.H // m * a), cfg.L),
-        Comm("output to head-sharded: AllToAll", "all-to-all", Z,
+        Comm("output to head-sharded: AllToAll", "out_to_heads", "all-to-all", Z,
              int(B * T * cfg.N * cfg.H // m * a), cfg.L),
     ]
 
@@ -103,18 +113,21 @@ def ws2d_collectives(cfg: ModelConfig, batch: int, tokens: int, X: int, YZ: int,
     q = int(B * T * cfg.N * cfg.H // YZ * a)          # [B, T, N_YZ, H]
     mlp_in = (2 if cfg.mlp == "gated" else 1) * int(B * T * cfg.F // YZ * a)
     return [
-        Comm("norm statistics: AllReduce", "all-reduce", n, B * T * F32, 2 * L),
-        Comm("final norm statistics: AllReduce", "all-reduce", n, rows * F32),
-        Comm("block input: AllGather over YZ", "all-gather", YZ, gathered, 2 * L),
-        Comm("Q projection: ReduceScatter over X (batch)", "reduce-scatter", X, q, L),
-        Comm("K and V projections: ReduceScatter over X (batch)", "reduce-scatter", X,
+        Comm("norm statistics: AllReduce", "norm", "all-reduce", n, B * T * F32, 2 * L),
+        Comm("final norm statistics: AllReduce", "norm", "all-reduce", n, rows * F32),
+        Comm("block input: AllGather over YZ", "block_in", "all-gather", YZ, gathered, 2 * L),
+        Comm("Q projection: ReduceScatter over X (batch)", "q_proj", "reduce-scatter", X, q, L),
+        Comm("K and V projections: ReduceScatter over X (batch)", "kv_proj",
+             "reduce-scatter", X,
              int(B // Z * T * cfg.K * cfg.H // Y * a), 2 * L),
-        Comm("Q to batch-sharded: AllToAll over Z", "all-to-all", Z, q // X, L),
-        Comm("output to head-sharded: AllToAll over Z", "all-to-all", Z, q // X, L),
-        Comm("attention output: AllGather over X (batch)", "all-gather", X, q, L),
-        Comm("MLP hidden: AllReduce over X", "all-reduce", X, mlp_in, L),
-        Comm("block output: ReduceScatter over YZ", "reduce-scatter", YZ, gathered, 2 * L),
-        Comm("logits: AllReduce", "all-reduce", n, rows * cfg.V * F32),
+        Comm("Q to batch-sharded: AllToAll over Z", "q_to_batch", "all-to-all", Z, q // X, L),
+        Comm("output to head-sharded: AllToAll over Z", "out_to_heads", "all-to-all", Z,
+             q // X, L),
+        Comm("attention output: AllGather over X (batch)", "attn_gather", "all-gather", X, q, L),
+        Comm("MLP hidden: AllReduce over X", "mlp_hidden", "all-reduce", X, mlp_in, L),
+        Comm("block output: ReduceScatter over YZ", "block_out", "reduce-scatter", YZ,
+             gathered, 2 * L),
+        Comm("logits: AllReduce", "logits", "all-reduce", n, rows * cfg.V * F32),
     ]
 
 
@@ -130,7 +143,8 @@ def weight_gathered_collectives(cfg: ModelConfig, n: int, kv_heads: int = 0,
     Y = kv_heads or math.gcd(cfg.K, n)
     kv = cfg.L * 2 * cfg.D * cfg.K * cfg.H
     split = c["attention"] - (0 if Y > 1 else kv) + c["mlp"] + c["embedding"] + c["unembedding"]
-    return [Comm("weights: AllGather", "all-gather", n, int(split * bytes_per_param))]
+    return [Comm("weights: AllGather", "gather_weights", "all-gather", n,
+                 int(split * bytes_per_param))]
 
 
 def ring_attention_collectives(cfg: ModelConfig, batch: int, tokens: int, Q: int, m: int,
@@ -144,8 +158,8 @@ def ring_attention_collectives(cfg: ModelConfig, batch: int, tokens: int, Q: int
     block = int(batch * T_local * (cfg.K // m) * cfg.H * a)
     comms = [c for c in ws1d_collectives(cfg, batch, T_local, m, bytes_per_element=a)
              if c.kind != "all-to-all" and not c.what.startswith("logits")]
-    comms.append(Comm("logits: AllReduce", "all-reduce", m * Q, batch * cfg.V * F32))
-    comms.append(Comm("K and V around the ring", "collective-permute", 2, block,
+    comms.append(Comm("logits: AllReduce", "logits", "all-reduce", m * Q, batch * cfg.V * F32))
+    comms.append(Comm("K and V around the ring", "ring", "collective-permute", 2, block,
                       2 * cfg.L * (Q - 1)))
     return comms
 
@@ -158,9 +172,12 @@ def seq_sharded_decode_collectives(cfg: ModelConfig, batch: int, Q: int, m: int,
     heads = batch * (cfg.N // m)
     comms = ws1d_collectives(cfg, batch, 1, m, bytes_per_element=bytes_per_element)
     comms = [c for c in comms if c.kind != "all-to-all"]
-    comms += [Comm("partials: AllReduce(max) of log-sum-exps", "all-reduce", Q, heads * F32, cfg.L),
-              Comm("partials: AllReduce of outputs", "all-reduce", Q, heads * cfg.H * F32, cfg.L),
-              Comm("partials: AllReduce of weights", "all-reduce", Q, heads * F32, cfg.L)]
+    comms += [Comm("partials: AllReduce(max) of log-sum-exps", "combine", "all-reduce", Q,
+                   heads * F32, cfg.L),
+              Comm("partials: AllReduce of outputs", "combine", "all-reduce", Q,
+                   heads * cfg.H * F32, cfg.L),
+              Comm("partials: AllReduce of weights", "combine", "all-reduce", Q,
+                   heads * F32, cfg.L)]
     return comms
 
 
@@ -229,6 +246,32 @@ def model_parallel_limit(F: int, batch: int, chip, axes: int = 1) -> float:
     load: T_HBM = 2DF/(Y·W_hbm) < T_ICI = 2BD/W_ici when Y > F/(B·β), β = W_hbm / W_ici."""
     beta = chip.hbm_bytes_per_s / ici_bandwidth(chip, axes)
     return F / (batch * beta)
+
+
+def prefill_model_parallel_limit(cfg: ModelConfig, chip, axes: int = 1,
+                                 bytes_per_element: float = 2) -> float:
+    """Model-parallel degree beyond which a prefill MLP block waits for the interconnect.
+
+    Per block and token, each of M devices does 2·(matrices)·D·F/M FLOPs and the block ends
+    in an AllReduce of D activations (2·D·bytes / (axes·W_ici)). Communication outlasts the
+    arithmetic when M > matrices·F·axes·W_ici / (bytes·C): for a plain two-matrix MLP in
+    bfloat16 on one axis, M > F / α with α = C / W_ici (the sources' "F / 2200" on TPU v5e).
+    """
+    matrices = 3 if cfg.mlp == "gated" else 2
+    W = ici_bandwidth(chip, axes)
+    return matrices * cfg.F * W / (bytes_per_element * chip.bf16_flops_per_s)
+
+
+def collective_time(nbytes: float, chip, shards: int, kind: str = "all-gather",
+                    axes: int = 1) -> float:
+    """Appendix C's model of one collective on a bidirectional ring of `shards` devices:
+    max(t_hop · shards/2, bytes / W_ici) — a fixed cost per hop, or bandwidth, whichever is
+    larger; an AllReduce (ReduceScatter then AllGather) costs twice as much."""
+    if chip.hop_latency_s is None:
+        raise ValueError(f"{chip.name} has no per-hop latency in the registry")
+    factor = 2 if kind == "all-reduce" else 1
+    latency = chip.hop_latency_s * shards / 2
+    return factor * max(latency, nbytes / ici_bandwidth(chip, axes))
 
 
 def latency_bound_bytes(chip, shards: int, reading: str = "whole") -> float:
