@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..config import ModelConfig
 
-__all__ = ["Comm", "total_bytes", "ws1d_collectives", "ws2d_collectives",
+__all__ = ["Comm", "total_bytes", "format_comms", "ws1d_collectives", "ws2d_collectives",
            "weight_gathered_collectives", "ring_attention_collectives",
            "seq_sharded_decode_collectives", "ici_bandwidth", "ws1d_comm_time",
            "ws2d_comm_time", "ws2d_optimal_x", "ws2d_best_split", "ws2d_crossover_chips",
@@ -69,6 +69,29 @@ def total_bytes(comms: list[Comm], by: str = "kind") -> dict:
             key = c.kind if by == "kind" else (c.scope, c.kind)
             out[key] = out.get(key, 0) + c.total
     return out
+
+
+def format_comms(comms: list[Comm], compiled: dict | None = None) -> str:
+    """A table of predicted collectives per (label, kind); with `compiled` (from
+    `hlo.bytes_by_scope`) a column of what the compiled program moves beside it."""
+    rows, seen = [], {}
+    for c in comms:
+        if c.group > 1 and c.count:
+            key = (c.scope, c.kind)
+            if key not in seen:
+                seen[key] = [c.what, c.group, 0, 0]
+                rows.append(key)
+            seen[key][2] += c.count
+            seen[key][3] += c.total
+    head = f"{'what':<46} {'kind':<18} {'group':>5} {'count':>5} {'predicted':>12}"
+    lines = [head + (f" {'compiled':>12}" if compiled is not None else "")]
+    for key in rows:
+        what, group, count, total = seen[key]
+        line = f"{what:<46} {key[1]:<18} {group:>5} {count:>5} {total:>12,}"
+        if compiled is not None:
+            line += f" {compiled.get(key, 0):>12,}"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def ws1d_collectives(cfg: ModelConfig, batch: int, tokens: int, m: int, kv_heads: int = 0,
@@ -204,10 +227,11 @@ def ws2d_comm_time(batch: int, D: int, F: int, X: float, YZ: float, W_ici: float
                    bytes_per_element: float = 2, x_axes: int = 1, yz_axes: int = 2) -> float:
     """One MLP block of 2D weight-stationary (worked problem 7): AllGather and ReduceScatter
     of [B, D_X] over YZ, AllReduce of [B, F_YZ] over X. For bf16, X on one axis and YZ on two:
-    2BD/(X·W) + 4BF/(YZ·W)."""
+    2BD/(X·W) + 4BF/(YZ·W). With X = 1 (or YZ = 1) the collectives over it vanish."""
     a = bytes_per_element
-    gather_scatter = 2 * a * batch * D / X / (yz_axes * W_ici)
-    allreduce = 2 * a * batch * F / YZ / (x_axes * W_ici)
+    # A collective over a single chip moves nothing (X = 1 or YZ = 1 drops its terms).
+    gather_scatter = 2 * a * batch * D / X / (yz_axes * W_ici) if YZ != 1 else 0.0
+    allreduce = 2 * a * batch * F / YZ / (x_axes * W_ici) if X != 1 else 0.0
     return gather_scatter + allreduce
 
 
