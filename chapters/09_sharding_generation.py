@@ -156,6 +156,7 @@ print(f"1D step moves {fmt_bytes(step_bytes_1d)}; weight-gathered step {fmt_byte
 
 # %%
 chip = get_chip("TPU v5e")
+glue("ch9_chip", chip.name)
 W_ici = estimate.ici_bandwidth(chip)
 big = get_preset("scaling-book-18b")
 chips, batch = 16, 32
@@ -240,7 +241,6 @@ plt.show()
 
 # %%
 print(inspect.getsource(kv_sharding.attend_heads_then_batch))
-glue("ch9_chip", chip.name)
 
 # %% [markdown]
 # We run it alone, on the decode step's shapes, and compare with attention over the whole,
@@ -377,20 +377,26 @@ glue("ch9_example_shard", fmt_bytes(example / n8))
 glue("ch9_y_latency", f"{example / per_shard:.1f}")
 
 sizes = np.geomspace(1e3, 1e8, 200)
-t_ag = np.array([estimate.collective_time(s, chip, n8) for s in sizes])
 step_colls = estimate.ws1d_collectives(big, B_ex, 1, n8, kv_heads=8, bytes_per_element=1)
-fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.loglog(sizes, t_ag * 1e6, label="AllGather over 8 chips (appendix C)")
-ax.axvline(whole, color="gray", ls=":", label=f"threshold, whole buffer ({fmt_bytes(whole)})")
+points = {}                                  # (kind, bytes) -> labels of the step's collectives
 for c in step_colls:
     if c.group > 1:
-        ax.plot(c.bytes, estimate.collective_time(c.bytes, chip, c.group) * 1e6, "o")
-        ax.annotate(c.scope, (c.bytes, estimate.collective_time(c.bytes, chip, c.group) * 1e6),
-                    textcoords="offset points", xytext=(4, 6), fontsize=8)
+        points.setdefault((c.kind, c.bytes), []).append(c.scope)
+fig, ax = plt.subplots(figsize=(6.5, 4))
+for kind, color in (("all-gather", "C0"), ("all-reduce", "C1")):
+    t = [estimate.collective_time(x, chip, n8, kind) * 1e6 for x in sizes]
+    ax.loglog(sizes, t, color=color, label=f"{kind} over {n8} chips (appendix C)")
+    for (k, nbytes), labels in points.items():
+        if k == kind:
+            y = estimate.collective_time(nbytes, chip, n8, kind) * 1e6
+            ax.plot(nbytes, y, "o", color=color)
+            ax.annotate(", ".join(dict.fromkeys(labels)), (nbytes, y),
+                        textcoords="offset points", xytext=(5, -12), fontsize=8)
+ax.axvline(whole, color="gray", ls=":", label=f"threshold, whole buffer ({fmt_bytes(whole)})")
 ax.set_xlabel("bytes in the collective (whole buffer)")
 ax.set_ylabel("time (µs)")
 ax.set_title(f"{big.name} decode step at batch {B_ex}, int8, {n8} × {chip.name} (formula)")
-ax.legend()
+ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
 assert all(c.bytes < whole for c in step_colls if c.kind == "all-reduce" and c.scope != "logits")

@@ -237,8 +237,9 @@ for n in chips_axis:
     f2 = estimate.ws2d_comm_time(B_tok, mlp_cfg.D, mlp_cfg.F, X, YZ, W, bytes_per_element=4)
     assert abs(t1 / f1 - 1) < 1e-9 and abs(t2 / f2 - 1) < 1e-9, (n, t1, f1, t2, f2)
     rows.append((n, X, YZ, t1, t2, b1, b2))
-    print(f"n={n:4d}  2D split X={X:2d} × YZ={YZ:3d}   1D {fmt_seconds(t1):>9s}   "
-          f"2D {fmt_seconds(t2):>9s}   2D bytes: {b2}")
+    moved = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(b2.items()))
+    print(f"n={n:4d}  X={X:2d} × YZ={YZ:3d}   1D {fmt_seconds(t1):>9s}   "
+          f"2D {fmt_seconds(t2):>9s}   2D moves: {moved}")
 assert rows[0][3] < rows[0][4] and rows[-1][4] < rows[-1][3]      # 1D first, then 2D
 assert all(r[5] == rows[0][5] for r in rows)                      # 1D bytes never change
 last_1d = max(r[0] for r in rows if r[3] < r[4])                  # 1D still cheaper here

@@ -26,15 +26,20 @@ ATOL = 1e-4
 
 
 @lru_cache(maxsize=None)
-def config(K: int, mlp: str = "gated") -> ModelConfig:
-    return ModelConfig(L=2, D=32, F=64, N=8, K=K, H=8, V=128, mlp=mlp, name=f"test-K{K}")
+def config(K: int, variant: bool = False) -> ModelConfig:
+    """Gated SiLU MLP; or (variant) a plain GELU MLP, tied embeddings and a sliding window."""
+    if variant:
+        return ModelConfig(L=2, D=32, F=64, N=8, K=K, H=8, V=128, mlp="plain",
+                           activation="gelu", tied_embeddings=True, window=6,
+                           name=f"test-K{K}-variant")
+    return ModelConfig(L=2, D=32, F=64, N=8, K=K, H=8, V=128, name=f"test-K{K}")
 
 
 @lru_cache(maxsize=None)
-def reference(K: int):
+def reference(K: int, variant: bool = False):
     """The unsharded model's prefill and decode steps: greedy tokens and the logits of the
     prompt and of the first decode step (the same two programs `decode.generate` runs)."""
-    cfg = config(K)
+    cfg = config(K, variant)
     params = model.init_params(cfg, seed=K)
     tokens_BT, lengths_B = decode.pad_prompts(PROMPTS, 16)
     cache = kvcache.init_cache(cfg, len(PROMPTS), tokens_BT.shape[1] + NEW)
@@ -49,25 +54,26 @@ def reference(K: int):
     return params, greedy, all_logits[0], all_logits[1], cache
 
 
-GRID = [  # layout, mesh, K (8 = MHA, 2 or 4 = GQA, 1 = MQA), sequence axes
-    ("1d-ws", "1x8", 8, ()),
-    ("1d-ws", "2x4", 2, ()),
-    ("1d-ws", "4x2", 1, ()),
-    ("1d-ws", "2x2x2", 2, ()),
-    ("2d-ws", "1x8", 1, ()),
-    ("2d-ws", "2x4", 8, ()),
-    ("2d-ws", "4x2", 2, ()),
-    ("2d-ws", "2x2x2", 1, ()),
-    ("1d-ws", "2x4", 8, ("x",)),          # ring-attention prefill, sequence-sharded KV
-    ("weight-gathered", "2x2x2", 2, ()),
+GRID = [  # layout, mesh, K (8 = MHA, 2 = GQA, 1 = MQA), sequence axes, variant config
+    ("1d-ws", "1x8", 8, (), False),
+    ("1d-ws", "2x4", 2, (), False),
+    ("1d-ws", "4x2", 1, (), False),
+    ("1d-ws", "2x2x2", 2, (), False),
+    ("2d-ws", "1x8", 1, (), False),
+    ("2d-ws", "2x4", 8, (), True),
+    ("2d-ws", "4x2", 2, (), False),
+    ("2d-ws", "2x2x2", 1, (), False),
+    ("1d-ws", "2x4", 8, ("x",), True),    # ring-attention prefill, sequence-sharded KV
+    ("weight-gathered", "2x2x2", 2, (), False),
 ]
 
 
-@pytest.mark.parametrize("layout, mesh, K, seq", GRID,
-                         ids=[f"{g[0]}-{g[1]}-K{g[2]}{'-seq' if g[3] else ''}" for g in GRID])
-def test_layout_equals_the_single_device_model(layout, mesh, K, seq):
-    cfg = config(K)
-    params, ref_tokens, ref_logits1, ref_logits2, ref_cache = reference(K)
+@pytest.mark.parametrize("layout, mesh, K, seq, variant", GRID,
+                         ids=[f"{g[0]}-{g[1]}-K{g[2]}{'-seq' if g[3] else ''}"
+                              f"{'-plain-tied-window' if g[4] else ''}" for g in GRID])
+def test_layout_equals_the_single_device_model(layout, mesh, K, seq, variant):
+    cfg = config(K, variant)
+    params, ref_tokens, ref_logits1, ref_logits2, ref_cache = reference(K, variant)
     plan = make_plan(cfg, named_mesh(mesh), layout, seq=seq)
 
     # Greedy generation: the same tokens.

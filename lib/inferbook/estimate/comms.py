@@ -83,14 +83,14 @@ def format_comms(comms: list[Comm], compiled: dict | None = None) -> str:
                 rows.append(key)
             seen[key][2] += c.count
             seen[key][3] += c.total
-    head = f"{'what':<46} {'kind':<18} {'group':>5} {'count':>5} {'predicted':>12}"
-    lines = [head + (f" {'compiled':>12}" if compiled is not None else "")]
+    head = f"{'label':<13} {'kind':<18} {'group':>5} {'count':>5} {'predicted':>11}"
+    lines = [head + (f" {'compiled':>11}" if compiled is not None else "") + "  what"]
     for key in rows:
         what, group, count, total = seen[key]
-        line = f"{what:<46} {key[1]:<18} {group:>5} {count:>5} {total:>12,}"
+        line = f"{key[0]:<13} {key[1]:<18} {group:>5} {count:>5} {total:>11,}"
         if compiled is not None:
-            line += f" {compiled.get(key, 0):>12,}"
-        lines.append(line)
+            line += f" {compiled.get(key, 0):>11,}"
+        lines.append(f"{line}  {what}")
     return "\n".join(lines)
 
 
