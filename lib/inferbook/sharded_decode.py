@@ -6,7 +6,8 @@ one `shard_map` program whose body is the layout's transformer (`weight_stationa
 (`kv_sharding`, `sequence_parallel`):
 
     layout              prefill attention                 decode attention
-    1d-ws, 2d-ws        heads, then batch (AllToAll)      heads, then batch (AllToAll)
+    1d-ws               heads, then batch (AllToAll)      heads, then batch (AllToAll)
+    2d-ws               the same, batch also over X       the same, batch also over X
     1d-ws + seq axes    ring over striped prompt shards   cache split over positions
     weight-gathered     local (batch-sharded)             local (batch-sharded)
 
