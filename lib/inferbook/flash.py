@@ -56,12 +56,13 @@ def online_softmax_step(carry: tuple[jax.Array, jax.Array, jax.Array], scores_RC
 
 def kv_tile_range(q_pos: jax.Array, kv_len: jax.Array, block_k: int, num_tiles: int,
                   window: int | None = None) -> tuple[jax.Array, jax.Array]:
-    """The KV tiles [lo, hi) that queries at positions `q_pos` can see at all.
+    """The KV tiles [lo, hi) that queries at positions `q_pos` ([..., T]) can see at all.
 
-    The last one holds the latest visible key (causal and padding bounds); with a window the
-    first one holds the earliest key still inside the window of the earliest query.
+    `kv_len` has q_pos's leading shape. Tile hi - 1 holds the latest key any sequence's
+    queries can see (causal and padding bounds together); with a window, tile lo holds the
+    earliest key still inside the window of the earliest query.
     """
-    last_key = jnp.minimum(jnp.max(q_pos), jnp.max(kv_len) - 1)
+    last_key = jnp.max(jnp.minimum(jnp.max(q_pos, axis=-1), kv_len - 1))
     hi = jnp.clip(last_key // block_k + 1, 0, num_tiles)
     lo = jnp.int32(0)
     if window is not None:
