@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from .attention import MASKED, attention_mask
+from .attention import MASKED
 from .flash import kv_tile_range, online_softmax_step
 from .flash_decoding import combine_chunks, rows_to_heads
 
@@ -66,7 +66,11 @@ def _attend_tiles(q_RH, k_ref, v_ref, pos_R, kv_len, base, lo, hi, block_k, scal
         s_RC = lax.dot_general(q_RH, k_CH, (((1,), (1,)), ((), ())),
                                preferred_element_type=jnp.float32) * scale
         k_pos = base + start + lax.broadcasted_iota(jnp.int32, (block_k,), 0)
-        mask = attention_mask(pos_R[None], k_pos, kv_len[None], window)[0]
+        # attention.attention_mask's rule, written in two dimensions (Triton has no 3-D slices).
+        q_R1, k_1C = pos_R[:, None], k_pos[None, :]
+        mask = (k_1C <= q_R1) & (k_1C < kv_len)
+        if window is not None:
+            mask &= q_R1 - k_1C < window
         return online_softmax_step(carry, jnp.where(mask, s_RC, MASKED), v_CH, "RC,CH->RH")
 
     init = (jnp.zeros((R, H), jnp.float32), jnp.full((R,), MASKED, jnp.float32),
