@@ -63,10 +63,10 @@ llama = get_preset("llama-2-7b")
 bloom = get_preset("bloom-176b")
 a10 = get_chip("A10")
 for cfg in (llama, bloom):
-    print(f"{cfg.name:11s} L={cfg.L:3d} layers, K={cfg.K:3d} KV heads of H={cfg.H}, D={cfg.D:,}, "
-          f"V={cfg.V:,}, {estimate.param_count(cfg):,} parameters")
-print(f"{a10.name}: {a10.hbm_bytes:,.0f} bytes of memory, {a10.hbm_bytes_per_s:,.0f} bytes/s, "
-      f"{a10.bf16_flops_per_s:,.0f} bfloat16 FLOP/s")
+    print(f"{cfg.name:11s} L={cfg.L}, K={cfg.K}, H={cfg.H}, D={cfg.D}, V={cfg.V}; "
+          f"{estimate.param_count(cfg):,} parameters")
+print(f"{a10.name}: hbm_bytes={a10.hbm_bytes:,.0f}  hbm_bytes_per_s={a10.hbm_bytes_per_s:,.0f}")
+print(f"     bf16_flops_per_s={a10.bf16_flops_per_s:,.0f}")
 
 # %% [markdown]
 # **1.1** How many bytes of cache does one token of Llama-2-7B take, at 2 bytes per number?

@@ -2,8 +2,8 @@
 
     inferbook grade 01_sampling_kv_cache.ipynb --results results.json --timeout 600
 
-The notebook runs top to bottom in a fresh kernel of this Python environment, within
---timeout seconds in all. The score table goes to stdout; --results writes Gradescope's
+The notebook runs top to bottom in a fresh kernel of this Python environment; its cells
+get --timeout seconds in all (the kernel's start-up is not counted). The score table goes to stdout; --results writes Gradescope's
 results.json (score; tests with name, score, max_score, status, output). A student's crash,
 endless loop or wrong type is reported on its question; the exit code is 0 whenever the
 notebook was graded, 1 if no kernel could be started, 2 for bad arguments.
@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb to grade (or a .py source)")
     p.add_argument("--results", metavar="JSON", help="write Gradescope's results.json here")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
-                   help="time limit for the whole notebook, in seconds (default 600)")
+                   help="time limit for running all the cells, in seconds (default 600)")
     p.set_defaults(run=run)
 
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         import nbclient  # noqa: F401
         import nbformat  # noqa: F401
     except ImportError as err:
-        raise UsageError(f"grading needs {err.name}: pip install 'inferbook[grade]'") from None
+        raise UsageError(f"grading needs {err.name}: pip install nbclient ipykernel") from None
 
     from ..grading.grader import GradingError, grade_notebook
     try:

@@ -12,7 +12,7 @@ The pieces, one concept per module:
   questions   the kinds of question (Numeric, Exact, Function) and how each grades an answer
   registry    where the questions live: one module per chapter in `grading/chapters/`
   timelimit   calling a student's function with a time limit inside a live kernel
-  check       `check()`, `summary()`, and the log the grader reads
+  feedback    `check()`, `summary()`, and the log the grader reads
   generate    exercise sources -> student notebooks (solutions replaced by stubs) and the
               book's pages (solutions behind toggles)
   grader      `inferbook grade`: run a notebook in a fresh kernel, score it, results.json
@@ -23,7 +23,7 @@ here needs files outside the installed package, nor myst-nb: it works the same o
 
 from __future__ import annotations
 
-from .check import check, evaluate, results, summary
+from .feedback import check, evaluate, results, summary
 from .questions import Exact, Function, Mistake, Numeric, Result
 
 __all__ = ["check", "evaluate", "results", "summary", "Result", "Numeric", "Exact",

@@ -3,7 +3,7 @@
 `grade_notebook(path)` runs every code cell of the notebook, in order, in a new Jupyter
 kernel of the current Python environment, with one time limit for the whole notebook. It
 does not read the notebook's outputs: each `check()` in the kernel appends its result to a
-log file (see `check.py`), and the score is the latest result of each question of the
+log file (see `feedback.py`), and the score is the latest result of each question of the
 exercise sets the notebook belongs to. The points come from the registry, not from the log.
 
 Whatever the student's code does, the grader reports it on a question and carries on:
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import generate, registry
-from .check import LOG_ENV
+from .feedback import LOG_ENV
 from .questions import Question
 
 __all__ = ["GradingError", "Grade", "Report", "read_notebook", "question_sets", "run",
@@ -218,10 +218,11 @@ def run(nb: Any, cwd: Path, timeout_s: float) -> Run:
             client.on_cell_error = on_error
             with client.setup_kernel(env=env, cwd=str(cwd), stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL):
+                deadline = time.monotonic() + timeout_s      # the kernel has started
                 for index, cell in enumerate(nb.cells):
                     if cell.cell_type != "code":
                         continue
-                    left = timeout_s - (time.monotonic() - start)
+                    left = deadline - time.monotonic()
                     if left <= 0:
                         result.stopped = f"the notebook ran out of time ({timeout_s:g} s) " \
                                          f"before cell {index}"

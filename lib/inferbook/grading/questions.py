@@ -131,7 +131,7 @@ class Numeric(Question):
 
     @property
     def tolerance(self) -> str:
-        parts = [f"within {self.rel_tol:.2%}".replace(".00%", "%")] if self.rel_tol else []
+        parts = [f"within {self.rel_tol * 100:g}%"] if self.rel_tol else []
         if self.abs_tol:
             parts.append(f"± {self.abs_tol:g}")
         return " or ".join(parts) or "exact"
@@ -229,12 +229,12 @@ def compare_arrays(got: Any, want: np.ndarray, rtol: float, atol: float,
             got = np.asarray(got)
         except Exception:  # noqa: BLE001
             got = None
-        if got is None or got.dtype == object:
+        if got is None or got.dtype.kind not in "biuf":
             return f"{name} should be an array of shape {want.shape}, got {describe(original)}"
-    if got.shape != want.shape:
-        return f"{name} has shape {got.shape}; expected {want.shape}"
     if got.dtype.kind not in "biuf":
         return f"{name} has dtype {got.dtype}; expected numbers"
+    if got.shape != want.shape:
+        return f"{name} has shape {got.shape}; expected {want.shape}"
     got64, want64 = got.astype(np.float64), want.astype(np.float64)
     bad = ~np.isclose(got64, want64, rtol=rtol, atol=atol, equal_nan=False)
     if not bad.any():
