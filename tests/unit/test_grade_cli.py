@@ -12,7 +12,8 @@ pytest.importorskip("nbclient")
 
 from inferbook.cli import main  # noqa: E402
 from inferbook.grading import registry  # noqa: E402
-from inferbook.grading.grader import Grade, Report, Run, question_sets  # noqa: E402
+from inferbook.grading.grader import question_sets  # noqa: E402
+from inferbook.grading.report import Grade, Report, Run  # noqa: E402
 
 
 def notebook(tmp_path, *sources, name="hw.ipynb", metadata=None):

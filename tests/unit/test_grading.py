@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from inferbook import attention, kvcache, sampling
 from inferbook.grading import check, evaluate, registry
 from inferbook.grading import feedback as check_module
-from inferbook.grading.questions import Exact, Function, Mistake, Numeric, allclose
+from inferbook.grading.compare import allclose
+from inferbook.grading.questions import Exact, Function, Mistake, Numeric
 from inferbook.grading.timelimit import call_with_time_limit
 
 NUMBER = Numeric("ch99.number", "a number", 2, "think harder", reference=lambda: 1000.0,
@@ -274,3 +275,17 @@ def test_merging_two_halves_of_the_keys_equals_attention_over_all_of_them():
     np.testing.assert_allclose(merged[0], whole[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(merged[1], whole[1], rtol=1e-5, atol=1e-6)
     assert allclose()(merged, whole) is None
+
+
+def test_summary_adds_up_the_latest_result_of_each_question(capsys, monkeypatch):
+    monkeypatch.setattr(check_module, "_RESULTS", {})
+    check("ch01.kv_bytes_per_token_llama_2_7b", 1)                       # wrong, then right
+    check("ch01.kv_bytes_per_token_llama_2_7b",
+          registry.get("ch01.kv_bytes_per_token_llama_2_7b").reference())
+    check("ch01.decode_memory_bound", registry.get("ch01.decode_memory_bound").reference())
+    capsys.readouterr()
+    check_module.summary()
+    lines = capsys.readouterr().out.splitlines()
+    points = sum(q.points for q in registry.questions_in("ch01"))
+    assert lines[-1].split()[1:4] == ["2", "/", f"{points:g}"]
+    assert len(lines) == len(registry.questions_in("ch01")) + 2

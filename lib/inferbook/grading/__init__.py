@@ -10,12 +10,14 @@ In an exercise notebook::
 The pieces, one concept per module:
 
   questions   the kinds of question (Numeric, Exact, Function) and how each grades an answer
+  compare     comparing a student's output with the library's, and saying what differs
   registry    where the questions live: one module per chapter in `grading/chapters/`
   timelimit   calling a student's function with a time limit inside a live kernel
   feedback    `check()`, `summary()`, and the log the grader reads
   generate    exercise sources -> student notebooks (solutions replaced by stubs) and the
               book's pages (solutions behind toggles)
-  grader      `inferbook grade`: run a notebook in a fresh kernel, score it, results.json
+  grader      `inferbook grade`: run a notebook in a fresh kernel and score its checks
+  report      the score table and Gradescope's results.json
 
 Reference answers are computed by the library when a check runs; none is typed in. Nothing
 here needs files outside the installed package, nor myst-nb: it works the same on Colab.

@@ -154,9 +154,9 @@ def validate(nb: Any) -> None:
         try:
             regions = solution_regions(cell.source)
         except ValueError as err:
-            raise ValueError(f"cell {i}: {err}") from None
+            raise ValueError(f"cell {i + 1}: {err}") from None
         if regions and CHECK_CALL.search(cell.source):
-            raise ValueError(f"cell {i}: a cell with a solution must not call check(); "
+            raise ValueError(f"cell {i + 1}: a cell with a solution must not call check(); "
                              "put the check in the next cell")
 
 

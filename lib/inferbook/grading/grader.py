@@ -1,7 +1,7 @@
 """Grading a submitted notebook: run it in a fresh kernel, read its checks, score them.
 
 `grade_notebook(path)` runs every code cell of the notebook, in order, in a new Jupyter
-kernel of the current Python environment, with one time limit for the whole notebook. It
+kernel of the current Python environment, with one time limit for all its cells. It
 does not read the notebook's outputs: each `check()` in the kernel appends its result to a
 log file (see `feedback.py`), and the score is the latest result of each question of the
 exercise sets the notebook belongs to. The points come from the registry, not from the log.
@@ -18,7 +18,9 @@ Whatever the student's code does, the grader reports it on a question and carrie
   never reached are "not run".
 
 Like any autograder, this executes the submission's code with the grader's permissions:
-run it in a container (Gradescope does) for work you do not trust.
+run it in a container (Gradescope does) for work you do not trust. And like any grader that
+checks inside the student's kernel, it gives honest feedback at scale, not proof against a
+student set on cheating: code in the notebook could rewrite `check` itself.
 """
 
 from __future__ import annotations
@@ -29,102 +31,21 @@ import re
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import generate, registry
 from .feedback import LOG_ENV
 from .questions import Question
+from .report import Grade, Report, Run
 
-__all__ = ["GradingError", "Grade", "Report", "read_notebook", "question_sets", "run",
-           "grade_notebook"]
+__all__ = ["GradingError", "read_notebook", "question_sets", "run", "score", "grade_notebook"]
 
 MAX_OUTPUT_CHARS = 2_000_000     # a notebook that prints forever must not fill our memory
 
 
 class GradingError(ValueError):
     """The input cannot be graded (missing, not a notebook, holds no exercises)."""
-
-
-@dataclass(frozen=True)
-class Grade:
-    """One question's line of the score table."""
-
-    question: Question
-    status: str      # passed | failed | not attempted | blocked | not run
-    output: str = ""
-
-    @property
-    def score(self) -> float:
-        return self.question.points if self.status == "passed" else 0.0
-
-    @property
-    def max_score(self) -> float:
-        return 0.0 if self.status == "blocked" else self.question.points
-
-
-@dataclass
-class Run:
-    """What happened when the notebook ran."""
-
-    cell_errors: dict[int, str] = field(default_factory=dict)
-    stopped: str | None = None        # why the run ended early, if it did
-    log: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
-    infrastructure_error: bool = False
-
-
-@dataclass
-class Report:
-    notebook: str
-    sets: list[str]
-    grades: list[Grade]
-    run: Run
-
-    @property
-    def score(self) -> float:
-        return sum(g.score for g in self.grades)
-
-    @property
-    def max_score(self) -> float:
-        return sum(g.max_score for g in self.grades)
-
-    def notes(self) -> list[str]:
-        notes = [f"cell {i}: {err}" for i, err in sorted(self.run.cell_errors.items())]
-        return notes + ([self.run.stopped] if self.run.stopped else [])
-
-    def table(self) -> str:
-        """The score table printed by `inferbook grade`."""
-        width = max([len(g.question.id) for g in self.grades] + [5])
-        lines = [f"{self.notebook} — exercises {', '.join(self.sets)} "
-                 f"(ran in {self.run.seconds:.1f} s)",
-                 f"{'question':<{width}}  {'score':>9}  status"]
-        for g in self.grades:
-            pts = f"{g.score:g} / {g.question.points:g}"
-            lines.append(f"{g.question.id:<{width}}  {pts:>9}  {g.status}")
-        lines.append(f"{'total':<{width}}  {f'{self.score:g} / {self.max_score:g}':>9}")
-        details = [f"  {g.question.id}: {g.output}" for g in self.grades
-                   if g.status != "passed" and g.output]
-        if details:
-            lines += ["", "Feedback:"] + details
-        if self.notes():
-            lines += ["", "While running the notebook:"] + [f"  {n}" for n in self.notes()]
-        return "\n".join(lines)
-
-    def gradescope(self) -> dict[str, Any]:
-        """Gradescope's results.json (gradescope-autograders.readthedocs.io, 'specs')."""
-        tests = []
-        for g in self.grades:
-            test = {"name": f"{g.question.id}: {g.question.title}", "score": g.score,
-                    "max_score": g.max_score, "output": g.output or g.status}
-            if g.status == "blocked":
-                test["output"] = f"blocked (not counted): {g.output}"
-            else:
-                test["status"] = "passed" if g.status == "passed" else "failed"
-            tests.append(test)
-        return {"score": self.score, "execution_time": round(self.run.seconds),
-                "output": "\n".join(self.notes()), "tests": tests}
 
 
 # Reading the submission ---------------------------------------------------------------------
@@ -159,8 +80,9 @@ def read_notebook(path: Path) -> Any:
 def question_sets(nb: Any, path: Path) -> list[str]:
     """The exercise sets the notebook belongs to: its metadata, its checks, its file name."""
     known = set(registry.set_ids())
-    meta = nb.metadata.get("inferbook", {}) if isinstance(nb.metadata, dict) else {}
-    sets = {s for s in meta.get("exercises", []) if s in known} if isinstance(meta, dict) else set()
+    meta = nb.metadata.get("inferbook") if isinstance(nb.metadata, dict) else None
+    listed = meta.get("exercises") if isinstance(meta, dict) else None
+    sets = {s for s in listed if s in known} if isinstance(listed, list) else set()
     sets |= {s for s in map(registry.set_of, generate.question_ids(nb.cells)) if s in known}
     if not sets and (m := re.search(r"(\d\d)_", path.name)) and f"ch{m[1]}" in known:
         sets.add(f"ch{m[1]}")
@@ -196,6 +118,13 @@ def _client(nb: Any, cwd: Path):
                   record_timing=False, resources={"metadata": {"path": str(cwd)}})
 
 
+def _where(nb: Any, index: int) -> str:
+    """'cell 7 (`check("ch01.x", ...)`)': notebooks show no cell numbers, so quote the cell."""
+    first = next((line.strip() for line in nb.cells[index].source.splitlines() if line.strip()),
+                 "")
+    return f"cell {index + 1} (`{first[:60]}{'…' if len(first) > 60 else ''}`)"
+
+
 def _error_text(content: dict[str, Any]) -> str:
     value = str(content.get("evalue", "")).strip().splitlines()
     return f"{content.get('ename', 'Error')}" + (f": {value[0][:200]}" if value else "")
@@ -214,7 +143,8 @@ def run(nb: Any, cwd: Path, timeout_s: float) -> Run:
             client = _client(nb, cwd)
 
             def on_error(cell, cell_index, execute_reply):
-                result.cell_errors[cell_index] = _error_text(execute_reply["content"])
+                result.cell_errors[cell_index] = (f"{_where(nb, cell_index)} raised "
+                                                  f"{_error_text(execute_reply['content'])}")
             client.on_cell_error = on_error
             with client.setup_kernel(env=env, cwd=str(cwd), stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL):
@@ -225,7 +155,7 @@ def run(nb: Any, cwd: Path, timeout_s: float) -> Run:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         result.stopped = f"the notebook ran out of time ({timeout_s:g} s) " \
-                                         f"before cell {index}"
+                                         f"before {_where(nb, index)}"
                         break
                     client.timeout = max(1, int(left + 0.999))
                     executed += 1
@@ -233,11 +163,11 @@ def run(nb: Any, cwd: Path, timeout_s: float) -> Run:
                         client.execute_cell(cell, index)
                     except nbx.CellTimeoutError:
                         result.stopped = f"the notebook ran out of time ({timeout_s:g} s) " \
-                                         f"in cell {index}"
+                                         f"in {_where(nb, index)}"
                         break
                     except nbx.DeadKernelError:
-                        result.stopped = f"the kernel died in cell {index} (out of memory, " \
-                                         f"or the code ended the process)"
+                        result.stopped = f"the kernel died in {_where(nb, index)} (out of " \
+                                         f"memory, or the code ended the process)"
                         break
         except Exception as err:  # noqa: BLE001 - no kernel, broken install: say so, go on
             if result.stopped is None:
@@ -289,8 +219,7 @@ def score(questions: list[Question], nb: Any, run_: Run) -> list[Grade]:
             grades.append(Grade(q, "failed", f"checking this question stopped the notebook: "
                                              f"{run_.stopped}"))
         elif check_cell.get(q.id) in run_.cell_errors:
-            grades.append(Grade(q, "failed", f"not checked: the cell that checks it (cell "
-                                             f"{check_cell[q.id]}) raised "
+            grades.append(Grade(q, "failed", f"not checked: "
                                              f"{run_.cell_errors[check_cell[q.id]]}"))
         elif run_.stopped:
             grades.append(Grade(q, "not run", f"not checked: {run_.stopped}"))

@@ -20,19 +20,16 @@ from __future__ import annotations
 
 import math
 import numbers
-import sysconfig
-import traceback
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .compare import Compare, allclose, as_numpy, describe, error_line
 from .timelimit import call_with_time_limit
 
-__all__ = ["Result", "Question", "Numeric", "Mistake", "Exact", "Function", "allclose",
-           "describe"]
+__all__ = ["Result", "Question", "Numeric", "Mistake", "Exact", "Function"]
 
 STATUSES = ("passed", "failed", "not attempted", "blocked")
 
@@ -192,91 +189,9 @@ class Exact(Question):
         return self.result("passed") if ok else self.result("failed", f"Hint: {self.hint}")
 
 
+# Functions ---------------------------------------------------------------------------------
+
 # Functions ----------------------------------------------------------------------------------
-
-Compare = Callable[[Any, Any], "str | None"]
-
-
-def describe(x: Any) -> str:
-    """A short description of a value for feedback: type and shape, not contents."""
-    if x is None:
-        return "None"
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return f"{type(x).__name__} of shape {tuple(x.shape)} and dtype {x.dtype}"
-    if isinstance(x, (tuple, list)):
-        inner = ", ".join(describe(v) for v in x[:4])
-        return f"{type(x).__name__} of {len(x)} ({inner}{', ...' if len(x) > 4 else ''})"
-    if isinstance(x, (bool, numbers.Number)):
-        return repr(x)
-    return type(x).__name__
-
-
-def _leaves(x: Any) -> Any:
-    """Student outputs as numpy: JAX arrays are read back (which waits for them)."""
-    if isinstance(x, (tuple, list)):
-        return type(x)(_leaves(v) for v in x)
-    if hasattr(x, "__array__") and not isinstance(x, np.ndarray):
-        return np.asarray(x)
-    return x
-
-
-def compare_arrays(got: Any, want: np.ndarray, rtol: float, atol: float,
-                   name: str = "the output") -> str | None:
-    """None if `got` is an array like `want` within tolerance, else what is wrong."""
-    if not isinstance(got, np.ndarray):
-        original = got
-        try:
-            got = np.asarray(got)
-        except Exception:  # noqa: BLE001
-            got = None
-        if got is None or got.dtype.kind not in "biuf":
-            return f"{name} should be an array of shape {want.shape}, got {describe(original)}"
-    if got.dtype.kind not in "biuf":
-        return f"{name} has dtype {got.dtype}; expected numbers"
-    if got.shape != want.shape:
-        return f"{name} has shape {got.shape}; expected {want.shape}"
-    got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    bad = ~np.isclose(got64, want64, rtol=rtol, atol=atol, equal_nan=False)
-    if not bad.any():
-        return None
-    where = tuple(int(i) for i in np.argwhere(bad)[0])
-    if np.isnan(got64[where]):
-        return f"{name} contains NaN (first at index {where})"
-    return (f"{name} differs at {int(bad.sum())} of {bad.size} entries (first at index {where}: "
-            f"{got64[where]:.6g} instead of {want64[where]:.6g}; tolerance rtol={rtol:g}, "
-            f"atol={atol:g})")
-
-
-def allclose(rtol: float = 1e-5, atol: float = 1e-6,
-             names: Sequence[str] | None = None) -> Compare:
-    """A comparison of arrays, or of a tuple of arrays (named by `names`) — e.g. (out, lse)."""
-    def compare(got: Any, want: Any) -> str | None:
-        if isinstance(want, tuple):
-            if not isinstance(got, (tuple, list)) or len(got) != len(want):
-                return f"return a tuple of {len(want)} arrays ({', '.join(names or [])}); " \
-                       f"got {describe(got)}"
-            for i, (g, w) in enumerate(zip(got, want)):
-                label = names[i] if names else f"output {i}"
-                msg = compare_arrays(g, np.asarray(w), rtol, atol, f"`{label}`")
-                if msg:
-                    return msg
-            return None
-        return compare_arrays(got, np.asarray(want), rtol, atol)
-    return compare
-
-
-_NOT_STUDENT_CODE = (str(Path(__file__).resolve().parents[1]), sysconfig.get_paths()["stdlib"],
-                     "site-packages", "dist-packages")
-
-
-def _error_line(err: BaseException) -> str:
-    """`TypeError: ...` and the innermost line of the student's own code that raised it."""
-    frames = [f for f in traceback.extract_tb(err.__traceback__)
-              if not any(part in f.filename for part in _NOT_STUDENT_CODE)]
-    where = f" (in `{frames[-1].name}`: `{(frames[-1].line or '').strip()}`)" if frames else ""
-    text = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-    return f"{type(err).__name__}{': ' + text if text else ''}{where}"
-
 
 @dataclass(frozen=True)
 class Function(Question):
@@ -313,8 +228,8 @@ class Function(Question):
             return self.result("failed", f"expected a function, got {describe(answer)}")
         cases = self.cases(self.rng())
         for i, args in enumerate(cases):
-            want = _leaves(self.reference(*args))
-            outcome = call_with_time_limit(lambda *a: _leaves(answer(*a)), args,
+            want = as_numpy(self.reference(*args))
+            outcome = call_with_time_limit(lambda *a: as_numpy(answer(*a)), args,
                                            seconds=self.time_limit_s)
             case = self._case(i, len(cases), args)
             if outcome.timed_out:
@@ -327,7 +242,7 @@ class Function(Question):
                 return self.result("not attempted", "write the function, then run this cell "
                                                     "again")
             if outcome.error is not None:
-                return self.result("failed", f"raised {_error_line(outcome.error)} on {case}. "
+                return self.result("failed", f"raised {error_line(outcome.error)} on {case}. "
                                              f"Hint: {self.hint}")
             problem = self.compare(outcome.value, want)
             if problem:

@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 
-from ..questions import Exact, Function, Mistake, Numeric, allclose, compare_arrays, describe
+from ..compare import allclose, compare_arrays, describe
+from ..questions import Exact, Function, Mistake, Numeric
 
 LLAMA, BLOOM, A10 = "llama-2-7b", "bloom-176b", "A10"
 PROMPT, P0, N_NEW = 1000, 100, 1000       # the article's prompt; the generation of B3
