@@ -55,3 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+
+
+# Graded exercises (inferbook.grading): score a notebook, write Gradescope's results.json.
+COMMANDS["grade"] = "grade"
