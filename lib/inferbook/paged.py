@@ -48,7 +48,10 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 
 
 def gather_blocks(pool: jax.Array, block_table_BJ: jax.Array) -> jax.Array:
-    """Each sequence's blocks, in order, as a contiguous cache [B, K, J·block_size, H]."""
+    """Each sequence's blocks, in order, as a contiguous cache [B, K, J·block_size, H].
+
+    `pool` is one layer's keys or values, [num_blocks, K, block_size, H]; the table is [B, J].
+    """
     blocks_BJKCH = pool[block_table_BJ]
     B, J, K, C, H = blocks_BJKCH.shape
     return blocks_BJKCH.transpose(0, 2, 1, 3, 4).reshape(B, K, J * C, H)
