@@ -61,12 +61,13 @@ print(info.describe())
 # %% [markdown]
 # ## The model and the reference
 #
-# A small grouped-query model: eight query heads share four KV heads. We generate greedily
-# for a batch of eight ragged prompts on one device; every sharded run below must produce
-# exactly these tokens.
+# A small grouped-query model: eight query heads share four KV heads, in a single layer (the
+# collectives of a layer repeat identically in every layer, so one shows them all). We
+# generate greedily for a batch of eight ragged prompts on one device; every sharded run
+# below must produce exactly these tokens.
 
 # %%
-cfg = ModelConfig(L=2, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
+cfg = ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
 params = model.init_params(cfg, seed=0)
 prompts = [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, cfg.V)]
            for b, n in enumerate([5, 9, 3, 16, 12, 7, 1, 10])]

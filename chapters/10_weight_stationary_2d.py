@@ -83,12 +83,12 @@ print(inspect.getsource(weight_stationary.mlp_2d))
 #
 # ## Running it
 #
-# A small model on a $2 \times 4$ mesh: $X$ is the axis `x` (two chips), $YZ$ the axis `y`
-# (four). We generate greedily with the sharded prefill and decode programs and compare with
-# the single-device decoder.
+# A small one-layer model on a $2 \times 4$ mesh: $X$ is the axis `x` (two chips), $YZ$ the
+# axis `y` (four). We generate greedily with the sharded prefill and decode programs and
+# compare with the single-device decoder.
 
 # %%
-cfg = ModelConfig(L=2, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
+cfg = ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
 params = model.init_params(cfg, seed=0)
 prompts = [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, cfg.V)]
            for b, n in enumerate([5, 9, 3, 16, 12, 7, 1, 10])]
@@ -137,7 +137,7 @@ assert abs(flops_step / (flops_model / 8) - 1) < 0.1
 glue("ch10_n_colls", str(len(colls)))
 
 # %% [markdown]
-# Per layer: the AllGathers over $YZ$ (`block_in`) and ReduceScatters over $YZ$
+# In the layer: the AllGathers over $YZ$ (`block_in`) and ReduceScatters over $YZ$
 # (`block_out`) of steps 1 and 5, one for attention and one for the MLP; the AllReduce over
 # $X$ of step 3 (`mlp_hidden`); the projections' ReduceScatters and the AllGather over $X$
 # that split attention's batch; and the norms' small AllReduces. {glue:text}`ch10_n_colls`
@@ -236,6 +236,15 @@ for n in chips_axis:
     f1 = estimate.ws1d_comm_time(B_tok, mlp_cfg.D, W, bytes_per_element=4, axes=3)
     f2 = estimate.ws2d_comm_time(B_tok, mlp_cfg.D, mlp_cfg.F, X, YZ, W, bytes_per_element=4)
     assert abs(t1 / f1 - 1) < 1e-9 and abs(t2 / f2 - 1) < 1e-9, (n, t1, f1, t2, f2)
+    # Bytes per device, kind by kind: 1D an AllReduce of [B, D]; 2D an AllGather and a
+    # ReduceScatter of [B, D_X] over YZ and, when X > 1, an AllReduce of [B, F_YZ] over X.
+    a = 4
+    assert b1 == {"all-reduce": B_tok * mlp_cfg.D * a}
+    sliver = B_tok * mlp_cfg.D // X * a
+    want = {"all-gather": sliver, "reduce-scatter": sliver}
+    if X > 1:
+        want["all-reduce"] = B_tok * mlp_cfg.F // YZ * a
+    assert b2 == want, (n, b2, want)
     rows.append((n, X, YZ, t1, t2, b1, b2))
     moved = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(b2.items()))
     print(f"n={n:4d}  X={X:2d} × YZ={YZ:3d}   1D {fmt_seconds(t1):>9s}   "
@@ -254,11 +263,11 @@ glue("ch10_t2_128", fmt_seconds(rows[-1][4]))
 glue("ch10_gain_128", fmt_ratio(rows[-1][3] / rows[-1][4]))
 
 # %% [markdown]
-# For every chip count, the time computed from the compiled program's collectives equals the
-# formula at that split — exactly, not approximately. The 1D block's collectives are the same
-# at every size ({glue:text}`ch10_t1` per block at a batch of {glue:text}`ch10_B_tok`
-# float32 tokens); the 2D block's shrink, and at 128 chips take {glue:text}`ch10_t2_128`,
-# {glue:text}`ch10_gain_128` less.
+# For every chip count, the bytes of each kind of collective in the compiled program are
+# those of the formula, and so is the time they price to — exactly, not approximately. The 1D
+# block's collectives are the same at every size ({glue:text}`ch10_t1` per block at a batch
+# of {glue:text}`ch10_B_tok` float32 tokens); the 2D block's shrink, and at 128 chips take
+# {glue:text}`ch10_t2_128`, {glue:text}`ch10_gain_128` less.
 
 # %%
 n_cont = np.geomspace(10, 1024, 200)
