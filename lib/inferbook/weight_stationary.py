@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from .config import ModelConfig
-from .model import _ACTIVATIONS, mlp, rms_norm, rope
+from .model import ACTIVATIONS, mlp, rms_norm, rope
 from .sharding import Plan, batch_block
 
 __all__ = ["transformer_1d", "transformer_2d", "mlp_2d", "logits_1d", "logits_2d",
@@ -153,7 +153,7 @@ def mlp_2d(plan: Plan, p, x_BTd, cfg: ModelConfig):
     """The MLP block of the 2D layout (worked problem 7's algorithm): x [B, T, D_XYZ] in,
     the block's output [B, T, D_XYZ] out (the caller adds the residual)."""
     X, YZ = plan.x, plan.model
-    act = _ACTIVATIONS[cfg.activation]
+    act = ACTIVATIONS[cfg.activation]
     h_BTd = rms_norm_sharded(plan, x_BTd, p["mlp_norm"], cfg.norm_eps, X + YZ, cfg.D)
     h_BTd = _all_gather(plan, h_BTd, YZ, 2, "block_in")                 # In [B, T, D_X]
     if cfg.mlp == "gated":
