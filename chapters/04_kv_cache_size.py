@@ -260,10 +260,10 @@ att = ModelConfig(L=1, D=256, F=512, N=16, K=16, H=64, V=512, max_seq_len=8192,
 B_att, S_att = 4, 4096
 steppers = {K: bench.decode_step_timer(model.init_params(att.replace(K=K)), att.replace(K=K),
                                        B_att, S_att) for K in (16, 4, 1)}
-# Three rounds, alternating the variants, so that other activity on the machine hits all alike;
+# Two rounds, alternating the variants, so that other activity on the machine hits all alike;
 # each variant's time is its fastest step, the one least disturbed by anything else.
 gqa_rounds = {K: [bench.time_fn(f, repeats=4).min_s] for K, f in steppers.items()}
-for _ in range(2):
+for _ in range(1):
     for K, f in steppers.items():
         gqa_rounds[K].append(bench.time_fn(f, repeats=4, warmup=0).min_s)
 gqa_time = {K: min(ts) for K, ts in gqa_rounds.items()}
@@ -544,7 +544,7 @@ print(inspect.getsource(kv_quant.attend_per_head))
 # obvious way to read an int8 cache, written here: convert every layer's whole cache to float,
 # then attend as usual. We time the part of the step that reads the cache (`extend`, the whole
 # forward pass; the append that follows writes one token and is the same for all), alternating
-# the variants over three rounds so that other activity on the machine affects them alike, and
+# the variants over two rounds so that other activity on the machine affects them alike, and
 # keep each one's fastest call, the one least disturbed.
 
 # %%
@@ -572,10 +572,10 @@ step_fns = {
                                        int8_cache),
 }
 rounds = {label: [] for label in step_fns}
-for _ in range(3):
+for _ in range(2):
     for label, (fn, c) in step_fns.items():
         rounds[label].append(bench.time_fn(fn, p_att, tok_att, c, repeats=2, warmup=0).min_s)
-int8_time = {label: min(ts) for label, ts in rounds.items()}          # fastest of six calls
+int8_time = {label: min(ts) for label, ts in rounds.items()}          # fastest of four calls
 for label, t in int8_time.items():
     print(f"{label:32s} {fmt_seconds(t)}  ({DEVICE})")
 t_i8, t_f32, t_lib, t_naive = int8_time.values()
