@@ -88,14 +88,14 @@ def measure_matmul(rows: int, D: int, F: int, dtype: Any = None, total_bytes: in
     """Time [rows, D]·[D, F] on distinct weight matrices of `total_bytes` together.
 
     One compiled program multiplies the same input by n = total_bytes / (D·F·bytes) separate
-    matrices, so the weights come from memory rather than cache (as in a real model, whose
-    weights are far larger than any cache) and one dispatch is shared by n products.
+    matrices (at most 16), so the weights come from memory rather than cache (as in a real
+    model, whose weights are far larger than any cache) and one dispatch is shared by n products.
     """
     import jax
     import jax.numpy as jnp
     dtype = default_dtype() if dtype is None else dtype
     itemsize = jnp.dtype(dtype).itemsize
-    n = max(1, total_bytes // (D * F * itemsize))
+    n = int(min(max(1, total_bytes // (D * F * itemsize)), 16))   # a few programs' worth
     keys = jax.random.split(jax.random.key(0), n + 1)
     ws = [jax.random.normal(k, (D, F), dtype) for k in keys[1:]]
     x = jax.random.normal(keys[0], (rows, D), dtype)

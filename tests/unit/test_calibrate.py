@@ -1,0 +1,62 @@
+"""Calibration's mechanics: it times the library's real decode step, its matmul program covers
+exactly the estimator's matmul parameters, and its predictions are the formulas it claims.
+
+Whether the calibrated prediction lands within ±25% of the measured step is a property of a
+device, not of the code; chapter 2 asserts it on every build, on whatever machine runs it.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from inferbook import calibrate, decode, estimate, kvcache, model
+from inferbook.config import PRESETS
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "cpu-336mb", "llama-2-13b", "scaling-book-18b"])
+def test_the_matmul_program_multiplies_by_every_matmul_weight_once(name):
+    cfg = PRESETS[name]
+    mats = jax.eval_shape(lambda: calibrate.model_matmuls(model.init_params(cfg), cfg))
+    assert sum(int(np.prod(m.shape)) for m in mats) == estimate.matmul_params(cfg)
+    assert all(len(m.shape) == 2 for m in mats)
+
+
+def test_the_stepper_runs_a_real_decode_step_and_keeps_its_cost_fixed():
+    cfg = PRESETS["tiny"]
+    params = model.init_params(cfg, 1)
+    B, S = 3, 10
+    step = calibrate.decode_stepper(params, cfg, B, S)
+    # The same first step through the public API, on an identical (full, zero) cache.
+    cache = kvcache.init_cache(cfg, B, S)._replace(lengths=jnp.full((B,), S, jnp.int32))
+    logits, _ = decode.decode_step(params, cfg, jnp.zeros((B,), jnp.int32), cache)
+    tok, k_last = step()
+    np.testing.assert_array_equal(np.asarray(tok), np.asarray(jnp.argmax(logits, -1)))
+    for _ in range(3):                         # later steps: same shapes, no recompilation
+        tok, k_last = step()
+        assert k_last.shape == (B, cfg.K, S, cfg.H)
+
+
+def test_a_sweep_reports_its_formulas():
+    cfg = PRESETS["tiny"]
+    sweep = calibrate.decode_sweep(cfg, batches=(1, 4), context=8, repeats=1)
+    assert [p.batch for p in sweep.points] == [1, 4]
+    P, itemsize = estimate.matmul_params(cfg), 4
+    assert sweep.params == P and sweep.weight_bytes == P * itemsize
+    for p in sweep.points:
+        assert p.measured_s > 0 and p.matmul_s > 0 and sweep.overhead_s > 0
+        kv = estimate.kv_cache_bytes(cfg, p.batch, 8, itemsize) / sweep.bandwidth
+        assert p.kv_s == pytest.approx(kv)
+        assert p.predicted_s == pytest.approx(kv + p.matmul_s + sweep.overhead_s)
+        assert p.roofline_s == pytest.approx(
+            kv + max(2 * p.batch * P / sweep.peak_flops, P * itemsize / sweep.bandwidth))
+        assert p.error == pytest.approx(p.predicted_s / p.measured_s - 1)
+    chip = calibrate.measured_chip(sweep.bandwidth, sweep.peak_flops)
+    assert sweep.critical_batch == pytest.approx(estimate.critical_batch(chip, itemsize))
+
+
+def test_a_matmul_timing_reports_what_it_measured():
+    t = calibrate.measure_matmul(4, 64, 128, jnp.float32, total_bytes=1 << 20, repeats=1)
+    assert t.flops_per_s == pytest.approx(2 * 4 * 64 * 128 / t.seconds)
+    assert t.weight_bytes_per_s == pytest.approx(64 * 128 * 4 / t.seconds)
+    assert calibrate.measure_bandwidth(1 << 22, repeats=1) > 0
