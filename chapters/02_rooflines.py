@@ -217,7 +217,7 @@ prefill_threshold = next(t for t in range(1, 10_000)
 assert abs(prefill_threshold - 2 * ci["TPU v5e"]) <= 1
 assert all(estimate.attention_intensity(1, s) < 1 for s in contexts)
 assert all(estimate.attention_intensity(1, s, 8) < 8 for s in contexts)
-glue("ch2_prefill_attention_v5e", f"{prefill_threshold:,}")
+glue("ch2_prefill_attention_v5e", f"{prefill_threshold:,}");
 
 # %% [markdown]
 # On a TPU v5e a prompt's attention is compute-bound from about
@@ -372,7 +372,7 @@ if info.platform == "cpu":
 else:
     valley = ("The roofline's shape — flat, then linear — is what an accelerator delivers; the "
               "calibrated prediction adds what its kernels achieve at each shape.")
-glue("ch2_valley_sentence", valley)
+glue("ch2_valley_sentence", valley);
 
 # %% [markdown]
 # At batch {glue:text}`ch2_valley_batch` the matmuls reach only {glue:text}`ch2_valley_share` of

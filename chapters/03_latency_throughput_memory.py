@@ -104,7 +104,7 @@ glue("ch3_quiz_kv_seq", fmt_bytes(kv_seq_quiz))
 glue("ch3_quiz_4", fmt_seconds(quiz_steps[4]))
 glue("ch3_quiz_256", fmt_seconds(quiz_steps[256]))
 glue("ch3_quiz_ratio", fmt_ratio(quiz_steps[256] / quiz_steps[4]))
-glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[4])))
+glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[4])));
 
 # %% [markdown]
 # Each sequence's cache holds {glue:text}`ch3_quiz_kv_seq`. At batch 4 the weight matmuls
@@ -259,7 +259,7 @@ glue("ch3_weights_bf16", fmt_bytes(weights_bf16))
 glue("ch3_kv_8k", fmt_bytes(kv_8k))
 glue("ch3_kv_per_token", fmt_bytes(estimate.kv_bytes_per_token(llama)))
 glue("ch3_activations", fmt_bytes(activations_8k, 0))
-glue("ch3_caches_to_exceed", str(caches_to_exceed))
+glue("ch3_caches_to_exceed", str(caches_to_exceed));
 
 # %% [markdown]
 # The MLPs hold {glue:text}`ch3_mlp_share` of the {glue:text}`ch3_total_params` parameters. In
@@ -335,7 +335,7 @@ glue("ch3_tput_bcrit", f"{tput[int(b_crit)]:,.0f}")
 glue("ch3_bcrit_int", str(int(b_crit)))
 kv_bcrit = estimate.kv_cache_bytes(llama, int(b_crit), S)
 glue("ch3_kv_bcrit", fmt_bytes(kv_bcrit))
-glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0))
+glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 
 # %% [markdown]
 # The slice has {glue:text}`ch3_v5e_hbm` of memory, {glue:text}`ch3_v5e_bw` of bandwidth and
