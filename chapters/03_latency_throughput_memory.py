@@ -352,13 +352,15 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 #
 # ### A five times smaller cache
 #
-# Suppose the same model — same weights, same step — but a KV cache five times smaller: 8 key
-# and value heads shared by the 40 query heads (grouped-query attention with $G = 5$, the
-# choice LLaMA-2 70B and LLaMA-3 made; chapter 4). We keep the weight bytes of the original to
+# Suppose the same model — same weights, same step — but a KV cache five times smaller:
+# {glue:text}`ch3_gqa_K` key and value heads shared by the {glue:text}`ch3_gqa_N` query heads
+# (grouped-query attention with $G =$ {glue:text}`ch3_gqa_G`, the kind of choice LLaMA-2 70B
+# and LLaMA-3 made; chapter 4). We keep the weight bytes of the original to
 # isolate the effect of the cache.
 
 # %%
 gqa = llama.replace(K=8, name="llama-2-13b, K=8")
+glue("ch3_gqa_K", str(gqa.K)); glue("ch3_gqa_N", str(gqa.N)); glue("ch3_gqa_G", str(gqa.G))
 assert estimate.kv_bytes_per_token(llama) == 5 * estimate.kv_bytes_per_token(gqa)
 gqa_rows, gqa_text = llama_table(gqa, "The same with K = 8 KV heads (5× smaller cache)")
 Markdown(gqa_text)
@@ -383,7 +385,7 @@ for cfg_kv, label in ((llama, "K = 40 (MHA)"), (gqa, "K = 8 (GQA, 5× smaller ca
     t = [estimate.tokens_per_s(B, estimate.step_time(total, weights_bf16,
                                                      estimate.kv_cache_bytes(cfg_kv, B, S), B,
                                                      v5e, chips)) for B in bs]
-    fit = estimate.max_batch(cfg_kv, v5e, S, chips)
+    fit = int((chips * v5e.hbm_bytes - weights_bf16) // (S * estimate.kv_bytes_per_token(cfg_kv)))
     line, = ax.plot(bs, t, label=label)
     ax.plot(bs[bs <= fit], np.array(t)[bs <= fit], lw=3, color=line.get_color(), alpha=0.5)
     ax.axvline(fit, color=line.get_color(), ls=":", lw=1)
@@ -400,8 +402,8 @@ plt.show()
 # Every batch size is faster and produces more tokens, and batches up to
 # {glue:text}`ch3_gqa_fit` now fit: {glue:text}`ch3_gqa_tput_64` tokens per second at batch 64,
 # {glue:text}`ch3_gqa_best_vs_mha_best` the best the original could fit. The returns still
-# diminish, but the curve keeps climbing toward the critical batch instead of flattening
-# around batch 16.
+# diminish, but the curve keeps climbing toward the critical batch instead of stopping at
+# batch {glue:text}`ch3_mha_max_batch`.
 #
 # ```{admonition} Takeaways
 # - A decode step cannot be faster than (weights + every sequence's KV cache) / bandwidth; the

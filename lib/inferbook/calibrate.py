@@ -40,7 +40,7 @@ from .estimate import kv_cache_bytes, matmul_params
 from .hardware import Chip
 
 __all__ = ["measure_bandwidth", "MatmulTiming", "measure_matmul", "peak_matmul_flops",
-           "model_matmuls", "model_matmul_time", "step_overhead", "decode_stepper",
+           "model_matmuls", "model_matmul_program", "model_matmul_time", "step_overhead", "decode_stepper",
            "time_decode_step", "measured_chip", "SweepPoint", "Sweep", "decode_sweep",
            "default_dtype"]
 
@@ -56,6 +56,25 @@ def _best(fn: Callable[[], Any], repeats: int) -> float:
     """Fastest of `repeats` timed runs after compilation and one warm-up. Other work on the
     machine can only slow a run down, so the minimum is the least disturbed measurement."""
     return bench.time_fn(fn, repeats=repeats).min_s
+
+
+def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int) -> list[float]:
+    """The fastest run of each function, timed in alternation: compile and warm each, then
+    `rounds` rounds that run every function once. Whatever else the machine does during the
+    measurement falls on all of them alike."""
+    import time
+
+    import jax
+    for fn in fns:
+        jax.block_until_ready(fn())         # compile
+        jax.block_until_ready(fn())         # warm up
+    best = [math.inf] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn())
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
 
 
 def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
@@ -121,21 +140,24 @@ def model_matmuls(params: dict, cfg: ModelConfig) -> list[Any]:
     return mats
 
 
-def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:
-    """Seconds for all weight matmuls of one decode step at `batch` rows, in one program.
+def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable[[], Any]:
+    """A function running all weight matmuls of one decode step at `batch` rows, in one program.
 
     Every matrix of `model_matmuls` multiplies an input of `batch` rows; nothing else runs
-    (no attention, norms or sampling), so this is the matmul part of the step alone.
+    (no attention, norms or sampling), so its time is the matmul part of the step alone.
     """
     import jax
-    import jax.numpy as jnp
     mats = model_matmuls(params, cfg)
     dtype = mats[0].dtype
     widths = sorted({m.shape[0] for m in mats})
     xs = {w: jax.random.normal(jax.random.key(w), (batch, w), dtype) for w in widths}
     run = jax.jit(lambda xs, mats: [xs[m.shape[0]] @ m for m in mats])
-    del jnp
-    return _best(lambda: run(xs, mats), repeats)
+    return lambda: run(xs, mats)
+
+
+def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:
+    """Seconds for all weight matmuls of one decode step at `batch` rows (fastest of `repeats`)."""
+    return _best(model_matmul_program(params, cfg, batch), repeats)
 
 
 def decode_stepper(params: dict, cfg: ModelConfig, batch: int, context: int) -> Callable[[], Any]:
@@ -244,8 +266,8 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
     Measures W and C first, the step overhead once, then for each batch size the model's
-    matmuls alone and the whole decode step, one right after the other so that both see the
-    same machine. Returns a `Sweep`.
+    matmuls alone and the whole decode step, in alternation (`repeats` rounds, the fastest run
+    of each kept) so that both see the same machine. Returns a `Sweep`.
     """
     from .model import init_params
     dtype = default_dtype() if dtype is None else dtype
@@ -257,8 +279,9 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     overhead = step_overhead(cfg)
     sweep = Sweep(cfg.name, context, bench.device_name(), W, C, P * itemsize, P, overhead)
     for B in batches:
-        matmul = model_matmul_time(params, cfg, B, repeats)
-        measured = time_decode_step(params, cfg, B, context, repeats).min_s
+        matmul, measured = _interleaved_best(
+            [model_matmul_program(params, cfg, B), decode_stepper(params, cfg, B, context)],
+            repeats)
         kv = kv_cache_bytes(cfg, B, context, itemsize) / W
         roofline = kv + max(2 * B * P / C, P * itemsize / W)
         sweep.points.append(SweepPoint(B, measured, kv + matmul + overhead, roofline, matmul,
