@@ -408,7 +408,7 @@ glue("ch5_2p_gap", fmt_percent(1 - half / P52, 1));
 
 # %%
 def xla_flops(cfg, context=64):
-    params = jax.eval_shape(lambda: model.init_params(cfg))
+    params = model.abstract_params(cfg)
     cache = jax.eval_shape(lambda: kvcache.init_cache(cfg, 1, context))
     tok = jax.ShapeDtypeStruct((1, 1), jnp.int32)
     cost = decode.extend.lower(params, cfg, tok, cache).compile().cost_analysis()

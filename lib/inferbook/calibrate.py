@@ -161,33 +161,14 @@ def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int =
 
 
 def decode_stepper(params: dict, cfg: ModelConfig, batch: int, context: int) -> Callable[[], Any]:
-    """A function that runs one decode step of `batch` sequences against a full cache.
+    """A function that runs one decode step of `batch` sequences with `context` cached tokens.
 
     It calls what `decode.generate` calls for every new token — `_next_token` (read the cache,
     compute logits, sample greedily), then `_append` (write the new keys and values in place)
-    — and keeps the updated cache for the next call. The cache holds `context` slots per
-    sequence, all of them in use: every step attends to `context` earlier tokens (writes past
-    the last slot are dropped, so the cost never changes from one call to the next).
+    — through `bench.decode_step_timer`, which rewinds the cache after each call so that every
+    step attends to the same `context` tokens plus its own.
     """
-    import jax
-    import jax.numpy as jnp
-
-    from . import decode, kvcache
-    from .sampling import GREEDY
-
-    cache = kvcache.init_cache(cfg, batch, context, params["embed"].dtype)
-    state = {"cache": cache._replace(lengths=jnp.full((batch,), context, jnp.int32)),
-             "tok": jnp.zeros((batch,), jnp.int32)}
-    done = jnp.zeros((batch,), bool)
-    key = jax.random.key(0)
-
-    def step():
-        tok, _, _, (new_k, new_v) = decode._next_token(params, cfg, state["tok"], done,
-                                                       state["cache"], key, GREEDY, -1)
-        state["cache"] = decode._append(state["cache"], new_k, new_v)
-        state["tok"] = tok
-        return tok, state["cache"].k[-1]
-    return step
+    return bench.decode_step_timer(params, cfg, batch, context + 1, filled=context)
 
 
 def time_decode_step(params: dict, cfg: ModelConfig, batch: int, context: int,

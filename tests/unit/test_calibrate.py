@@ -17,7 +17,7 @@ from inferbook.config import PRESETS
 @pytest.mark.parametrize("name", ["tiny", "small", "cpu-336mb", "llama-2-13b", "scaling-book-18b"])
 def test_the_matmul_program_multiplies_by_every_matmul_weight_once(name):
     cfg = PRESETS[name]
-    mats = jax.eval_shape(lambda: calibrate.model_matmuls(model.init_params(cfg), cfg))
+    mats = jax.eval_shape(lambda p: calibrate.model_matmuls(p, cfg), model.abstract_params(cfg))
     assert sum(int(np.prod(m.shape)) for m in mats) == estimate.matmul_params(cfg)
     assert all(len(m.shape) == 2 for m in mats)
 
@@ -27,14 +27,13 @@ def test_the_stepper_runs_a_real_decode_step_and_keeps_its_cost_fixed():
     params = model.init_params(cfg, 1)
     B, S = 3, 10
     step = calibrate.decode_stepper(params, cfg, B, S)
-    # The same first step through the public API, on an identical (full, zero) cache.
-    cache = kvcache.init_cache(cfg, B, S)._replace(lengths=jnp.full((B,), S, jnp.int32))
+    # The same first step through the public API, on an identical cache: S tokens written.
+    cache = kvcache.init_cache(cfg, B, S + 1)._replace(lengths=jnp.full((B,), S, jnp.int32))
     logits, _ = decode.decode_step(params, cfg, jnp.zeros((B,), jnp.int32), cache)
-    tok, k_last = step()
+    tok = step()
     np.testing.assert_array_equal(np.asarray(tok), np.asarray(jnp.argmax(logits, -1)))
-    for _ in range(3):                         # later steps: same shapes, no recompilation
-        tok, k_last = step()
-        assert k_last.shape == (B, cfg.K, S, cfg.H)
+    for _ in range(3):                         # later steps: same shapes and work
+        assert step().shape == (B,)
 
 
 def test_a_sweep_reports_its_formulas():
