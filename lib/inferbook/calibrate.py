@@ -58,23 +58,34 @@ def _best(fn: Callable[[], Any], repeats: int) -> float:
     return bench.time_fn(fn, repeats=repeats).min_s
 
 
-def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int) -> list[float]:
-    """The fastest run of each function, timed in alternation: compile and warm each, then
-    `rounds` rounds that run every function once. Whatever else the machine does during the
-    measurement falls on all of them alike."""
+def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int, max_rounds: int = 0,
+                      agree: float = 0.05) -> list[float]:
+    """The fastest run of each function, timed in alternation.
+
+    Compile and warm each function, then run rounds in which every function runs once, so that
+    whatever else the machine does falls on all of them alike. After `rounds` rounds, keep going
+    (up to `max_rounds`) while any function's two fastest runs differ by more than `agree`: a
+    minimum that two runs confirm is one that interference did not inflate.
+    """
     import time
 
     import jax
     for fn in fns:
         jax.block_until_ready(fn())         # compile
         jax.block_until_ready(fn())         # warm up
-    best = [math.inf] * len(fns)
-    for _ in range(rounds):
+    runs: list[list[float]] = [[] for _ in fns]
+    done = 0
+    while True:
         for i, fn in enumerate(fns):
             t0 = time.perf_counter()
             jax.block_until_ready(fn())
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+            runs[i].append(time.perf_counter() - t0)
+        done += 1
+        if done < rounds:
+            continue
+        confirmed = all(len(r) > 1 and sorted(r)[1] <= (1 + agree) * min(r) for r in runs)
+        if confirmed or done >= max(rounds, max_rounds):
+            return [min(r) for r in runs]
 
 
 def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
@@ -243,12 +254,13 @@ class Sweep:
 
 def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
                  context: int = 128, dtype: Any = None, seed: int = 0,
-                 repeats: int = 3) -> Sweep:
+                 repeats: int = 3, max_repeats: int = 8) -> Sweep:
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
     Measures W and C first, the step overhead once, then for each batch size the model's
-    matmuls alone and the whole decode step, in alternation (`repeats` rounds, the fastest run
-    of each kept) so that both see the same machine. Returns a `Sweep`.
+    matmuls alone and the whole decode step, in alternation so that both see the same machine:
+    `repeats` rounds, more (up to `max_repeats`) until each one's two fastest runs agree within
+    5%, the fastest run of each kept. Returns a `Sweep`.
     """
     from .model import init_params
     dtype = default_dtype() if dtype is None else dtype
@@ -262,7 +274,7 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     for B in batches:
         matmul, measured = _interleaved_best(
             [model_matmul_program(params, cfg, B), decode_stepper(params, cfg, B, context)],
-            repeats)
+            repeats, max_repeats)
         kv = kv_cache_bytes(cfg, B, context, itemsize) / W
         roofline = kv + max(2 * B * P / C, P * itemsize / W)
         sweep.points.append(SweepPoint(B, measured, kv + matmul + overhead, roofline, matmul,
