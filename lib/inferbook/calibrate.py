@@ -6,13 +6,17 @@ measured here, and the library's real decode step is timed beside the prediction
 
 What is measured, and how:
 
-* `measure_bandwidth` — achieved read bandwidth W: the time to sum a large array
-  (`bench.memory_bandwidth`).
+* `measure_bandwidth` — achieved read bandwidth W, the better of two reads: summing a large
+  array (`bench.memory_bandwidth`) and streaming weights through a matrix–vector product
+  (one row). On some CPUs XLA sums with one thread but multiplies with all of them, so the
+  second is faster, and it is the one a decode step's weight reads resemble.
 * `measure_matmul` — achieved FLOP/s of one [rows, D]·[D, F] product on weights too large to
   stay in cache; `peak_matmul_flops` takes the best over large row counts as C.
 * `model_matmul_time` — the time of *all* the weight matmuls of one decode step of a model
   (its own weights, its own shapes, in one compiled program), for a given batch: the achieved
   matmul throughput at the model's shapes as a function of rows.
+* `attention_program` — the time of every layer's attention over the KV caches, alone: what
+  reading the cache achieves at the model's shapes.
 * `step_overhead` — the cost of a step that moves almost no bytes: the decode step of a model
   with the same layers and operations but tiny widths (dispatch, launches, small ops).
 * `time_decode_step` — the library's decode step as `decode.generate` runs it: `_next_token`
@@ -21,9 +25,10 @@ What is measured, and how:
 Two predictions come out of `decode_sweep`:
 
 * the *roofline* — kv_bytes / W + max(2·B·P / C, weight_bytes / W), two measured constants;
-* the *calibrated* prediction — kv_bytes / W + the measured matmul time at B rows + the
-  measured step overhead. It replaces the roofline's max(...) by what the device's matmuls
-  actually achieve at each row count. Accelerators come close to the roofline; XLA on a CPU
+* the *calibrated* prediction — the measured matmul time at B rows + the measured attention
+  time over B caches + the measured step overhead. It keeps the roofline's decomposition of a
+  step (weights, KV cache) but replaces each term's ideal by what the device's kernels
+  actually achieve at the model's shapes. Accelerators come close to the roofline; XLA on a CPU
   does not: its products with 2–16 rows run far below both roofs, a valley the two-constant
   roofline cannot see. Nothing in the calibrated prediction is fitted to the decode step.
 """
@@ -40,7 +45,7 @@ from .estimate import kv_cache_bytes, matmul_params
 from .hardware import Chip
 
 __all__ = ["measure_bandwidth", "MatmulTiming", "measure_matmul", "peak_matmul_flops",
-           "model_matmuls", "model_matmul_program", "model_matmul_time", "step_overhead", "decode_stepper",
+           "model_matmuls", "model_matmul_program", "model_matmul_time", "attention_program", "step_overhead", "decode_stepper",
            "time_decode_step", "measured_chip", "SweepPoint", "Sweep", "decode_sweep",
            "default_dtype"]
 
@@ -88,9 +93,13 @@ def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int, max_rounds:
             return [min(r) for r in runs]
 
 
-def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
-    """Achieved memory-read bandwidth of the default device, in bytes per second."""
-    return bench.memory_bandwidth(nbytes, repeats)[0]
+def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5, D: int = 1024,
+                      F: int = 4096) -> float:
+    """Achieved memory-read bandwidth of the default device, in bytes per second: the better of
+    a large reduction and a [1, D]·[D, F] product streaming cold weights."""
+    reduction = bench.memory_bandwidth(nbytes, repeats)[0]
+    streaming = measure_matmul(1, D, F, total_bytes=nbytes // 2, repeats=repeats)
+    return max(reduction, streaming.weight_bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -166,6 +175,32 @@ def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable
     return lambda: run(xs, mats)
 
 
+def attention_program(cfg: ModelConfig, batch: int, context: int,
+                      dtype: Any = None) -> Callable[[], Any]:
+    """A function running one decode step's attention in every layer, and nothing else.
+
+    Each layer's single new query per sequence attends to a full cache of `context` tokens and
+    to itself (`decode.attend_cached`, the decode step's own code): the part of the step that
+    reads the KV cache.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from . import decode, kvcache
+    dtype = default_dtype() if dtype is None else dtype
+    cache = kvcache.init_cache(cfg, batch, context, dtype)
+    cache = cache._replace(lengths=jnp.full((batch,), context, jnp.int32))
+    q = jax.random.normal(jax.random.key(1), (batch, 1, cfg.N, cfg.H), dtype)
+    kv = jax.random.normal(jax.random.key(2), (batch, 1, cfg.K, cfg.H), dtype)
+    one = jnp.ones((batch,), jnp.int32)
+
+    @jax.jit
+    def run(q, kv, cache):
+        return [decode.attend_cached(q, kv, kv, one, cfg.window, cache.k[i], cache.v[i],
+                                     cache.lengths) for i in range(cfg.L)]
+    return lambda: run(q, kv, cache)
+
+
 def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:
     """Seconds for all weight matmuls of one decode step at `batch` rows (fastest of `repeats`)."""
     return _best(model_matmul_program(params, cfg, batch), repeats)
@@ -213,11 +248,17 @@ class SweepPoint:
 
     batch: int
     measured_s: float
-    predicted_s: float      # calibrated: kv / W + measured matmuls + overhead
-    roofline_s: float       # kv / W + max(2·B·P / C, weight_bytes / W)
-    matmul_s: float
-    kv_s: float
+    predicted_s: float      # calibrated: measured matmuls + measured attention + overhead
+    roofline_s: float       # kv_bytes / W + max(2·B·P / C, weight_bytes / W)
+    matmul_s: float         # the model's weight matmuls at B rows, alone
+    attention_s: float      # the model's attention over B caches, alone
+    kv_bytes: float
     overhead_s: float
+
+    @property
+    def attention_bytes_per_s(self) -> float:
+        """The bandwidth attention achieved reading the KV cache."""
+        return self.kv_bytes / self.attention_s
 
     @property
     def error(self) -> float:
@@ -258,7 +299,8 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
     Measures W and C first, the step overhead once, then for each batch size the model's
-    matmuls alone and the whole decode step, in alternation so that both see the same machine:
+    matmuls alone, its attention alone and the whole decode step, in alternation so that all
+    see the same machine:
     `repeats` rounds, more (up to `max_repeats`) until each one's two fastest runs agree within
     5%, the fastest run of each kept. Returns a `Sweep`.
     """
@@ -267,16 +309,16 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     params = init_params(cfg, seed, dtype)
     P = matmul_params(cfg)
     itemsize = params["embed"].dtype.itemsize
-    W = measure_bandwidth()
+    W = measure_bandwidth(D=cfg.D, F=cfg.F)
     C = peak_matmul_flops(cfg.D, cfg.F, dtype=dtype)
     overhead = step_overhead(cfg)
     sweep = Sweep(cfg.name, context, bench.device_name(), W, C, P * itemsize, P, overhead)
     for B in batches:
-        matmul, measured = _interleaved_best(
-            [model_matmul_program(params, cfg, B), decode_stepper(params, cfg, B, context)],
-            repeats, max_repeats)
-        kv = kv_cache_bytes(cfg, B, context, itemsize) / W
-        roofline = kv + max(2 * B * P / C, P * itemsize / W)
-        sweep.points.append(SweepPoint(B, measured, kv + matmul + overhead, roofline, matmul,
-                                       kv, overhead))
+        matmul, attention, measured = _interleaved_best(
+            [model_matmul_program(params, cfg, B), attention_program(cfg, B, context, dtype),
+             decode_stepper(params, cfg, B, context)], repeats, max_repeats)
+        kv = kv_cache_bytes(cfg, B, context, itemsize)
+        roofline = kv / W + max(2 * B * P / C, P * itemsize / W)
+        sweep.points.append(SweepPoint(B, measured, matmul + attention + overhead, roofline,
+                                       matmul, attention, kv, overhead))
     return sweep

@@ -43,12 +43,12 @@ def test_a_sweep_reports_its_formulas():
     P, itemsize = estimate.matmul_params(cfg), 4
     assert sweep.params == P and sweep.weight_bytes == P * itemsize
     for p in sweep.points:
-        assert p.measured_s > 0 and p.matmul_s > 0 and sweep.overhead_s > 0
-        kv = estimate.kv_cache_bytes(cfg, p.batch, 8, itemsize) / sweep.bandwidth
-        assert p.kv_s == pytest.approx(kv)
-        assert p.predicted_s == pytest.approx(kv + p.matmul_s + sweep.overhead_s)
-        assert p.roofline_s == pytest.approx(
-            kv + max(2 * p.batch * P / sweep.peak_flops, P * itemsize / sweep.bandwidth))
+        assert min(p.measured_s, p.matmul_s, p.attention_s, sweep.overhead_s) > 0
+        assert p.kv_bytes == estimate.kv_cache_bytes(cfg, p.batch, 8, itemsize)
+        assert p.predicted_s == pytest.approx(p.attention_s + p.matmul_s + sweep.overhead_s)
+        assert p.roofline_s == pytest.approx(p.kv_bytes / sweep.bandwidth + max(
+            2 * p.batch * P / sweep.peak_flops, P * itemsize / sweep.bandwidth))
+        assert p.attention_bytes_per_s == pytest.approx(p.kv_bytes / p.attention_s)
         assert p.error == pytest.approx(p.predicted_s / p.measured_s - 1)
     chip = calibrate.measured_chip(sweep.bandwidth, sweep.peak_flops)
     assert sweep.critical_batch == pytest.approx(estimate.critical_batch(chip, itemsize))
@@ -58,4 +58,4 @@ def test_a_matmul_timing_reports_what_it_measured():
     t = calibrate.measure_matmul(4, 64, 128, jnp.float32, total_bytes=1 << 20, repeats=1)
     assert t.flops_per_s == pytest.approx(2 * 4 * 64 * 128 / t.seconds)
     assert t.weight_bytes_per_s == pytest.approx(64 * 128 * 4 / t.seconds)
-    assert calibrate.measure_bandwidth(1 << 22, repeats=1) > 0
+    assert calibrate.measure_bandwidth(1 << 22, repeats=1, D=64, F=128) > 0
