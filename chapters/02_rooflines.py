@@ -255,18 +255,23 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # the sampling step and then the in-place append to the cache — at batch sizes from 1 to 256,
 # and put two predictions beside it:
 #
-# - the **roofline** from two measured constants: $W$, the bandwidth of a large read, and $C$,
-#   the best FLOP/s of a large matmul. A step costs
-#   $\text{KV bytes} / W + \max(2BP / C, \text{weight bytes} / W)$;
-# - a **calibrated** prediction that keeps the KV term but replaces the weight term's
-#   $\max(\ldots)$ with the measured time of the model's weight matmuls at $B$ rows, run alone
-#   in one program, plus the fixed cost of a step that moves almost nothing.
+# - the **roofline** with two measured constants, as an *empirical* roofline takes them: $W$,
+#   the best read bandwidth seen (a large reduction, or the model's weights streaming through
+#   its matmuls at batch 1), and $C$, the best FLOP/s the model's matmuls reach at any batch.
+#   A step costs $\text{KV bytes} / W + \max(2BP / C, \text{weight bytes} / W)$;
+# - a **calibrated** prediction that keeps the roofline's split of a step into a weight part
+#   and a cache part, but takes each part's time from the device instead of from the two roofs:
+#   the model's weight matmuls at $B$ rows, run alone in one program; its attention over $B$
+#   caches, run alone; plus the fixed cost of a step that moves almost nothing (the same step
+#   for a model of tiny width).
 #
-# Nothing in either prediction is fitted to the decode step. `inferbook.calibrate` does the
-# measuring:
+# The three are timed in alternation, so that whatever else runs on the machine affects them
+# alike, and each keeps its fastest run. Nothing in either prediction is fitted to the decode
+# step. `inferbook.calibrate` does the measuring:
 
 # %%
-print(inspect.getsource(calibrate.model_matmul_time))
+print(inspect.getsource(calibrate.model_matmul_program))
+print(inspect.getsource(calibrate.attention_program))
 print(inspect.getsource(calibrate.decode_sweep))
 
 # %% [markdown]
@@ -284,11 +289,12 @@ predicted = np.array(sweep.column("predicted_s"))
 roofline = np.array(sweep.column("roofline_s"))
 errors = predicted / measured - 1
 roof_errors = roofline / measured - 1
-Markdown("| batch | measured | calibrated prediction | error | roofline | error |\n"
-         "|---:|---:|---:|---:|---:|---:|\n" + "\n".join(
-             f"| {p.batch} | {fmt_seconds(p.measured_s, 2)} | {fmt_seconds(p.predicted_s, 2)} | "
-             f"{p.error:+.0%} | {fmt_seconds(p.roofline_s, 2)} | {p.roofline_s / p.measured_s - 1:+.0%} |"
-             for p in sweep.points))
+Markdown("| batch | measured | matmuls | attention | calibrated prediction | error | roofline "
+         "| error |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(
+             f"| {p.batch} | {fmt_seconds(p.measured_s, 2)} | {fmt_seconds(p.matmul_s, 2)} | "
+             f"{fmt_seconds(p.attention_s, 2)} | {fmt_seconds(p.predicted_s, 2)} | "
+             f"{p.error:+.0%} | {fmt_seconds(p.roofline_s, 2)} | "
+             f"{p.roofline_s / p.measured_s - 1:+.0%} |" for p in sweep.points))
 
 # %%
 assert np.all(np.abs(errors) <= 0.25), errors          # the calibrated prediction holds
@@ -307,6 +313,9 @@ glue("ch2_knee", str(knee))
 glue("ch2_step_1", fmt_seconds(measured[0], 1))
 glue("ch2_step_max", fmt_seconds(measured[-1], 1))
 glue("ch2_tput_ratio", fmt_ratio(tput.max() / tput[0], 0))
+attn_bw = sweep.points[-1].attention_bytes_per_s
+glue("ch2_attn_bw", fmt_rate(attn_bw))
+glue("ch2_attn_share", fmt_percent(attn_bw / sweep.bandwidth))
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
 ax1.loglog(B_axis, measured * 1e3, "o-", label="measured")
@@ -339,7 +348,9 @@ plt.show()
 # at batch {glue:text}`ch2_knee`: the knee of the measured curve. The calibrated prediction is
 # within {glue:text}`ch2_worst_error` of the measured step at every batch size; the two-constant
 # roofline is off by up to {glue:text}`ch2_worst_roof_error` (at batch
-# {glue:text}`ch2_worst_roof_batch`). {glue:text}`ch2_valley_sentence`
+# {glue:text}`ch2_worst_roof_batch`). {glue:text}`ch2_valley_sentence` Attention, for its part,
+# read the caches at {glue:text}`ch2_attn_bw` at the largest batch, {glue:text}`ch2_attn_share`
+# of $W$: many small per-sequence products use the memory less well than one large one.
 #
 # The reason is in the matmuls themselves. Here is the FLOP rate the model's weight matmuls
 # achieved at each batch size, against the two roofs — $C$, and $2B$ FLOPs per weight at
@@ -378,14 +389,12 @@ glue("ch2_valley_sentence", valley);
 # At batch {glue:text}`ch2_valley_batch` the matmuls reach only {glue:text}`ch2_valley_share` of
 # what the roofline allows. Accelerators come much closer to both roofs (chapter 5 holds the
 # sources' estimates against measurements on A100s), which is why the sources can reason with
-# two constants. The lesson carries over anyway: a roofline is
-# a bound, and the distance to it belongs to the kernels, the shapes and the device — measure it
-# where it matters.
+# two constants. The lesson carries over anyway: a roofline is a bound, and the distance to it
+# belongs to the kernels, the shapes and the device — measure it where it matters.
 #
 # The scaling book's appendix shows the same kind of sweep on a TPU: step time almost flat up to
 # a batch of about {glue:text}`ch2_bcrit_v5e` — the v5e's $B_\text{crit}$ — then growing
-# linearly, and throughput
-# levelling off beyond it {cite:p}`austin2025scaling`.
+# linearly, and throughput levelling off beyond it {cite:p}`austin2025scaling`.
 #
 # ```{admonition} Takeaways
 # - An operation is compute-bound when its FLOPs per byte exceed the chip's $C / W$ — a few

@@ -298,25 +298,32 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
                  repeats: int = 3, max_repeats: int = 8) -> Sweep:
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
-    Measures W and C first, the step overhead once, then for each batch size the model's
-    matmuls alone, its attention alone and the whole decode step, in alternation so that all
-    see the same machine:
-    `repeats` rounds, more (up to `max_repeats`) until each one's two fastest runs agree within
-    5%, the fastest run of each kept. Returns a `Sweep`.
+    For each batch size, times the model's matmuls alone, its attention alone and the whole
+    decode step in alternation, so that all three see the same machine: `repeats` rounds,
+    more (up to `max_repeats`) until each one's two fastest runs agree within 5%, the fastest
+    run of each kept. The step overhead is measured once.
+
+    The roofline's two constants come from the same measurements, as an empirical roofline
+    does: W is the better of a large reduction (`bench.memory_bandwidth`) and the weight bytes
+    the matmuls stream per second at the smallest batch; C is the best FLOP/s the matmuls
+    reach at any batch. Returns a `Sweep`.
     """
     from .model import init_params
     dtype = default_dtype() if dtype is None else dtype
     params = init_params(cfg, seed, dtype)
     P = matmul_params(cfg)
     itemsize = params["embed"].dtype.itemsize
-    W = measure_bandwidth(D=cfg.D, F=cfg.F)
-    C = peak_matmul_flops(cfg.D, cfg.F, dtype=dtype)
     overhead = step_overhead(cfg)
-    sweep = Sweep(cfg.name, context, bench.device_name(), W, C, P * itemsize, P, overhead)
+    timed = []
     for B in batches:
-        matmul, attention, measured = _interleaved_best(
+        timed.append((B, *_interleaved_best(
             [model_matmul_program(params, cfg, B), attention_program(cfg, B, context, dtype),
-             decode_stepper(params, cfg, B, context)], repeats, max_repeats)
+             decode_stepper(params, cfg, B, context)], repeats, max_repeats)))
+    smallest = min(timed)                 # the batch with the fewest rows
+    W = max(bench.memory_bandwidth(1 << 28, repeats)[0], P * itemsize / smallest[1])
+    C = max(2 * B * P / matmul for B, matmul, _, _ in timed)
+    sweep = Sweep(cfg.name, context, bench.device_name(), W, C, P * itemsize, P, overhead)
+    for B, matmul, attention, measured in timed:
         kv = kv_cache_bytes(cfg, B, context, itemsize)
         roofline = kv / W + max(2 * B * P / C, P * itemsize / W)
         sweep.points.append(SweepPoint(B, measured, matmul + attention + overhead, roofline,
