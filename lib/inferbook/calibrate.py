@@ -12,9 +12,10 @@ What is measured, and how:
   second is faster, and it is the one a decode step's weight reads resemble.
 * `measure_matmul` — achieved FLOP/s of one [rows, D]·[D, F] product on weights too large to
   stay in cache; `peak_matmul_flops` takes the best over large row counts as C.
-* `model_matmul_time` — the time of *all* the weight matmuls of one decode step of a model
-  (its own weights, its own shapes, in one compiled program), for a given batch: the achieved
-  matmul throughput at the model's shapes as a function of rows.
+* `model_matmul_program` — *all* the weight matmuls of one decode step of a model (its own
+  weights, its own shapes, its own order, in one compiled program) and nothing else; timed at
+  each batch it gives the achieved matmul throughput at the model's shapes as a function of
+  rows.
 * `attention_program` — the time of every layer's attention over the KV caches, alone: what
   reading the cache achieves at the model's shapes.
 * `step_overhead` — the cost of a step that moves almost no bytes: the decode step of a model
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from . import bench
@@ -163,16 +165,35 @@ def model_matmuls(params: dict, cfg: ModelConfig) -> list[Any]:
 def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable[[], Any]:
     """A function running all weight matmuls of one decode step at `batch` rows, in one program.
 
-    Every matrix of `model_matmuls` multiplies an input of `batch` rows; nothing else runs
-    (no attention, norms or sampling), so its time is the matmul part of the step alone.
+    The matrices of `model_matmuls`, multiplied in the order and with the dependencies the
+    model has — queries, keys and values from the same input, the output projection after
+    them, the MLP after that, layer after layer, the unembedding last — but with nothing else:
+    no attention, no norms, no rotary embedding, no sampling. A residual add and a zero-weighted
+    sum stand in for what was left out, so that no product can be skipped or reordered.
     """
     import jax
-    mats = model_matmuls(params, cfg)
-    dtype = mats[0].dtype
-    widths = sorted({m.shape[0] for m in mats})
-    xs = {w: jax.random.normal(jax.random.key(w), (batch, w), dtype) for w in widths}
-    run = jax.jit(lambda xs, mats: [xs[m.shape[0]] @ m for m in mats])
-    return lambda: run(xs, mats)
+    import jax.numpy as jnp
+    dtype = params["embed"].dtype
+    x = jax.random.normal(jax.random.key(0), (batch, cfg.D), dtype)
+    zero = jnp.zeros((), dtype)           # an argument, so the compiler cannot fold it away
+    unembed = params["embed"].T if cfg.tied_embeddings else params["unembed"]
+
+    @jax.jit
+    def run(x, layers, unembed, zero):
+        for p in layers:
+            q = x @ p["wq"].reshape(cfg.D, -1)
+            k = x @ p["wk"].reshape(cfg.D, -1)
+            v = x @ p["wv"].reshape(cfg.D, -1)
+            a = q + zero * (k.sum(-1, keepdims=True) + v.sum(-1, keepdims=True))
+            x = x + a @ p["wo"].reshape(-1, cfg.D)
+            if cfg.mlp == "gated":
+                h = (x @ p["w_gate"]) * (x @ p["w_up"])
+                x = x + h @ p["w_down"]
+            else:
+                x = x + (x @ p["w_in"]) @ p["w_out"]
+        return x @ unembed
+
+    return partial(run, x, params["layers"], unembed, zero)
 
 
 def attention_program(cfg: ModelConfig, batch: int, context: int,
@@ -198,7 +219,7 @@ def attention_program(cfg: ModelConfig, batch: int, context: int,
     def run(q, kv, cache):
         return [decode.attend_cached(q, kv, kv, one, cfg.window, cache.k[i], cache.v[i],
                                      cache.lengths) for i in range(cfg.L)]
-    return lambda: run(q, kv, cache)
+    return partial(run, q, kv, cache)
 
 
 def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from inferbook import calibrate, decode, estimate, kvcache, model
-from inferbook.config import PRESETS
+from inferbook.config import PRESETS, ModelConfig
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "cpu-336mb", "llama-2-13b", "scaling-book-18b"])
@@ -59,3 +59,25 @@ def test_a_matmul_timing_reports_what_it_measured():
     assert t.flops_per_s == pytest.approx(2 * 4 * 64 * 128 / t.seconds)
     assert t.weight_bytes_per_s == pytest.approx(64 * 128 * 4 / t.seconds)
     assert calibrate.measure_bandwidth(1 << 22, repeats=1, D=64, F=128) > 0
+
+
+def xla_flops(prog):
+    cost = prog.func.lower(*prog.args).compile().cost_analysis()
+    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+
+
+@pytest.mark.parametrize("cfg", [PRESETS["small"],
+                                 ModelConfig(L=2, D=256, F=512, N=4, K=1, H=64, V=512,
+                                             mlp="plain", tied_embeddings=True)],
+                         ids=["small", "mqa-plain-tied"])
+def test_the_matmul_program_does_the_steps_matmul_flops_and_the_attention_program_its_attention(
+        cfg):
+    params = model.init_params(cfg, 0)
+    B, S = 4, 32
+    matmul = xla_flops(calibrate.model_matmul_program(params, cfg, B))
+    assert 2 * B * estimate.matmul_params(cfg) <= matmul <= 1.02 * 2 * B * estimate.matmul_params(cfg)
+    attention = xla_flops(calibrate.attention_program(cfg, B, S))
+    products = estimate.attention_flops(cfg, B, 1, S + 1)     # the cache and the new token
+    assert products <= attention <= 1.2 * products
+    step = estimate.forward_flops(cfg, B, 1, kv_len=S + 1)
+    assert matmul + attention == pytest.approx(step, rel=0.2)
