@@ -16,9 +16,13 @@ from typing import Sequence
 
 __all__ = ["main", "UsageError", "COMMANDS"]
 
-# Subcommand name -> module under inferbook.cli.
-COMMANDS = {"generate": "generate"}
-COMMANDS["estimate"] = "estimate"
+# Subcommand name -> module under inferbook.cli. One entry per line, so additions merge cleanly.
+COMMANDS = {
+    "generate": "generate",              # KV-cached decoding from a checkpoint or preset
+    "grade": "grade",                    # score a graded exercise notebook (Gradescope JSON)
+    "kernel-bench": "kernel_bench",      # decode-attention kernels against context length
+    "estimate": "estimate",              # roofline estimate of a decode step (memory, time)
+}
 
 
 class UsageError(ValueError):
@@ -56,3 +60,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+
