@@ -217,12 +217,14 @@ glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_
 # {glue:text}`err_c_hop` when the *shard* is below {glue:text}`err_c_shard`, that is when the
 # *whole buffer* of 8 shards is below {glue:text}`err_c_whole`. The example that follows — a
 # batch of 16 activations of width 8,192 in int8, {glue:text}`err_c_example` — is latency-bound
-# on either reading. The library states which one a number means.
+# on either reading. The library's `estimate.latency_bound_bytes` takes the reading as an
+# argument, so a number always says which one it means.
 
 # %% tags=["hide-input"]
 c = book["appendix_c_latency_bound_buffer_bytes"]
-per_shard = v5e.link_bytes_per_s * v5e.hop_latency_s
-whole = c["shards"] * per_shard
+per_shard = estimate.latency_bound_bytes(v5e, c["shards"], reading="per-shard")
+whole = estimate.latency_bound_bytes(v5e, c["shards"], reading="whole")
+assert per_shard == v5e.link_bytes_per_s * v5e.hop_latency_s and whole == c["shards"] * per_shard
 assert whole == c["000"] and per_shard == c["002"]
 example = 16 * 8192 * 1
 assert example < whole and example / c["shards"] < per_shard
