@@ -65,7 +65,7 @@ assert abs(estimate.critical_batch(v5e) - book["b_crit"]["TPU v5e"]) < 1
 glue("err_bw_81", fmt_rate(bw81)); glue("err_bw_82", fmt_rate(bw82))
 glue("err_bw_reg", fmt_rate(v5e.hbm_bytes_per_s))
 glue("err_bcrit_v5e", f"{estimate.critical_batch(v5e):.1f}")
-glue("err_bw_spread", fmt_percent(spread, 1))
+glue("err_bw_spread", fmt_percent(spread, 1));
 
 # %% [markdown]
 # ### The LLaMA-2 13B tables: units and the out-of-memory batch
@@ -136,7 +136,7 @@ glue("err_h100_table", book["b_crit"]["h100_table_002"])
 glue("err_h100_ours", f"{h100_bcrit:.0f}")
 table_flops = book["b_crit"]["h100_table_002_flops"]
 assert abs(table_flops / (4 * h100.bf16_flops_per_s) - 1) < 0.02
-glue("err_h100_sparse", f"{table_flops / h100.hbm_bytes_per_s:,.0f}")
+glue("err_h100_sparse", f"{table_flops / h100.hbm_bytes_per_s:,.0f}");
 
 # %% [markdown]
 # ### Worked problems 1–3: the invented 18.4B model
@@ -185,7 +185,7 @@ glue("err_p2k1_002", str(wp["p2_max_batch_k1"]["002"]))
 glue("err_p2_ours", str(p2)); glue("err_p2k1_ours", str(p2_k1)); glue("err_p2_131k", str(p2_131k))
 glue("err_p3_000", fmt_seconds(wp["p3_param_load_ms"]["000"] / 1e3))
 glue("err_p3_002", fmt_seconds(wp["p3_param_load_ms"]["002"] / 1e3))
-glue("err_p3_ours", fmt_seconds(p3, 2)); glue("err_p_params", fmt_count(P18, 2))
+glue("err_p3_ours", fmt_seconds(p3, 2)); glue("err_p_params", fmt_count(P18, 2));
 
 # %% [markdown]
 # ### Worked problem 5: FLOPs of the mixture-of-experts variant
@@ -205,7 +205,7 @@ assert abs(total_moe / wp["p5_total_params"] - 1) < 0.005
 assert abs(active / wp["p5_forward_flops_active_param_000"] - 1) > 0.02   # ...not 32.2e9
 glue("err_p5_active", fmt_count(wp["p5_active_params"]))
 glue("err_p5_written", fmt_count(wp["p5_forward_flops_active_param_000"]))
-glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_moe))
+glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_moe));
 
 # %% [markdown]
 # ### Appendix C: when is a collective latency-bound?
@@ -217,19 +217,21 @@ glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_
 # {glue:text}`err_c_hop` when the *shard* is below {glue:text}`err_c_shard`, that is when the
 # *whole buffer* of 8 shards is below {glue:text}`err_c_whole`. The example that follows — a
 # batch of 16 activations of width 8,192 in int8, {glue:text}`err_c_example` — is latency-bound
-# on either reading. The library states which one a number means.
+# on either reading. The library's `estimate.latency_bound_bytes` takes the reading as an
+# argument, so a number always says which one it means.
 
 # %% tags=["hide-input"]
 c = book["appendix_c_latency_bound_buffer_bytes"]
-per_shard = v5e.link_bytes_per_s * v5e.hop_latency_s
-whole = c["shards"] * per_shard
+per_shard = estimate.latency_bound_bytes(v5e, c["shards"], reading="per-shard")
+whole = estimate.latency_bound_bytes(v5e, c["shards"], reading="whole")
+assert per_shard == v5e.link_bytes_per_s * v5e.hop_latency_s and whole == c["shards"] * per_shard
 assert whole == c["000"] and per_shard == c["002"]
 example = 16 * 8192 * 1
 assert example < whole and example / c["shards"] < per_shard
 glue("err_c_000", fmt_bytes(c["000"], 0)); glue("err_c_002", fmt_bytes(c["002"], 0))
 glue("err_c_link", fmt_rate(v5e.link_bytes_per_s)); glue("err_c_hop", fmt_seconds(v5e.hop_latency_s, 0))
 glue("err_c_shard", fmt_bytes(per_shard, 0)); glue("err_c_whole", fmt_bytes(whole, 0))
-glue("err_c_example", fmt_bytes(example, 0))
+glue("err_c_example", fmt_bytes(example, 0));
 
 # %% [markdown]
 # ## Transformer Inference Arithmetic
@@ -263,7 +265,7 @@ glue("err_k_ratio_pub", str(pub["ratio_flops_per_byte"]))
 glue("err_k_ratio_hers", f"{estimate.kipply_flops_per_byte(her_a100):.1f}")
 glue("err_k_ratio_ours", f"{estimate.kipply_flops_per_byte(a100):.1f}")
 glue("err_k_ft_pub", fmt_seconds(pub["ft_predicted_ms_per_token"]["1"] / 1e3))
-glue("err_k_ft_hers", fmt_seconds(her_13b, 2)); glue("err_k_ft_ours", fmt_seconds(ours_13b, 2))
+glue("err_k_ft_hers", fmt_seconds(her_13b, 2)); glue("err_k_ft_ours", fmt_seconds(ours_13b, 2));
 
 # %% [markdown]
 # ### The 52B model's weights and KV capacity
@@ -303,7 +305,7 @@ glue("err_k_w_hers", fmt_bytes(w_her, 0)); glue("err_k_w_ours", fmt_bytes(estima
 glue("err_k_free3", fmt_bytes(3 * a100.hbm_bytes - w_her, 0)); glue("err_k_kvtok", fmt_bytes(kv_tok))
 glue("err_k_cap3_hers", f"{cap_her[3]:,}"); glue("err_k_b3_hers", str(cap_her[3] // 2048))
 glue("err_k_cap4_hers", f"{cap_her[4]:,}")
-glue("err_k_cap3_ours", f"{cap_ours[3]:,}"); glue("err_k_cap4_ours", f"{cap_ours[4]:,}")
+glue("err_k_cap3_ours", f"{cap_ours[3]:,}"); glue("err_k_cap4_ours", f"{cap_ours[4]:,}");
 
 # %% [markdown]
 # ### Communication: elements or bytes, and one latency formula
@@ -333,7 +335,7 @@ assert big.total_s == big.compute_s and round(big.total_s * 1e3) == pub["gopher_
 glue("err_k_lat_double", fmt_seconds(2 * lat, 2)); glue("err_k_lat", fmt_seconds(lat, 2))
 glue("err_k_512", fmt_seconds(big.total_s)); glue("err_k_512_flops", fmt_seconds(big.compute_s))
 glue("err_k_512_comm", fmt_seconds(big.comms_s))
-glue("err_k_lat_share", fmt_percent(lat / (lat + big.comms_s)))
+glue("err_k_lat_share", fmt_percent(lat / (lat + big.comms_s)));
 
 # %% [markdown]
 # ### Intermediate memory costs
@@ -355,7 +357,7 @@ glue("err_i_hers", fmt_percent(hers, 1)); glue("err_i_ours", fmt_percent(ours, 1
 r, sh = m52.D // inter["d_model"], inter["share"]
 glue("err_i_d2", f"{m52.D:,}")
 glue("err_i_hers_formula", f"{sh} · {r} / (1 · {r * r})")
-glue("err_i_ours_formula", f"{sh} · {r} / ({sh} · {r} + {1 - sh:.2f} · {r * r})")
+glue("err_i_ours_formula", f"{sh} · {r} / ({sh} · {r} + {1 - sh:.2f} · {r * r})");
 
 # %% [markdown]
 # ### Which FasterTransformer run is which
@@ -374,4 +376,4 @@ assert all(abs(per_token[n] - by_gpus[n]["reported_ms_per_token"]) < 0.05 for n 
 assert by_gpus[1]["context_ms"] > by_gpus[2]["context_ms"]
 glue("err_f_pub1", f"{by_gpus[1]['reported_ms_per_token']} ms")
 glue("err_f_ctx1", f"{by_gpus[1]['context_ms']} ms")
-glue("err_f_a", f"{per_token[2]:.2f} ms"); glue("err_f_b", f"{per_token[1]:.2f} ms")
+glue("err_f_a", f"{per_token[2]:.2f} ms"); glue("err_f_b", f"{per_token[1]:.2f} ms");

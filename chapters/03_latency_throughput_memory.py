@@ -104,7 +104,7 @@ glue("ch3_quiz_kv_seq", fmt_bytes(kv_seq_quiz))
 glue("ch3_quiz_4", fmt_seconds(quiz_steps[4]))
 glue("ch3_quiz_256", fmt_seconds(quiz_steps[256]))
 glue("ch3_quiz_ratio", fmt_ratio(quiz_steps[256] / quiz_steps[4]))
-glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[4])))
+glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[4])));
 
 # %% [markdown]
 # Each sequence's cache holds {glue:text}`ch3_quiz_kv_seq`. At batch 4 the weight matmuls
@@ -259,7 +259,7 @@ glue("ch3_weights_bf16", fmt_bytes(weights_bf16))
 glue("ch3_kv_8k", fmt_bytes(kv_8k))
 glue("ch3_kv_per_token", fmt_bytes(estimate.kv_bytes_per_token(llama)))
 glue("ch3_activations", fmt_bytes(activations_8k, 0))
-glue("ch3_caches_to_exceed", str(caches_to_exceed))
+glue("ch3_caches_to_exceed", str(caches_to_exceed));
 
 # %% [markdown]
 # The MLPs hold {glue:text}`ch3_mlp_share` of the {glue:text}`ch3_total_params` parameters. In
@@ -335,7 +335,7 @@ glue("ch3_tput_bcrit", f"{tput[int(b_crit)]:,.0f}")
 glue("ch3_bcrit_int", str(int(b_crit)))
 kv_bcrit = estimate.kv_cache_bytes(llama, int(b_crit), S)
 glue("ch3_kv_bcrit", fmt_bytes(kv_bcrit))
-glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0))
+glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 
 # %% [markdown]
 # The slice has {glue:text}`ch3_v5e_hbm` of memory, {glue:text}`ch3_v5e_bw` of bandwidth and
@@ -352,13 +352,15 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0))
 #
 # ### A five times smaller cache
 #
-# Suppose the same model — same weights, same step — but a KV cache five times smaller: 8 key
-# and value heads shared by the 40 query heads (grouped-query attention with $G = 5$, the
-# choice LLaMA-2 70B and LLaMA-3 made; chapter 4). We keep the weight bytes of the original to
+# Suppose the same model — same weights, same step — but a KV cache five times smaller:
+# {glue:text}`ch3_gqa_K` key and value heads shared by the {glue:text}`ch3_gqa_N` query heads
+# (grouped-query attention with $G =$ {glue:text}`ch3_gqa_G`, the kind of choice LLaMA-2 70B
+# and LLaMA-3 made; chapter 4). We keep the weight bytes of the original to
 # isolate the effect of the cache.
 
 # %%
 gqa = llama.replace(K=8, name="llama-2-13b, K=8")
+glue("ch3_gqa_K", str(gqa.K)); glue("ch3_gqa_N", str(gqa.N)); glue("ch3_gqa_G", str(gqa.G))
 assert estimate.kv_bytes_per_token(llama) == 5 * estimate.kv_bytes_per_token(gqa)
 gqa_rows, gqa_text = llama_table(gqa, "The same with K = 8 KV heads (5× smaller cache)")
 Markdown(gqa_text)
@@ -383,7 +385,7 @@ for cfg_kv, label in ((llama, "K = 40 (MHA)"), (gqa, "K = 8 (GQA, 5× smaller ca
     t = [estimate.tokens_per_s(B, estimate.step_time(total, weights_bf16,
                                                      estimate.kv_cache_bytes(cfg_kv, B, S), B,
                                                      v5e, chips)) for B in bs]
-    fit = estimate.max_batch(cfg_kv, v5e, S, chips)
+    fit = int((chips * v5e.hbm_bytes - weights_bf16) // (S * estimate.kv_bytes_per_token(cfg_kv)))
     line, = ax.plot(bs, t, label=label)
     ax.plot(bs[bs <= fit], np.array(t)[bs <= fit], lw=3, color=line.get_color(), alpha=0.5)
     ax.axvline(fit, color=line.get_color(), ls=":", lw=1)
@@ -400,8 +402,8 @@ plt.show()
 # Every batch size is faster and produces more tokens, and batches up to
 # {glue:text}`ch3_gqa_fit` now fit: {glue:text}`ch3_gqa_tput_64` tokens per second at batch 64,
 # {glue:text}`ch3_gqa_best_vs_mha_best` the best the original could fit. The returns still
-# diminish, but the curve keeps climbing toward the critical batch instead of flattening
-# around batch 16.
+# diminish, but the curve keeps climbing toward the critical batch instead of stopping at
+# batch {glue:text}`ch3_mha_max_batch`.
 #
 # ```{admonition} Takeaways
 # - A decode step cannot be faster than (weights + every sequence's KV cache) / bandwidth; the

@@ -63,7 +63,7 @@ glue("ch5_intro_p13", fmt_count(estimate.param_count(m13), 0))
 glue("ch5_intro_L52", str(m52.L)); glue("ch5_intro_D52", f"{m52.D:,}")
 glue("ch5_intro_L13", str(m13.L)); glue("ch5_intro_D13", f"{m13.D:,}")
 glue("ch5_intro_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3))
-glue("ch5_intro_her_bw", fmt_rate(assumptions["assumed_a100"]["hbm_bytes_per_s"], "B/s", 1))
+glue("ch5_intro_her_bw", fmt_rate(assumptions["assumed_a100"]["hbm_bytes_per_s"], "B/s", 1));
 
 # %% [markdown]
 # ## The KV cache
@@ -91,7 +91,7 @@ glue("ch5_kv_mem", fmt_seconds(mem_s, 2))
 glue("ch5_kv_compute", fmt_seconds(compute_s, 2))
 glue("ch5_ratio", f"{ratio:.0f}")
 glue("ch5_a100_flops", fmt_rate(a100.bf16_flops_per_s, "FLOP/s", 0))
-glue("ch5_a100_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3))
+glue("ch5_a100_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3));
 
 # %% [markdown]
 # The 52B model stores {glue:text}`ch5_kv_token` of cache per token, and computing one token's
@@ -189,7 +189,7 @@ glue("ch5_cap3", f"{cap[3][0]:,}")
 glue("ch5_batch3", str(cap[3][1]))
 glue("ch5_cap4", f"{cap[4][0]:,}")
 glue("ch5_batch4", str(cap[4][1]))
-glue("ch5_cap_gain", fmt_ratio(cap[4][0] / cap[3][0]))
+glue("ch5_cap_gain", fmt_ratio(cap[4][0] / cap[3][0]));
 
 # %% [markdown]
 # The weights alone take {glue:text}`ch5_w52` ({glue:text}`ch5_params52` parameters at two
@@ -271,7 +271,7 @@ glue("ch5_gopher_b1_bytes", fmt_seconds(comm_b1, 0))
 glue("ch5_gopher_large", fmt_seconds(large.compute_s))
 glue("ch5_gopher_large_comm", fmt_seconds(large.comms_s))
 glue("ch5_gopher_large_per_token", fmt_seconds(large.total_s / 512, 2))
-glue("ch5_gopher_lat_share", fmt_percent(small.comms_s / (large.total_s + small.comms_s)))
+glue("ch5_gopher_lat_share", fmt_percent(small.comms_s / (large.total_s + small.comms_s)));
 
 # %% [markdown]
 # With the preset's {glue:text}`ch5_gopher_params` parameters, a small-batch step costs
@@ -392,7 +392,7 @@ glue("ch5_24_total", f"{per_token_52:,}")
 glue("ch5_24_half", fmt_count(half))
 glue("ch5_P52", fmt_count(P52))
 glue("ch5_emb52", fmt_count(emb, 2))
-glue("ch5_2p_gap", fmt_percent(1 - half / P52, 1))
+glue("ch5_2p_gap", fmt_percent(1 - half / P52, 1));
 
 # %% [markdown]
 # All layers together do {glue:text}`ch5_24_total` FLOPs per token: twice
@@ -408,7 +408,7 @@ glue("ch5_2p_gap", fmt_percent(1 - half / P52, 1))
 
 # %%
 def xla_flops(cfg, context=64):
-    params = jax.eval_shape(lambda: model.init_params(cfg))
+    params = model.abstract_params(cfg)
     cache = jax.eval_shape(lambda: kvcache.init_cache(cfg, 1, context))
     tok = jax.ShapeDtypeStruct((1, 1), jnp.int32)
     cost = decode.extend.lower(params, cfg, tok, cache).compile().cost_analysis()
@@ -428,7 +428,7 @@ for D in widths:
           f"the rest {fmt_percent(rest[-1], 2)}")
 assert rest[0] > rest[1] > rest[2]            # the vector work's share falls as D grows
 glue("ch5_rest_small", fmt_percent(rest[0], 1))
-glue("ch5_rest_big", fmt_percent(rest[-1], 1))
+glue("ch5_rest_big", fmt_percent(rest[-1], 1));
 
 # %% [markdown]
 # The element-wise share falls from {glue:text}`ch5_rest_small` to
@@ -587,7 +587,7 @@ assert 0.5 < proj_eff < mlp_eff < 1
 glue("ch5_mlp_expected", fmt_seconds(mlp_expected, 0))
 glue("ch5_proj_expected", fmt_seconds(proj_expected, 0))
 glue("ch5_mlp_eff", fmt_percent(mlp_eff))
-glue("ch5_proj_eff", fmt_percent(proj_eff))
+glue("ch5_proj_eff", fmt_percent(proj_eff));
 
 # %% [markdown]
 # A {glue:text}`ch5_mlp_shape` product should take {glue:text}`ch5_mlp_expected` at peak and

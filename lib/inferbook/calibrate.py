@@ -6,13 +6,18 @@ measured here, and the library's real decode step is timed beside the prediction
 
 What is measured, and how:
 
-* `measure_bandwidth` — achieved read bandwidth W: the time to sum a large array
-  (`bench.memory_bandwidth`).
+* `measure_bandwidth` — achieved read bandwidth W, the better of two reads: summing a large
+  array (`bench.memory_bandwidth`) and streaming weights through a matrix–vector product
+  (one row). On some CPUs XLA sums with one thread but multiplies with all of them, so the
+  second is faster, and it is the one a decode step's weight reads resemble.
 * `measure_matmul` — achieved FLOP/s of one [rows, D]·[D, F] product on weights too large to
   stay in cache; `peak_matmul_flops` takes the best over large row counts as C.
-* `model_matmul_time` — the time of *all* the weight matmuls of one decode step of a model
-  (its own weights, its own shapes, in one compiled program), for a given batch: the achieved
-  matmul throughput at the model's shapes as a function of rows.
+* `model_matmul_program` — *all* the weight matmuls of one decode step of a model (its own
+  weights, its own shapes, its own order, in one compiled program) and nothing else; timed at
+  each batch it gives the achieved matmul throughput at the model's shapes as a function of
+  rows.
+* `attention_program` — the time of every layer's attention over the KV caches, alone: what
+  reading the cache achieves at the model's shapes.
 * `step_overhead` — the cost of a step that moves almost no bytes: the decode step of a model
   with the same layers and operations but tiny widths (dispatch, launches, small ops).
 * `time_decode_step` — the library's decode step as `decode.generate` runs it: `_next_token`
@@ -21,9 +26,10 @@ What is measured, and how:
 Two predictions come out of `decode_sweep`:
 
 * the *roofline* — kv_bytes / W + max(2·B·P / C, weight_bytes / W), two measured constants;
-* the *calibrated* prediction — kv_bytes / W + the measured matmul time at B rows + the
-  measured step overhead. It replaces the roofline's max(...) by what the device's matmuls
-  actually achieve at each row count. Accelerators come close to the roofline; XLA on a CPU
+* the *calibrated* prediction — the measured matmul time at B rows + the measured attention
+  time over B caches + the measured step overhead. It keeps the roofline's decomposition of a
+  step (weights, KV cache) but replaces each term's ideal by what the device's kernels
+  actually achieve at the model's shapes. Accelerators come close to the roofline; XLA on a CPU
   does not: its products with 2–16 rows run far below both roofs, a valley the two-constant
   roofline cannot see. Nothing in the calibrated prediction is fitted to the decode step.
 """
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from . import bench
@@ -40,7 +47,7 @@ from .estimate import kv_cache_bytes, matmul_params
 from .hardware import Chip
 
 __all__ = ["measure_bandwidth", "MatmulTiming", "measure_matmul", "peak_matmul_flops",
-           "model_matmuls", "model_matmul_time", "step_overhead", "decode_stepper",
+           "model_matmuls", "model_matmul_program", "model_matmul_time", "attention_program", "step_overhead", "decode_stepper",
            "time_decode_step", "measured_chip", "SweepPoint", "Sweep", "decode_sweep",
            "default_dtype"]
 
@@ -58,9 +65,43 @@ def _best(fn: Callable[[], Any], repeats: int) -> float:
     return bench.time_fn(fn, repeats=repeats).min_s
 
 
-def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5) -> float:
-    """Achieved memory-read bandwidth of the default device, in bytes per second."""
-    return bench.memory_bandwidth(nbytes, repeats)[0]
+def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int, max_rounds: int = 0,
+                      agree: float = 0.05) -> list[float]:
+    """The fastest run of each function, timed in alternation.
+
+    Compile and warm each function, then run rounds in which every function runs once, so that
+    whatever else the machine does falls on all of them alike. After `rounds` rounds, keep going
+    (up to `max_rounds`) while any function's two fastest runs differ by more than `agree`: a
+    minimum that two runs confirm is one that interference did not inflate.
+    """
+    import time
+
+    import jax
+    for fn in fns:
+        jax.block_until_ready(fn())         # compile
+        jax.block_until_ready(fn())         # warm up
+    runs: list[list[float]] = [[] for _ in fns]
+    done = 0
+    while True:
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn())
+            runs[i].append(time.perf_counter() - t0)
+        done += 1
+        if done < rounds:
+            continue
+        confirmed = all(len(r) > 1 and sorted(r)[1] <= (1 + agree) * min(r) for r in runs)
+        if confirmed or done >= max(rounds, max_rounds):
+            return [min(r) for r in runs]
+
+
+def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5, D: int = 1024,
+                      F: int = 4096) -> float:
+    """Achieved memory-read bandwidth of the default device, in bytes per second: the better of
+    a large reduction and a [1, D]·[D, F] product streaming cold weights."""
+    reduction = bench.memory_bandwidth(nbytes, repeats)[0]
+    streaming = measure_matmul(1, D, F, total_bytes=nbytes // 2, repeats=repeats)
+    return max(reduction, streaming.weight_bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -88,14 +129,14 @@ def measure_matmul(rows: int, D: int, F: int, dtype: Any = None, total_bytes: in
     """Time [rows, D]·[D, F] on distinct weight matrices of `total_bytes` together.
 
     One compiled program multiplies the same input by n = total_bytes / (D·F·bytes) separate
-    matrices, so the weights come from memory rather than cache (as in a real model, whose
-    weights are far larger than any cache) and one dispatch is shared by n products.
+    matrices (at most 16), so the weights come from memory rather than cache (as in a real
+    model, whose weights are far larger than any cache) and one dispatch is shared by n products.
     """
     import jax
     import jax.numpy as jnp
     dtype = default_dtype() if dtype is None else dtype
     itemsize = jnp.dtype(dtype).itemsize
-    n = max(1, total_bytes // (D * F * itemsize))
+    n = int(min(max(1, total_bytes // (D * F * itemsize)), 16))   # a few programs' worth
     keys = jax.random.split(jax.random.key(0), n + 1)
     ws = [jax.random.normal(k, (D, F), dtype) for k in keys[1:]]
     x = jax.random.normal(keys[0], (rows, D), dtype)
@@ -121,51 +162,80 @@ def model_matmuls(params: dict, cfg: ModelConfig) -> list[Any]:
     return mats
 
 
-def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:
-    """Seconds for all weight matmuls of one decode step at `batch` rows, in one program.
+def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable[[], Any]:
+    """A function running all weight matmuls of one decode step at `batch` rows, in one program.
 
-    Every matrix of `model_matmuls` multiplies an input of `batch` rows; nothing else runs
-    (no attention, norms or sampling), so this is the matmul part of the step alone.
+    The matrices of `model_matmuls`, multiplied in the order and with the dependencies the
+    model has — queries, keys and values from the same input, the output projection after
+    them, the MLP after that, layer after layer, the unembedding last — but with nothing else:
+    no attention, no norms, no rotary embedding, no sampling. A residual add and a zero-weighted
+    sum stand in for what was left out, so that no product can be skipped or reordered.
     """
     import jax
     import jax.numpy as jnp
-    mats = model_matmuls(params, cfg)
-    dtype = mats[0].dtype
-    widths = sorted({m.shape[0] for m in mats})
-    xs = {w: jax.random.normal(jax.random.key(w), (batch, w), dtype) for w in widths}
-    run = jax.jit(lambda xs, mats: [xs[m.shape[0]] @ m for m in mats])
-    del jnp
-    return _best(lambda: run(xs, mats), repeats)
+    dtype = params["embed"].dtype
+    x = jax.random.normal(jax.random.key(0), (batch, cfg.D), dtype)
+    zero = jnp.zeros((), dtype)           # an argument, so the compiler cannot fold it away
+    unembed = params["embed"].T if cfg.tied_embeddings else params["unembed"]
+
+    @jax.jit
+    def run(x, layers, unembed, zero):
+        for p in layers:
+            q = x @ p["wq"].reshape(cfg.D, -1)
+            k = x @ p["wk"].reshape(cfg.D, -1)
+            v = x @ p["wv"].reshape(cfg.D, -1)
+            a = q + zero * (k.sum(-1, keepdims=True) + v.sum(-1, keepdims=True))
+            x = x + a @ p["wo"].reshape(-1, cfg.D)
+            if cfg.mlp == "gated":
+                h = (x @ p["w_gate"]) * (x @ p["w_up"])
+                x = x + h @ p["w_down"]
+            else:
+                x = x + (x @ p["w_in"]) @ p["w_out"]
+        return x @ unembed
+
+    return partial(run, x, params["layers"], unembed, zero)
 
 
-def decode_stepper(params: dict, cfg: ModelConfig, batch: int, context: int) -> Callable[[], Any]:
-    """A function that runs one decode step of `batch` sequences against a full cache.
+def attention_program(cfg: ModelConfig, batch: int, context: int,
+                      dtype: Any = None) -> Callable[[], Any]:
+    """A function running one decode step's attention in every layer, and nothing else.
 
-    It calls what `decode.generate` calls for every new token — `_next_token` (read the cache,
-    compute logits, sample greedily), then `_append` (write the new keys and values in place)
-    — and keeps the updated cache for the next call. The cache holds `context` slots per
-    sequence, all of them in use: every step attends to `context` earlier tokens (writes past
-    the last slot are dropped, so the cost never changes from one call to the next).
+    Each layer's single new query per sequence attends to a full cache of `context` tokens and
+    to itself (`decode.attend_cached`, the decode step's own code): the part of the step that
+    reads the KV cache.
     """
     import jax
     import jax.numpy as jnp
 
     from . import decode, kvcache
-    from .sampling import GREEDY
+    dtype = default_dtype() if dtype is None else dtype
+    cache = kvcache.init_cache(cfg, batch, context, dtype)
+    cache = cache._replace(lengths=jnp.full((batch,), context, jnp.int32))
+    q = jax.random.normal(jax.random.key(1), (batch, 1, cfg.N, cfg.H), dtype)
+    kv = jax.random.normal(jax.random.key(2), (batch, 1, cfg.K, cfg.H), dtype)
+    one = jnp.ones((batch,), jnp.int32)
 
-    cache = kvcache.init_cache(cfg, batch, context, params["embed"].dtype)
-    state = {"cache": cache._replace(lengths=jnp.full((batch,), context, jnp.int32)),
-             "tok": jnp.zeros((batch,), jnp.int32)}
-    done = jnp.zeros((batch,), bool)
-    key = jax.random.key(0)
+    @jax.jit
+    def run(q, kv, cache):
+        return [decode.attend_cached(q, kv, kv, one, cfg.window, cache.k[i], cache.v[i],
+                                     cache.lengths) for i in range(cfg.L)]
+    return partial(run, q, kv, cache)
 
-    def step():
-        tok, _, _, (new_k, new_v) = decode._next_token(params, cfg, state["tok"], done,
-                                                       state["cache"], key, GREEDY, -1)
-        state["cache"] = decode._append(state["cache"], new_k, new_v)
-        state["tok"] = tok
-        return tok, state["cache"].k[-1]
-    return step
+
+def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:
+    """Seconds for all weight matmuls of one decode step at `batch` rows (fastest of `repeats`)."""
+    return _best(model_matmul_program(params, cfg, batch), repeats)
+
+
+def decode_stepper(params: dict, cfg: ModelConfig, batch: int, context: int) -> Callable[[], Any]:
+    """A function that runs one decode step of `batch` sequences with `context` cached tokens.
+
+    It calls what `decode.generate` calls for every new token — `_next_token` (read the cache,
+    compute logits, sample greedily), then `_append` (write the new keys and values in place)
+    — through `bench.decode_step_timer`, which rewinds the cache after each call so that every
+    step attends to the same `context` tokens plus its own.
+    """
+    return bench.decode_step_timer(params, cfg, batch, context + 1, filled=context)
 
 
 def time_decode_step(params: dict, cfg: ModelConfig, batch: int, context: int,
@@ -199,11 +269,17 @@ class SweepPoint:
 
     batch: int
     measured_s: float
-    predicted_s: float      # calibrated: kv / W + measured matmuls + overhead
-    roofline_s: float       # kv / W + max(2·B·P / C, weight_bytes / W)
-    matmul_s: float
-    kv_s: float
+    predicted_s: float      # calibrated: measured matmuls + measured attention + overhead
+    roofline_s: float       # kv_bytes / W + max(2·B·P / C, weight_bytes / W)
+    matmul_s: float         # the model's weight matmuls at B rows, alone
+    attention_s: float      # the model's attention over B caches, alone
+    kv_bytes: float
     overhead_s: float
+
+    @property
+    def attention_bytes_per_s(self) -> float:
+        """The bandwidth attention achieved reading the KV cache."""
+        return self.kv_bytes / self.attention_s
 
     @property
     def error(self) -> float:
@@ -240,27 +316,37 @@ class Sweep:
 
 def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
                  context: int = 128, dtype: Any = None, seed: int = 0,
-                 repeats: int = 3) -> Sweep:
+                 repeats: int = 3, max_repeats: int = 8) -> Sweep:
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
-    Measures W and C first, the step overhead once, then for each batch size the model's
-    matmuls alone and the whole decode step, one right after the other so that both see the
-    same machine. Returns a `Sweep`.
+    For each batch size, times the model's matmuls alone, its attention alone and the whole
+    decode step in alternation, so that all three see the same machine: `repeats` rounds,
+    more (up to `max_repeats`) until each one's two fastest runs agree within 5%, the fastest
+    run of each kept. The step overhead is measured once.
+
+    The roofline's two constants come from the same measurements, as an empirical roofline
+    does: W is the better of a large reduction (`bench.memory_bandwidth`) and the weight bytes
+    the matmuls stream per second at the smallest batch; C is the best FLOP/s the matmuls
+    reach at any batch. Returns a `Sweep`.
     """
     from .model import init_params
     dtype = default_dtype() if dtype is None else dtype
     params = init_params(cfg, seed, dtype)
     P = matmul_params(cfg)
     itemsize = params["embed"].dtype.itemsize
-    W = measure_bandwidth()
-    C = peak_matmul_flops(cfg.D, cfg.F, dtype=dtype)
     overhead = step_overhead(cfg)
-    sweep = Sweep(cfg.name, context, bench.device_name(), W, C, P * itemsize, P, overhead)
+    timed = []
     for B in batches:
-        matmul = model_matmul_time(params, cfg, B, repeats)
-        measured = time_decode_step(params, cfg, B, context, repeats).min_s
-        kv = kv_cache_bytes(cfg, B, context, itemsize) / W
-        roofline = kv + max(2 * B * P / C, P * itemsize / W)
-        sweep.points.append(SweepPoint(B, measured, kv + matmul + overhead, roofline, matmul,
-                                       kv, overhead))
+        timed.append((B, *_interleaved_best(
+            [model_matmul_program(params, cfg, B), attention_program(cfg, B, context, dtype),
+             decode_stepper(params, cfg, B, context)], repeats, max_repeats)))
+    smallest = min(timed)                 # the batch with the fewest rows
+    W = max(bench.memory_bandwidth(1 << 28, repeats)[0], P * itemsize / smallest[1])
+    C = max(2 * B * P / matmul for B, matmul, _, _ in timed)
+    sweep = Sweep(cfg.name, context, bench.device_name(), W, C, P * itemsize, P, overhead)
+    for B, matmul, attention, measured in timed:
+        kv = kv_cache_bytes(cfg, B, context, itemsize)
+        roofline = kv / W + max(2 * B * P / C, P * itemsize / W)
+        sweep.points.append(SweepPoint(B, measured, matmul + attention + overhead, roofline,
+                                       matmul, attention, kv, overhead))
     return sweep

@@ -21,8 +21,8 @@ COMMANDS = {
     "generate": "generate",              # KV-cached decoding from a checkpoint or preset
     "grade": "grade",                    # score a graded exercise notebook (Gradescope JSON)
     "kernel-bench": "kernel_bench",      # decode-attention kernels against context length
+    "estimate": "estimate",              # roofline estimate of a decode step (memory, time)
 }
-COMMANDS["estimate"] = "estimate"
 
 
 class UsageError(ValueError):

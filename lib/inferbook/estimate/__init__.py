@@ -9,22 +9,22 @@ One module per concept; everything is re-exported here, so ``from inferbook impo
 and ``estimate.kv_bytes_per_token(cfg)`` is all a chapter needs.
 
   params     parameter counts and bytes, KV-cache bytes, FLOPs per token and per forward pass
-  roofline   arithmetic intensity, critical batch, step time, throughput, max batch, Pareto
-  latency    kipply's latency model: capacity, tensor-parallel comms, small and large batch
   comms      1D/2D communication time, optimal 2D split, limits, latency-bound collectives
   collectives  exact collectives of each sharded layout (checked against compiled programs)
+  roofline   arithmetic intensity, critical batch, step time, throughput, max batch, Pareto
+  latency    kipply's latency model: capacity, tensor-parallel comms, small and large batch
 """
 
 from .params import *  # noqa: F401,F403
 from .params import __all__ as _params_all
-from .roofline import *  # noqa: F401,F403
-from .roofline import __all__ as _roofline_all
-from .latency import *  # noqa: F401,F403
-from .latency import __all__ as _latency_all
 from .comms import *  # noqa: F401,F403
 from .comms import __all__ as _comms_all
 from .collectives import *  # noqa: F401,F403
 from .collectives import __all__ as _collectives_all
+from .roofline import *  # noqa: F401,F403
+from .roofline import __all__ as _roofline_all
+from .latency import *  # noqa: F401,F403
+from .latency import __all__ as _latency_all
 
 __all__ = [*_params_all]
 __all__ += _comms_all

@@ -54,7 +54,11 @@ def roofline_time(flops: float, nbytes: float, chip: Chip, compute: str = "bf16"
 # Matmuls ------------------------------------------------------------------------------------
 
 def matmul_flops(B: int, D: int, F: int) -> int:
-    """2·B·D·F: one multiply and one add per (row, input, output) triple of [B,D]·[D,F]."""
+    """2·B·D·F: one multiply and one add per (row, input, output) triple of [B,D]·[D,F].
+
+    kipply, "kv cache" (2mnp for an m×n by n×p product); the scaling book, part 7, "linear
+    operations" (T_math = 2BDF / C).
+    """
     return 2 * B * D * F
 
 
@@ -69,7 +73,10 @@ def matmul_bytes(B: int, D: int, F: int, x_bytes: float = 2, w_bytes: float = 2,
 
 def matmul_intensity(B: int, D: int, F: int, x_bytes: float = 2, w_bytes: float = 2,
                      out_bytes: float = 2) -> float:
-    """FLOPs per byte of [B,D]·[D,F]; tends to 2·B / w_bytes when B ≪ D, F (B in bf16)."""
+    """FLOPs per byte of [B,D]·[D,F]; tends to 2·B / w_bytes when B ≪ D, F (B in bf16).
+
+    The scaling book, part 7, "linear operations": 2BDF / (2BD + 2DF + 2BF).
+    """
     return matmul_flops(B, D, F) / matmul_bytes(B, D, F, x_bytes, w_bytes, out_bytes)
 
 
@@ -144,13 +151,21 @@ def step_time(params: float, param_bytes: float, kv_bytes: float, batch: int, ch
 
 
 def tokens_per_s(batch: int, step_s: float) -> float:
-    """B / step time: one new token per sequence per step."""
+    """B / step time: one new token per sequence per step.
+
+    With the lower-bound step time this is the scaling book's "theoretical max tokens/s"
+    (part 7, "theoretical estimates"): B·W / (B·KV bytes + weight bytes).
+    """
     return batch / step_s
 
 
 def max_batch(cfg: ModelConfig, chip: Chip, context: int, chips: int = 1,
               weight_bytes: float = 2, kv_bytes: float = 2) -> int:
-    """The largest B with param_bytes + B·S·kv_bytes_per_token ≤ chips · HBM (0: none fits)."""
+    """The largest B with param_bytes + B·S·kv_bytes_per_token ≤ chips · HBM (0: none fits).
+
+    Weights and KV caches are what inference holds (the scaling book, part 7, "what about
+    memory?"; kipply, "capacity"); activations are left out as negligible.
+    """
     free = chips * chip.hbm_bytes - param_bytes(cfg, weight_bytes)
     per_seq = context * kv_bytes_per_token(cfg, kv_bytes)
     if free < 0:
