@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Timing", "time_fn", "device_name", "memory_bandwidth", "progress"]
+__all__ = ["Timing", "time_fn", "device_name", "memory_bandwidth", "progress", "compiled_cost",
+           "decode_step_timer"]
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def device_name() -> str:
     return dev.device_kind
 
 
-def memory_bandwidth(nbytes: int = 1 << 30, repeats: int = 10) -> tuple[float, Timing]:
+def memory_bandwidth(nbytes: int = 1 << 29, repeats: int = 10) -> tuple[float, Timing]:
     """Achieved memory-read bandwidth (B/s): the time to sum a large float32 array.
 
     A reduction reads every byte once and writes almost nothing, so bytes / time is the read
@@ -107,3 +108,54 @@ def progress(iterable, desc: str = "", total: int | None = None):
     """A text progress bar (tqdm) for long measurements; plain text, no widgets."""
     from tqdm import tqdm
     return tqdm(iterable, desc=desc, total=total, leave=False, ascii=True, mininterval=1.0)
+
+
+def compiled_cost(fn: Callable[..., Any], *args: Any, optimized: bool = True,
+                  **kwargs: Any) -> dict[str, float]:
+    """XLA's own count of FLOPs and bytes accessed for the program of a jitted `fn`.
+
+    These are exact properties of the program (not measurements), the same on every run; they
+    are what the book compares its formulas against. With optimized=False the count is taken
+    before XLA's optimisations, without compiling: the FLOPs are the same to a fraction of a
+    percent and it is several times faster, but bytes are counted before fusion (too high).
+    Returns {"flops", "bytes_accessed"}.
+    """
+    lowered = fn.lower(*args, **kwargs)
+    analysis = (lowered.compile() if optimized else lowered).cost_analysis()
+    if isinstance(analysis, (list, tuple)):       # older JAX: one dict per computation
+        analysis = analysis[0]
+    return {"flops": float(analysis.get("flops", 0.0)),
+            "bytes_accessed": float(analysis.get("bytes accessed", 0.0))}
+
+
+def decode_step_timer(params: Any, cfg: Any, batch: int, cache_len: int,
+                      filled: int | None = None) -> Callable[[], Any]:
+    """A zero-argument callable that runs one decode step exactly as `decode.generate` does.
+
+    The cache holds `cache_len` slots with `filled` (default cache_len - 1) tokens per sequence;
+    each call samples the next token (greedy) and appends its keys and values in place, then
+    rewinds the lengths so that every call does the same work. Use with `time_fn`.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from . import decode, kvcache
+    from .sampling import GREEDY
+    filled = cache_len - 1 if filled is None else filled
+    lengths = np.full((batch,), filled, np.int32)    # host copy: the device one is donated
+    state = {"cache": kvcache.init_cache(cfg, batch, cache_len, params["embed"].dtype)
+             ._replace(lengths=jnp.asarray(lengths)),
+             "tok": jnp.zeros((batch,), jnp.int32), "done": jnp.zeros((batch,), bool)}
+    key = jax.random.key(0)
+
+    def step():
+        tok, done, _, (new_k, new_v) = decode._next_token(params, cfg, state["tok"],
+                                                          state["done"], state["cache"], key,
+                                                          GREEDY, -1)
+        state["cache"] = decode._append(state["cache"], new_k, new_v)._replace(
+            lengths=jnp.asarray(lengths))
+        state["tok"], state["done"] = tok, done
+        return tok
+
+    return step

@@ -17,17 +17,16 @@ __all__ = ["glue", "fmt_bytes", "fmt_seconds", "fmt_count", "fmt_flops", "fmt_ra
            "fmt_ratio", "fmt_percent"]
 
 
-def glue(name: str, value: Any) -> Any:
-    """Record `value` for the book under `name` (myst-nb); returns the value unchanged.
+def glue(name: str, value: Any) -> None:
+    """Record `value` for the book under `name` (myst-nb); shows nothing in the notebook.
 
     Strings are inserted as they are, so pre-format numbers with the helpers below.
     """
     try:
         from myst_nb import glue as _glue
     except ImportError:      # Colab or a bare kernel: nothing to glue into
-        return value
+        return
     _glue(name, value, display=False)
-    return value
 
 
 def _scaled(value: float, units: list[tuple[float, str]], digits: int) -> str:
