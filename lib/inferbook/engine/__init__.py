@@ -42,7 +42,7 @@ __all__ = ["Engine", "ModelEngine", "MockEngine", "mock_stream", "Request", "Seq
            "ContinuousBatching", "Disaggregated", "BlockManager", "OutOfBlocks", "Usage",
            "paged_usage", "contiguous_usage", "HashChainCache", "RadixCache",
            "affinity_route", "Op", "WallClock", "CostTimer", "LinearCost", "RooflineCost",
-           "DESIGNS", "serve"]
+           "DESIGNS", "serve", "warm_up"]
 
 DESIGNS = {"static": StaticBatching, "interleaved": Interleaved,
            "continuous": ContinuousBatching, "disaggregated": Disaggregated}
@@ -55,3 +55,16 @@ def serve(engine: Engine, params: Any, trace: Seq[Request], design: str = "conti
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}; known: {', '.join(DESIGNS)}")
     return DESIGNS[design](engine, params, **options).run(trace)
+
+
+def warm_up(engine: Engine, params: Any, trace: Seq[Request], design: str = "continuous",
+            **options: Any) -> None:
+    """Compile what a run will use, so a measured run times execution, not compilation.
+
+    Replays the trace with outputs cut to two tokens under a cost-model clock: the same
+    prompts, buckets and engine calls, a fraction of the steps.
+    """
+    import dataclasses
+    short = [dataclasses.replace(r, max_new_tokens=min(r.max_new_tokens, 2)) for r in trace]
+    options = {k: v for k, v in options.items() if k != "timer"}
+    serve(engine, params, short, design, timer=CostTimer(LinearCost()), **options)
