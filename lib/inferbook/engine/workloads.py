@@ -88,16 +88,21 @@ def multi_turn_trace(sessions: int, turns: int, V: int,
     return sorted(out, key=lambda r: (r.arrival_s, r.id))
 
 
-def route(trace: Sequence[Request], replicas: int, policy: str = "affinity"
-          ) -> list[list[Request]]:
-    """Split a trace across replicas: "round-robin", or "affinity" (by prompt prefix, so the
-    requests that share an opening share a replica and its prefix cache)."""
+def route(trace: Sequence[Request], replicas: int, policy: str = "affinity",
+          prefix_tokens: int = 64) -> list[list[Request]]:
+    """Split a trace across replicas: "round-robin", or "affinity".
+
+    Affinity sends a request by its session id when it has one (sticky sessions: every turn of
+    a conversation to one replica), else by a hash of its first `prefix_tokens` tokens (so
+    requests sharing a template share a replica and its prefix cache).
+    """
     shards: list[list[Request]] = [[] for _ in range(replicas)]
     for i, r in enumerate(trace):
         if policy == "round-robin":
             shards[i % replicas].append(r)
         elif policy == "affinity":
-            shards[affinity_route(r.prompt, replicas, prefix_tokens=64)].append(r)
+            key = [r.session] if r.session is not None else r.prompt
+            shards[affinity_route(key, replicas, prefix_tokens)].append(r)
         else:
             raise ValueError(f"unknown routing policy {policy!r}")
     return shards
