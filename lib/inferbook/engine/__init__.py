@@ -32,17 +32,18 @@ from .continuous import ContinuousBatching
 from .disaggregated import Disaggregated
 from .mock import MockEngine, mock_stream
 from .model_engine import ModelEngine
-from .prefix_cache import HashChainCache, RadixCache, affinity_route
+from .prefix_cache import HashChainCache, RadixCache
 from .request import Request, Sequence, Summary, summarize
 from .scheduler import Event, Interleaved, RunResult, StaticBatching
-from .timing import CostTimer, LinearCost, Op, RooflineCost, WallClock
+from .timing import CostTimer, LinearCost, MedianClock, Op, RooflineCost, WallClock
+from .workloads import affinity_route
 
 __all__ = ["Engine", "ModelEngine", "MockEngine", "mock_stream", "Request", "Sequence",
            "Summary", "summarize", "Event", "RunResult", "StaticBatching", "Interleaved",
            "ContinuousBatching", "Disaggregated", "BlockManager", "OutOfBlocks", "Usage",
            "paged_usage", "contiguous_usage", "HashChainCache", "RadixCache",
-           "affinity_route", "Op", "WallClock", "CostTimer", "LinearCost", "RooflineCost",
-           "DESIGNS", "serve", "warm_up"]
+           "affinity_route", "Op", "WallClock", "MedianClock", "CostTimer", "LinearCost",
+           "RooflineCost", "DESIGNS", "serve", "warm_up"]
 
 DESIGNS = {"static": StaticBatching, "interleaved": Interleaved,
            "continuous": ContinuousBatching, "disaggregated": Disaggregated}

@@ -250,4 +250,4 @@ class ContinuousBatching(Orchestrator):
             cached = set(self.cache._held)
         for b in range(self.num_blocks):
             expect = holders.get(b, 0) + (b in cached)
-            assert self.bm.refcount(b) == expect, f"block {b}: count {self.bm.refcount(b)} != {expect}"
+            assert self.bm.refcount(b) == expect, f"block {b}: {self.bm.refcount(b)} != {expect}"

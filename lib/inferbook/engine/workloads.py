@@ -15,13 +15,13 @@ benchmark is deterministic in its seed:
 
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Callable, Sequence
 
-from .prefix_cache import affinity_route
 from .request import Request
 
-__all__ = ["mixed_trace", "few_shot_trace", "multi_turn_trace", "route"]
+__all__ = ["mixed_trace", "few_shot_trace", "multi_turn_trace", "affinity_route", "route"]
 
 
 def _arrivals(rng: random.Random, n: int, rate: float | None) -> list[float]:
@@ -106,3 +106,13 @@ def route(trace: Sequence[Request], replicas: int, policy: str = "affinity",
         else:
             raise ValueError(f"unknown routing policy {policy!r}")
     return shards
+
+
+def affinity_route(prompt: Sequence[int], replicas: int, prefix_tokens: int = 64) -> int:
+    """The replica for a request under prefix-affinity routing: a hash of its first tokens.
+
+    Requests that share their opening (one conversation, one few-shot template) land on the
+    replica whose prefix cache already holds it; plain round-robin scatters them.
+    """
+    digest = hashlib.sha256(repr(tuple(prompt[:prefix_tokens])).encode()).digest()
+    return int.from_bytes(digest[:8], "little") % replicas
