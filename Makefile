@@ -73,9 +73,11 @@ test-unit: test-venv
 test-oldjax: oldjax-venv
 	$(OLDJAX)/bin/python -m pytest tests/unit -n $(JOBS) -q -p no:cacheprovider
 
+# exercises/ are run by tests/book/test_exercises.py instead: graded, solutions and student
+# notebooks both, so nbval would only run the solutions a second time.
 test-notebooks: venv
 	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
-	  -n $(JOBS) --dist loadfile -q book chapters exercises
+	  -n $(JOBS) --dist loadfile -q book chapters
 
 test-browser: chromium
 	$(PY) -m pytest tests/browser -q

@@ -14,7 +14,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["attention_mask", "attention_reference", "attend", "merge_partials", "MASKED"]
+__all__ = ["attention_mask", "attention_reference", "attend", "merge_partials", "MASKED",
+           "reference_at_positions"]
 
 # A large negative number rather than -inf: a fully masked row then yields a uniform (and
 # ignored) distribution instead of NaNs that would poison everything they touch.
@@ -92,3 +93,18 @@ def merge_partials(out1_BTNH: jax.Array, lse1_BTN: jax.Array, out2_BTNH: jax.Arr
     w2 = jnp.exp(lse2_BTN - lse_BTN)[..., None]
     out = out1_BTNH.astype(jnp.float32) * w1 + out2_BTNH.astype(jnp.float32) * w2
     return out.astype(out1_BTNH.dtype), lse_BTN
+
+
+def reference_at_positions(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
+                           q_pos_BT: jax.Array, kv_len_B: jax.Array,
+                           window: int | None = None) -> tuple[jax.Array, jax.Array]:
+    """`attention_reference` with its mask described by positions, as the kernels take it.
+
+    Key slot s holds position s (the KV cache's convention); query t of sequence b sits at
+    position q_pos[b, t]; sequence b has kv_len[b] keys. The blockwise and split-KV kernels
+    (`inferbook.flash`, `inferbook.flash_decoding`, `inferbook.paged`) take exactly these
+    arguments and build each tile's piece of this mask on the fly instead of all of it.
+    """
+    S = k_BKSH.shape[2]
+    mask_BTS = attention_mask(q_pos_BT, jnp.arange(S, dtype=jnp.int32), kv_len_B, window)
+    return attention_reference(q_BTNH, k_BKSH, v_BKSH, mask_BTS)

@@ -152,6 +152,12 @@ PRESETS: dict[str, ModelConfig] = {
     "gopher-280b": ModelConfig(L=80, D=16384, F=4 * 16384, N=128, K=128, H=128, V=32000,
                                mlp="plain", activation="gelu", max_seq_len=2048,
                                name="gopher-280b"),
+    # BigScience's BLOOM (2022; config.json on the hub): 70 layers, D = 14336, 112 heads of
+    # 128, a 250,880-token vocabulary tied to the output. Its ALiBi positions and biases do not
+    # change the sizes the book computes (the KV-caching article, seed 003, uses its 4 MB/token).
+    "bloom-176b": ModelConfig(L=70, D=14336, F=4 * 14336, N=112, K=112, H=128, V=250880,
+                              mlp="plain", activation="gelu", tied_embeddings=True,
+                              max_seq_len=2048, name="bloom-176b"),
     # Tiny models for tests and for chapters that run on a laptop CPU.
     "tiny": ModelConfig(L=2, D=64, F=192, N=4, K=2, H=16, V=256, max_seq_len=512, name="tiny"),
     "tiny-mha": ModelConfig(L=2, D=64, F=192, N=4, K=4, H=16, V=256, max_seq_len=512,

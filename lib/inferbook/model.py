@@ -137,13 +137,13 @@ def rope(x_BTnH: jax.Array, pos_BT: jax.Array, theta: float) -> jax.Array:
     return x_BTnH * cos + rotated * sin
 
 
-_ACTIVATIONS = {"silu": jax.nn.silu, "relu": jax.nn.relu,
+ACTIVATIONS = {"silu": jax.nn.silu, "relu": jax.nn.relu,
                 "gelu": lambda x: jax.nn.gelu(x, approximate=False)}
 
 
 def mlp(p: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
     """The feed-forward block: gated (SwiGLU) or plain."""
-    act = _ACTIVATIONS[cfg.activation]
+    act = ACTIVATIONS[cfg.activation]
     if cfg.mlp == "gated":
         h_BTF = act(x_BTD @ p["w_gate"]) * (x_BTD @ p["w_up"])
         return h_BTF @ p["w_down"]

@@ -5,6 +5,8 @@ the book's "Open in Colab" button points at `<same path>.ipynb` in the repositor
 source gets a committed `.ipynb` twin: the same cells without outputs, preceded by one cell
 that installs `inferbook` when — and only when — it runs on Colab. The repository it
 installs from is configured once, in `_config.yml` (repository.url and repository.branch).
+The twin of an exercise source is the *student* notebook: every solution replaced by a stub
+(see `inferbook.grading.generate`); the book's page shows the solutions behind toggles.
 
     python -m inferbook.notebooks sync     # (re)write every .ipynb twin
     python -m inferbook.notebooks check    # exit 1 if any twin is missing or stale
@@ -46,6 +48,9 @@ def colab_notebook(source: Path, root: Path = ROOT) -> str:
     import nbformat
 
     nb = jupytext.read(source)
+    if source.parent.name == "exercises":     # students get stubs, not the solutions
+        from .grading.generate import student_notebook
+        nb = student_notebook(nb)
     nb.cells.insert(0, nbformat.v4.new_code_cell(install_cell_source(root)))
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i}"

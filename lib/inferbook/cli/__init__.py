@@ -16,8 +16,12 @@ from typing import Sequence
 
 __all__ = ["main", "UsageError", "COMMANDS"]
 
-# Subcommand name -> module under inferbook.cli.
-COMMANDS = {"generate": "generate"}
+# Subcommand name -> module under inferbook.cli. One entry per line, so additions merge cleanly.
+COMMANDS = {
+    "generate": "generate",              # KV-cached decoding from a checkpoint or preset
+    "grade": "grade",                    # score a graded exercise notebook (Gradescope JSON)
+    "kernel-bench": "kernel_bench",      # decode-attention kernels against context length
+}
 
 
 class UsageError(ValueError):
@@ -55,3 +59,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+

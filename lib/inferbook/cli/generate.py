@@ -3,6 +3,11 @@
     inferbook generate --model tiny --seed 0 --prompt-ids 1,2,3 --prompt-ids 4,5 \
         --max-new-tokens 8 --json
     {"tokens": [[...8 ids...], [...8 ids...]]}
+
+With --mesh the same tokens come from a model sharded over a device mesh (emulated CPU
+devices when there are not enough accelerators; the command sets them up itself):
+
+    inferbook generate --model tiny --prompt-ids 1,2,3 --mesh 2x4 --layout 2d-ws --json
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--eos-id", type=int, metavar="ID", help="stop a sequence at this token")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--json", action="store_true", help='print {"tokens": [[...], ...]}')
+    p.add_argument("--mesh", metavar="SHAPE",
+                   help="shard over a device mesh, e.g. 8, 2x4 or 2x2x2 (default: one device)")
+    p.add_argument("--layout", choices=("1d-ws", "2d-ws"),
+                   help="with --mesh: 1D or 2D weight-stationary sharding (default 1d-ws)")
     p.set_defaults(run=run)
 
 
@@ -68,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     sampler = _sampler(args)
     if args.checkpoint is not None and not Path(args.checkpoint).is_dir():
         raise UsageError(f"checkpoint directory {args.checkpoint} does not exist")
+    mesh = _mesh(args)
 
     from ..config import get_preset
     cfg = get_preset(args.model) if args.model else None
@@ -87,11 +97,49 @@ def run(args: argparse.Namespace) -> int:
         if bad:
             raise UsageError(f"prompt {b + 1} has token ids outside the vocabulary "
                              f"[0, {cfg.V}): {', '.join(map(str, bad[:5]))}")
-    result = generate(params, cfg, prompts, args.max_new_tokens, sampler=sampler,
-                      key=jax.random.key(args.seed), eos_id=args.eos_id)
+    if mesh is not None:
+        result = _sharded_generate(args, mesh, params, cfg, prompts, sampler)
+    else:
+        result = generate(params, cfg, prompts, args.max_new_tokens, sampler=sampler,
+                          key=jax.random.key(args.seed), eos_id=args.eos_id)
     if args.json:
         print(json.dumps({"tokens": result.tokens}))
     else:
         for b, (prompt, new) in enumerate(zip(prompts, result.tokens)):
             print(f"prompt {b + 1}: {' '.join(map(str, prompt))} -> {' '.join(map(str, new))}")
     return 0
+
+
+# --mesh / --layout ---------------------------------------------------------------------------
+
+CLI_CPU_DEVICES = 8     # the emulated devices the command provides (the book's standard)
+
+
+def _mesh(args: argparse.Namespace):
+    """The device mesh asked for, built before anything else starts JAX; None without --mesh."""
+    if args.mesh is None:
+        if args.layout is not None:
+            raise UsageError("--layout needs --mesh")
+        return None
+    from ..devices import DeviceSetupError, setup
+    from ..mesh import MeshError, named_mesh, parse_mesh_shape
+    try:
+        shape = parse_mesh_shape(args.mesh)
+        setup(CLI_CPU_DEVICES)
+        return named_mesh(shape)
+    except (MeshError, DeviceSetupError) as err:
+        raise UsageError(f"--mesh {args.mesh}: {err}") from None
+
+
+def _sharded_generate(args, mesh, params, cfg, prompts, sampler):
+    import jax
+
+    from ..sharded_decode import generate as sharded_generate
+    from ..sharding import LayoutError, make_plan
+    layout = args.layout or "1d-ws"
+    try:
+        plan = make_plan(cfg, mesh, layout)
+    except LayoutError as err:
+        raise UsageError(str(err)) from None
+    return sharded_generate(params, cfg, prompts, args.max_new_tokens, plan=plan,
+                            sampler=sampler, key=jax.random.key(args.seed), eos_id=args.eos_id)

@@ -9,12 +9,20 @@ One module per concept; everything is re-exported here, so ``from inferbook impo
 and ``estimate.kv_bytes_per_token(cfg)`` is all a chapter needs.
 
   params     parameter counts and bytes, KV-cache bytes, FLOPs per token and per forward pass
+  comms      1D/2D communication time, optimal 2D split, limits, latency-bound collectives
+  collectives  exact collectives of each sharded layout (checked against compiled programs)
 """
 
 from .params import *  # noqa: F401,F403
 from .params import __all__ as _params_all
+from .comms import *  # noqa: F401,F403
+from .comms import __all__ as _comms_all
+from .collectives import *  # noqa: F401,F403
+from .collectives import __all__ as _collectives_all
 
 __all__ = [*_params_all]
+__all__ += _comms_all
+__all__ += _collectives_all
 
 # Speculative decoding (Leviathan et al. 2023) and serving-time estimates (engine chapters).
 from .speculative import *  # noqa: F401,F403,E402

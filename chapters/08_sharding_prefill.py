@@ -1,0 +1,439 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Sharding prefill
+#
+# A model too large for one accelerator, or a prompt too long to process on one in time, has
+# to be spread over several. This chapter and the next two are about how. We start with
+# prefill, the easy half: from the point of view of rooflines, **prefill is training without
+# the backward pass** {cite:p}`austin2025scaling`. A prompt of $T$ tokens is a batch of $T$
+# rows pushed through every weight matrix, large enough to keep the arithmetic units busy, so
+# almost every technique that shards training shards prefill too — model (Megatron)
+# parallelism, sequence parallelism, pipelining, even fully sharded weights. The one
+# difference is that prefill must leave the keys and values behind, laid out the way the
+# decode steps that follow will want them.
+#
+# We build two layouts and one foil. **Model parallelism** splits every weight matrix over
+# devices and pays a collective per block; it helps until the interconnect, not the
+# arithmetic, sets the pace. **Sequence parallelism** splits the prompt instead, and pays
+# only in attention, where queries need everyone's keys. The **weight-gathered** layout
+# moves weights instead of activations, which only pays when the batch of tokens is huge.
+#
+# All of it runs on a mesh of eight *emulated* devices (see
+# [How to run this book](../book/how_to_run.md)). Emulation makes sharding real in shapes,
+# bytes, FLOPs and the collectives in the compiled program, and in nothing else: this chapter
+# reports bytes, FLOPs and collective schedules, and takes times only from formulas with the
+# constants of real chips.
+
+# %%
+import inspect
+
+import inferbook
+
+info = inferbook.setup()
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+
+from inferbook import decode, estimate, hlo, kvcache, model, sequence_parallel
+from inferbook import sharded_decode as sd
+from inferbook import weight_stationary
+from inferbook.config import ModelConfig, get_preset
+from inferbook.hardware import get_chip
+from inferbook.mesh import named_mesh
+from inferbook.present import (fmt_bytes, fmt_count, fmt_flops, fmt_percent, fmt_ratio,
+                               fmt_seconds, glue)
+from inferbook.sharding import make_plan, param_specs, shard_params
+
+print(info.describe())
+
+# %% [markdown]
+# ## A model, a mesh, a plan
+#
+# The model is small enough to run on eight emulated devices in seconds and wide enough that
+# its matrix multiplications dominate its FLOPs. The mesh is eight devices in a row, one axis
+# named `x`. A *plan*
+# says which mesh axes split which dimension; for 1D model parallelism every axis splits the
+# heads and the MLP width.
+
+# %%
+cfg = ModelConfig(L=2, D=512, F=2048, N=8, K=8, H=64, V=1024, name="demo-512")
+params = model.init_params(cfg, seed=0)
+print(cfg)
+mesh8 = named_mesh("8")
+plan = make_plan(cfg, mesh8, "1d-ws")
+print(plan.describe())
+layer_specs = param_specs(cfg, plan)["layers"][0]
+for name in ("wq", "wk", "wo", "w_gate", "w_down", "attn_norm"):
+    shape = model.param_shapes(cfg)["layers"][0][name]
+    print(f"  {name:9s} {str(shape):16s} -> {layer_specs[name]}")
+
+# %% [markdown]
+# `wq` $[D, N, H]$ is split over its heads, `w_gate` $[D, F]$ over its columns and `w_down`
+# $[F, D]$ over its rows: device $i$ owns heads $i$ and the $i$-th slice of the hidden layer,
+# in the sources' notation $W_\text{in}[D, F_X]$ and $W_\text{out}[F_X, D]$. Norm gains are
+# replicated. This is the layout of Megatron-LM {cite:p}`shoeybi2019megatron`.
+#
+# ## Model parallelism
+#
+# Here is the whole forward pass as one device sees it. Each line's comment gives the shape of
+# *that device's* block; every collective is written out.
+
+# %%
+print(inspect.getsource(weight_stationary.transformer_1d))
+
+# %% [markdown]
+# Activations $[B, T, D]$ are the same on every device. A device computes its heads' queries,
+# keys and values, attends with them, and multiplies by its rows of $W_O$: the result is a
+# *partial sum* over heads, completed by an AllReduce. The MLP does the same over $F$. Two
+# AllReduces per layer, each of the full activations $B \cdot T \cdot D$ — whatever the number
+# of devices.
+#
+# First the claim that matters: the sharded prefill computes what the single-device prefill
+# computes. We compile it once, run it, and compare logits and KV cache.
+
+# %%
+B, T = 2, 128
+tokens_BT = jax.random.randint(jax.random.key(1), (B, T), 0, cfg.V, jnp.int32)
+lengths_B = jnp.array([T, 100], jnp.int32)                  # a ragged batch
+
+ref_logits, ref_cache = decode.prefill(params, cfg, tokens_BT, lengths_B,
+                                       kvcache.init_cache(cfg, B, T))
+sharded = shard_params(params, cfg, plan)
+prefill_1d = hlo.compile_fn(sd.prefill, sharded, cfg, plan, tokens_BT, lengths_B,
+                            sd.init_cache(cfg, plan, B, T))
+logits, cache = prefill_1d(sharded, tokens_BT, lengths_B, sd.init_cache(cfg, plan, B, T))
+
+logit_err = float(jnp.max(jnp.abs(logits - ref_logits)))
+cache_err = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(cache.k + cache.v,
+                                                                ref_cache.k + ref_cache.v))
+assert logit_err < 1e-4 and cache_err < 1e-4, (logit_err, cache_err)
+block = cache.k[0].addressable_shards[0].data.shape
+assert block == (B, cfg.K // 8, T, cfg.H)                  # each device keeps its heads' K, V
+glue("ch8_logit_err", f"{logit_err:.1e}")
+glue("ch8_cache_block", str(block))
+print(f"largest logit difference {logit_err:.1e}, cache {cache_err:.1e}; "
+      f"each device holds a cache block of shape {block}")
+
+# %% [markdown]
+# The logits agree to {glue:text}`ch8_logit_err`, and each device holds the cache for its own
+# heads, blocks of shape {glue:text}`ch8_cache_block` — exactly what a head-sharded decode
+# step will read.
+#
+# ### The communication, read from the program
+#
+# What does this program send between devices? `inferbook.hlo` reads every collective out of
+# the optimized program XLA compiled, with the label the layout gave it, its shape, the bytes
+# of the array it works on and the size of the device groups. Beside it, the estimator's
+# inventory of the 1D layout, computed from the model's dimensions alone.
+
+# %%
+colls = hlo.collectives(prefill_1d)
+print(hlo.format_table(colls))
+predicted = estimate.ws1d_collectives(cfg, B, T, m=8, bytes_per_element=4)
+print()
+print(estimate.format_comms(predicted, hlo.bytes_by_scope(colls)))
+assert hlo.bytes_by_scope(colls) == estimate.total_bytes(predicted, by="scope")
+
+flops_device = hlo.flops(prefill_1d)
+flops_model = estimate.forward_flops(cfg, B, T, T, logits_for=1)
+assert abs(flops_device / (flops_model / 8) - 1) < 0.05
+comm_1d = sum(c.bytes for c in colls)
+glue("ch8_flops_device", fmt_flops(flops_device))
+glue("ch8_flops_share", fmt_percent(flops_device / flops_model, 1))
+glue("ch8_comm_1d", fmt_bytes(comm_1d))
+
+# %% [markdown]
+# The compiled program and the formula agree byte for byte: one AllGather to assemble the
+# embeddings, two AllReduces of $[B, T, D]$ per layer, one of the float32 logits. Each device
+# performs {glue:text}`ch8_flops_device` — {glue:text}`ch8_flops_share` of the model's FLOPs
+# by XLA's count, within a few percent of the ideal one eighth (XLA also counts the norms
+# and softmax, which every device repeats). The collectives move {glue:text}`ch8_comm_1d`.
+#
+# ### Up to the interconnect's limit
+#
+# Splitting over $M$ devices divides the arithmetic by $M$ but not the AllReduces: each still
+# works on all $B \cdot T \cdot D$ activations. We check that on the compiled programs for
+# $M = 2, 4, 8$ (compiled from shapes alone; nothing needs to run).
+
+# %%
+rows = []
+for m in (2, 4, 8):
+    plan_m = make_plan(cfg, named_mesh(str(m)), "1d-ws")
+    p_m, c_m = sd.abstract_inputs(cfg, plan_m, B, T)
+    prog = prefill_1d if m == 8 else hlo.compile_fn(sd.prefill, p_m, cfg, plan_m, tokens_BT,
+                                                     lengths_B, c_m)
+    cs = hlo.collectives(prog)
+    rows.append((m, hlo.flops(prog), sum(c.bytes for c in cs), sum(c.wire_bytes for c in cs)))
+    assert hlo.bytes_by_scope(cs) == estimate.total_bytes(
+        estimate.ws1d_collectives(cfg, B, T, m=m, bytes_per_element=4), by="scope")
+for m, f, b, w in rows:
+    print(f"M={m}:  FLOPs per device {fmt_flops(f):>14s}   collective bytes {fmt_bytes(b):>9s}"
+          f"   sent per device (ring) {fmt_bytes(w):>9s}")
+assert rows[0][1] > 3.5 * rows[2][1]                         # arithmetic falls like 1/M ...
+assert rows[0][2] == rows[2][2]                              # ... the collectives do not
+
+# %% [markdown]
+# The FLOPs per device fall fourfold from two devices to eight; the collectives stay the same
+# size (what each device actually sends with a ring algorithm even grows a little, as
+# $2(M-1)/M$). Sooner or later communication takes longer than the arithmetic it serves.
+#
+# When? Take one MLP block. Each device does $2 \cdot T \cdot D \cdot F$ FLOPs per weight
+# matrix divided by $M$, at $C$ FLOP/s; the AllReduce of $T \cdot D$ bfloat16 activations takes
+# $2 \cdot 2 T D / W_\text{ici}$ on one axis of the interconnect. For the sources' two-matrix
+# MLP the two are equal at
+#
+# $$M^* = \frac{F \cdot W_\text{ici}}{C} = \frac{F}{\alpha}, \qquad \alpha = \frac{C}{W_\text{ici}},$$
+#
+# and a gated MLP, with three matrices, does 1.5 times the arithmetic and can go 1.5 times
+# further. We evaluate it with the constants of a TPU v5e, for the scaling book's 18B model,
+# and check it against the whole forward pass — attention included — computed from the
+# estimator's inventory of collectives and its FLOP count.
+
+# %%
+chip = get_chip("TPU v5e")
+W_ici = estimate.ici_bandwidth(chip)                        # one axis, both directions
+alpha = chip.bf16_flops_per_s / W_ici
+big = get_preset("scaling-book-18b")
+T_big = 8192
+m_star = estimate.prefill_model_parallel_limit(big, chip)
+
+
+def prefill_times(cfg_, m, tokens):
+    """Per-device arithmetic and communication time of a bf16 prefill (1D layout, one axis)."""
+    flops = estimate.forward_flops(cfg_, 1, tokens, tokens, logits_for=1)
+    t_math = flops / (m * chip.bf16_flops_per_s)
+    comms = estimate.ws1d_collectives(cfg_, 1, tokens, m, bytes_per_element=2)
+    t_comm = sum((2 if c.kind == "all-reduce" else 1) * c.total / W_ici for c in comms)
+    return t_math, t_comm
+
+
+ms = np.array([1, 2, 4, 8, 16, 32, 64])
+times = np.array([prefill_times(big, m, T_big) for m in ms])
+whole_star = float(np.interp(0, times[:, 1] - times[:, 0], ms))   # comm overtakes math
+assert times[0, 0] > times[0, 1] and times[-1, 0] < times[-1, 1]
+assert 0.5 < whole_star / m_star < 2
+glue("ch8_alpha", f"{alpha:,.0f}")
+glue("ch8_chip", chip.name)
+glue("ch8_F_over_alpha", f"{big.F / alpha:.1f}")
+glue("ch8_F", f"{big.F:,}")
+glue("ch8_mstar", f"{m_star:.1f}")
+glue("ch8_whole_star", f"{whole_star:.1f}")
+glue("ch8_T_big", fmt_count(T_big))
+
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.loglog(ms, times[:, 0] * 1e3, "o-", label="arithmetic per device")
+ax.loglog(ms, times[:, 1] * 1e3, "s-", label="collectives (AllReduce, AllGather)")
+ax.axvline(m_star, color="gray", ls=":", label=f"MLP limit 1.5·F/α ≈ {m_star:.0f}")
+ax.set_xlabel("model-parallel devices M")
+ax.set_ylabel("time per prefill (ms)")
+ax.set_title(f"{big.name}, {T_big}-token prefill, bf16, on {chip.name} (formula)")
+ax.legend()
+ax.grid(True, which="both", alpha=0.3)
+plt.show()
+
+# %% [markdown]
+# On a {glue:text}`ch8_chip`, $\alpha =$ {glue:text}`ch8_alpha` FLOPs per byte of
+# interconnect: the scaling book's "F / 2200". With $F =$ {glue:text}`ch8_F` the two-matrix
+# limit is {glue:text}`ch8_F_over_alpha` devices and the gated MLP's {glue:text}`ch8_mstar`;
+# the whole forward pass of a {glue:text}`ch8_T_big`-token prompt, attention included,
+# crosses over at about {glue:text}`ch8_whole_star`. So model parallelism over one axis of the
+# interconnect pays up to the single digits or low tens of devices, not hundreds. (Over two or
+# three axes of a torus the AllReduce has two or three times the bandwidth, and the limit
+# moves up in proportion.) The number of prompt tokens cancels: both sides grow linearly in
+# $T$.
+#
+# ## Sequence parallelism
+#
+# Past that limit, prefill does what training does: it splits the *sequence*, like data
+# parallelism over positions. Everything position-wise — the norms, the projections, the MLP —
+# then needs no communication at all. Attention does: the queries of a device need the keys
+# and values of every earlier position, and those live on other devices.
+#
+# Ring attention {cite:p}`liu2023ring` passes the key and value blocks around a ring. At step
+# $r$ a device holds the block that started $r$ devices back, computes the attention of its
+# own queries over it, and folds the result into its running output with the log-sum-exp rule
+# that FlashAttention uses to merge blocks (chapter 6). After $Q-1$ steps every query has met
+# every key.
+
+# %%
+print(inspect.getsource(sequence_parallel.ring_attention))
+
+# %% [markdown]
+# Which positions each device holds matters. Cut the prompt into contiguous blocks, and under
+# the causal mask the last device has work for every block while the first has work only for
+# its own. Striping — position $p$ on device $p \bmod Q$, as in striped attention
+# {cite:p}`brandon2023striped` — evens it out. We count the unmasked query–key pairs each
+# device computes, both ways:
+
+# %%
+def pairs_per_device(T_, Q, striped):
+    owner = np.arange(T_) % Q if striped else np.arange(T_) // (T_ // Q)
+    # Query at position p sees p + 1 keys (itself and everything before it).
+    return np.bincount(owner, weights=np.arange(T_) + 1, minlength=Q)
+
+
+contiguous = pairs_per_device(4096, 8, striped=False)
+striped = pairs_per_device(4096, 8, striped=True)
+assert contiguous.max() / contiguous.min() > 10 and striped.max() / striped.min() < 1.01
+glue("ch8_imbalance", fmt_ratio(contiguous.max() / contiguous.min(), 0))
+glue("ch8_imbalance_striped", fmt_ratio(striped.max() / striped.min(), 3))
+print(f"contiguous blocks: busiest/idlest = {contiguous.max() / contiguous.min():.1f}; "
+      f"striped: {striped.max() / striped.min():.4f}")
+
+# %% [markdown]
+# Contiguous blocks leave the busiest device {glue:text}`ch8_imbalance` the useful work of the
+# idlest; stripes are within {glue:text}`ch8_imbalance_striped`. Striping is also the layout
+# in which the library keeps a sequence-sharded KV cache during decoding (chapter 9), so the
+# keys prefill writes stay where they are.
+#
+# We run it on a $2 \times 4$ mesh: the sequence over `x` (two stripes), heads and MLP over
+# `y` (four-way model parallelism), and compare with the single-device prefill again.
+
+# %%
+mesh24 = named_mesh("2x4")
+plan_sp = make_plan(cfg, mesh24, "1d-ws", seq="x")
+print(plan_sp.describe())
+sharded_sp = shard_params(params, cfg, plan_sp)
+prefill_sp = hlo.compile_fn(sd.prefill, sharded_sp, cfg, plan_sp, tokens_BT, lengths_B,
+                            sd.init_cache(cfg, plan_sp, B, T))
+logits_sp, _ = prefill_sp(sharded_sp, tokens_BT, lengths_B, sd.init_cache(cfg, plan_sp, B, T))
+sp_err = float(jnp.max(jnp.abs(logits_sp - ref_logits)))
+assert sp_err < 1e-4, sp_err
+
+colls_sp = hlo.collectives(prefill_sp)
+print(hlo.format_table(colls_sp))
+predicted_sp = estimate.ring_attention_collectives(cfg, B, T, Q=2, m=4, bytes_per_element=4)
+assert hlo.bytes_by_scope(colls_sp) == estimate.total_bytes(predicted_sp, by="scope")
+ring_bytes = sum(c.bytes for c in colls_sp if c.scope == "ring")
+glue("ch8_sp_err", f"{sp_err:.1e}")
+glue("ch8_ring_bytes", fmt_bytes(ring_bytes))
+glue("ch8_sp_comm", fmt_bytes(sum(c.bytes for c in colls_sp)))
+
+# %% [markdown]
+# Same logits (to {glue:text}`ch8_sp_err`). The schedule shows the ring: per layer, one
+# `collective-permute` of the keys and one of the values, between the two devices of each
+# stripe pair, {glue:text}`ch8_ring_bytes` in all; the model-parallel AllReduces now work on
+# half the tokens each. In total the program moves {glue:text}`ch8_sp_comm`, against
+# {glue:text}`ch8_comm_1d` for eight-way model parallelism.
+#
+# How much does the ring cost at scale? Per layer a device sends its key and value blocks
+# $Q - 1$ times, $2 (Q-1) \cdot \frac{T}{Q} K H$ elements, while it computes attention for
+# $\frac{T}{Q}$ queries over all $T$ keys, about $4 \frac{T}{Q} \cdot T \cdot N H / 2$ FLOPs
+# under the causal mask. The communication grows like $T$, the arithmetic like $T^2$: for
+# long prompts the ring hides behind the attention it feeds. With LLaMA-3 70B on TPU v5e,
+# eight-way model parallelism inside and eight stripes:
+
+# %%
+llama = get_preset("llama-3-70b")
+Q, M = 8, 8
+T_axis = np.array([1024, 2048, 4096, 8192, 16384, 32768, 131072])
+kv_heads = max(llama.K // M, 1)
+ring_s = np.array([2 * (Q - 1) * (t / Q) * kv_heads * llama.H * 2 / W_ici for t in T_axis])
+attn_s = np.array([4 * (t / Q) * t * (llama.N // M) * llama.H / 2 / chip.bf16_flops_per_s
+                   for t in T_axis])
+t_hidden = float(np.interp(1.0, attn_s / ring_s, T_axis))
+assert (attn_s / ring_s)[0] < 1 < (attn_s / ring_s)[-1]
+glue("ch8_t_hidden", fmt_count(round(t_hidden, -2)))
+
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.loglog(T_axis, ring_s * 1e3, "s-", label="ring: K, V blocks passed on (per layer)")
+ax.loglog(T_axis, attn_s * 1e3, "o-", label="causal attention arithmetic (per layer)")
+ax.set_xlabel("prompt length T (tokens)")
+ax.set_ylabel("time per device (ms)")
+ax.set_title(f"{llama.name}: Q = {Q} stripes, M = {M}, bf16, {chip.name} (formula)")
+ax.legend()
+ax.grid(True, which="both", alpha=0.3)
+plt.show()
+
+# %% [markdown]
+# Beyond about {glue:text}`ch8_t_hidden` tokens the attention arithmetic of a stripe outlasts
+# passing the ring's blocks, so with overlapping (each step sends the next block while
+# computing on the current one) sequence parallelism costs almost nothing on long prompts —
+# the regime where it is needed. GQA helps here: only the $K$ key/value heads travel, not the
+# $N$ query heads.
+#
+# ## The foil: gathering the weights
+#
+# Model parallelism moves activations and keeps weights still. The opposite choice splits the
+# *batch* over devices, stores the weights split as before, and gathers each matrix whole just
+# before using it — fully sharded data parallelism, or the weight-gathered layout of
+# {cite:t}`pope2023esti`. Every device runs the unsharded model on its own sequences, and
+# attention needs no communication. The price is that every forward pass moves every weight,
+# whatever the number of tokens.
+
+# %%
+B_wg = 8
+plan_wg = make_plan(cfg, mesh8, "weight-gathered")
+p_wg, c_wg = sd.abstract_inputs(cfg, plan_wg, B_wg, T)
+tok_wg = jax.ShapeDtypeStruct((B_wg, T), jnp.int32)
+len_wg = jax.ShapeDtypeStruct((B_wg,), jnp.int32)
+prefill_wg = hlo.compile_fn(sd.prefill, p_wg, cfg, plan_wg, tok_wg, len_wg, c_wg)
+colls_wg = hlo.collectives(prefill_wg)
+wg_bytes = sum(c.bytes for c in colls_wg)
+assert hlo.bytes_by_scope(colls_wg) == estimate.total_bytes(
+    estimate.weight_gathered_collectives(cfg, 8, bytes_per_param=4), by="scope")
+assert wg_bytes <= estimate.param_bytes(cfg, 4)
+one_d = estimate.total_bytes(estimate.ws1d_collectives(cfg, B_wg, T, 8, bytes_per_element=4))
+glue("ch8_wg_bytes", fmt_bytes(wg_bytes))
+glue("ch8_wg_1d_bytes", fmt_bytes(sum(one_d.values())))
+print(f"weight-gathered: {len(colls_wg)} AllGathers, {fmt_bytes(wg_bytes)}; "
+      f"1D for the same {B_wg}×{T} tokens: {fmt_bytes(sum(one_d.values()))}")
+
+# %% [markdown]
+# The program is a list of AllGathers, one per weight matrix, {glue:text}`ch8_wg_bytes` in
+# all — nearly every parameter — against {glue:text}`ch8_wg_1d_bytes` of activations for 1D
+# model parallelism on the same batch. Which is smaller depends only on the number of tokens
+# in flight: 1D moves about $2 L \cdot BT \cdot D$ elements, the weights are fixed. For the
+# 18B model:
+
+# %%
+tokens_axis = np.geomspace(256, 1 << 20, 60)
+wg_s = sum(c.total for c in estimate.weight_gathered_collectives(big, 8)) / W_ici
+ws_s = np.array([sum((2 if c.kind == "all-reduce" else 1) * c.total
+                     for c in estimate.ws1d_collectives(big, 1, int(t), 8)) / W_ici
+                 for t in tokens_axis])
+cross_tokens = float(np.interp(wg_s, ws_s, tokens_axis))
+assert ws_s[0] < wg_s < ws_s[-1]
+glue("ch8_cross_tokens", fmt_count(round(cross_tokens, -3)))
+
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.loglog(tokens_axis, ws_s * 1e3, label="1D weight-stationary (activations move)")
+ax.loglog(tokens_axis, np.full_like(tokens_axis, wg_s * 1e3),
+          label="weight-gathered (weights move)")
+ax.axvline(cross_tokens, color="gray", ls=":")
+ax.set_xlabel("tokens in the forward pass, B·T")
+ax.set_ylabel("communication time per pass (ms)")
+ax.set_title(f"{big.name}, 8 devices, bf16, {chip.name} (formula)")
+ax.legend()
+ax.grid(True, which="both", alpha=0.3)
+plt.show()
+
+# %% [markdown]
+# Gathering the weights wins only beyond about {glue:text}`ch8_cross_tokens` tokens per
+# forward pass — a large batch of long prompts, the offline, throughput-bound end of prefill
+# where {cite:t}`pope2023esti` switch layouts. For one prompt at a time, and for every decode
+# step (chapter 9), activations are the small thing and weights stay where they are.
+#
+# ## Takeaways
+#
+# - Prefill shards like training. Model parallelism splits the heads and the MLP width and
+#   pays two AllReduces of the activations per layer; their size does not shrink with the
+#   number of devices, so it pays up to about $F / \alpha$ devices per interconnect axis.
+# - Beyond that, split the sequence. Ring attention passes key/value blocks around the
+#   devices, communication linear in $T$ under arithmetic quadratic in $T$; striping keeps the
+#   causal work balanced and leaves the cache where decoding will read it.
+# - Every collective claimed above is in the compiled program, byte for byte.

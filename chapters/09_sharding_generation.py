@@ -1,0 +1,427 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Sharding generation and the KV cache
+#
+# Prefill shards like training (chapter 8). Generation does not. A decode step processes a
+# handful of tokens — one per sequence in the batch — so it is bound by memory bandwidth, it
+# has a latency target per token, and every microsecond of communication shows. That rules
+# out most of what works for training {cite:p}`austin2025scaling`:
+#
+# - **Gathering the weights (FSDP) is out.** A step is already waiting for weights to stream
+#   from HBM; streaming them over an interconnect an order of magnitude slower instead is the
+#   wrong direction. We want to move activations, never weights.
+# - **Data parallelism does not help.** Copies of the model each read all of their weights
+#   every step, so a step is no faster; it is simply several independent servers.
+# - **Sequence parallelism has nothing to split.** A decode step has one new token per
+#   sequence.
+#
+# What remains is model parallelism — and a new object to shard: the KV cache, which in long
+# contexts is larger than the weights and must never be copied. This chapter runs the 1D
+# layout of chapter 8 as a decode step, finds how far it can go before the interconnect
+# dominates, shards the cache over heads and then over the batch with the algorithm of the
+# sources, splits a long context's cache over positions, and ends with the fixed cost every
+# small collective pays. As before, everything runs on emulated devices, so we report bytes,
+# FLOPs and collective schedules; times come from formulas with the constants of real chips.
+
+# %%
+import inspect
+
+import inferbook
+
+info = inferbook.setup()
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from inferbook import decode, estimate, hlo, kv_sharding, model
+from inferbook import sharded_decode as sd
+from inferbook.config import ModelConfig, get_preset
+from inferbook.hardware import get_chip
+from inferbook.mesh import named_mesh, shard_map
+from inferbook.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
+from inferbook.sharding import make_plan, shard_params
+
+print(info.describe())
+
+# %% [markdown]
+# ## The model and the reference
+#
+# A small grouped-query model: eight query heads share four KV heads, in a single layer (the
+# collectives of a layer repeat identically in every layer, so one shows them all). We
+# generate greedily for a batch of eight ragged prompts on one device; every sharded run
+# below must produce exactly these tokens.
+
+# %%
+cfg = ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
+params = model.init_params(cfg, seed=0)
+prompts = [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, cfg.V)]
+           for b, n in enumerate([5, 9, 3, 16, 12, 7, 1, 10])]
+n_new = 8
+reference = decode.generate(params, cfg, prompts, n_new).tokens
+tokens_BT, lengths_B = decode.pad_prompts(prompts, 16)
+B, S = len(prompts), tokens_BT.shape[1] + n_new
+print(cfg)
+
+
+def sharded_greedy(plan):
+    """Compile the plan's prefill and decode step, generate greedily, return both programs."""
+    sharded = shard_params(params, cfg, plan)
+    cache = sd.init_cache(cfg, plan, B, S)
+    prefill = hlo.compile_fn(sd.prefill, sharded, cfg, plan, tokens_BT, lengths_B, cache)
+    step = hlo.compile_fn(sd.decode_step, sharded, cfg, plan, jnp.zeros((B,), jnp.int32),
+                          cache)
+    logits, cache = prefill(sharded, tokens_BT, lengths_B, cache)
+    out = []
+    for _ in range(n_new):
+        out.append(jnp.argmax(logits, -1).astype(jnp.int32))
+        logits, cache = step(sharded, out[-1], cache)
+    return np.stack(out, axis=1).tolist(), prefill, step, cache
+
+
+# %% [markdown]
+# ## The 1D layout, decoding
+#
+# On a $2 \times 4$ mesh, eight-way model parallelism splits the query heads and the MLP
+# over both axes, exactly as in prefill. The cache is a different matter: four KV heads can
+# only be split four ways.
+
+# %%
+mesh = named_mesh("2x4")
+plan = make_plan(cfg, mesh, "1d-ws")
+print(plan.describe())
+tokens_1d, prefill_1d, step_1d, cache_1d = sharded_greedy(plan)
+assert tokens_1d == reference
+block = cache_1d.k[0].addressable_shards[0].data.shape
+assert block == (B // 2, cfg.K // 4, S, cfg.H)
+assert cache_1d.k[0].addressable_shards[0].data.nbytes * 8 == cache_1d.k[0].nbytes
+glue("ch9_block", str(block))
+print(f"tokens identical to the single-device run; cache block per device: {block}")
+
+# %% [markdown]
+# The sharded decoder reproduces the single-device tokens. The plan put the KV heads on the
+# axis `y` (four ways) and the *batch* on `x` (two ways): each device holds a cache block of
+# shape {glue:text}`ch9_block` — one KV head, for half the sequences — and no device holds a
+# copy of another's. Why and how comes after we look at
+# what a step costs.
+#
+# ## Moving activations, not weights
+#
+# The decode step's collectives, read from the compiled program, against the estimator's
+# inventory:
+
+# %%
+colls_1d = hlo.collectives(step_1d)
+print(hlo.format_table(colls_1d))
+Y = plan.size(plan.kv_heads)
+predicted = estimate.ws1d_collectives(cfg, B, 1, plan.m, Y, bytes_per_element=4)
+assert hlo.bytes_by_scope(colls_1d) == estimate.total_bytes(predicted, by="scope")
+step_bytes_1d = sum(c.bytes for c in colls_1d)
+
+# The same step with the weights gathered instead (FSDP): compiled from shapes alone.
+plan_wg = make_plan(cfg, mesh, "weight-gathered")
+p_wg, c_wg = sd.abstract_inputs(cfg, plan_wg, B, S)
+step_wg = hlo.compile_fn(sd.decode_step, p_wg, cfg, plan_wg,
+                         jax.ShapeDtypeStruct((B,), jnp.int32), c_wg)
+step_bytes_wg = sum(c.bytes for c in hlo.collectives(step_wg))
+assert step_bytes_wg > 100 * step_bytes_1d
+glue("ch9_step_bytes_1d", fmt_bytes(step_bytes_1d))
+glue("ch9_step_bytes_wg", fmt_bytes(step_bytes_wg))
+glue("ch9_wg_ratio", fmt_ratio(step_bytes_wg / step_bytes_1d, 0))
+print(f"1D step moves {fmt_bytes(step_bytes_1d)}; weight-gathered step {fmt_bytes(step_bytes_wg)}")
+
+# %% [markdown]
+# A 1D decode step moves {glue:text}`ch9_step_bytes_1d`: two AllReduces of the batch's
+# activations per layer, two AllToAlls of queries and attention outputs per layer (the cache
+# layout's price, below), and the logits. The weight-gathered step moves
+# {glue:text}`ch9_step_bytes_wg`, {glue:text}`ch9_wg_ratio` more, to process the same eight
+# tokens.
+#
+# At the scale of a real deployment, the scaling book's 18B model on sixteen TPU v5e chips,
+# the three strategies give these lower bounds on a step at batch 32 (int8 weights, cache
+# ignored):
+
+# %%
+chip = get_chip("TPU v5e")
+glue("ch9_chip", chip.name)
+W_ici = estimate.ici_bandwidth(chip)
+big = get_preset("scaling-book-18b")
+chips, batch = 16, 32
+weights = estimate.param_bytes(big, 1)
+t_model = weights / (chips * chip.hbm_bytes_per_s)                 # each chip reads 1/16
+t_data = weights / chip.hbm_bytes_per_s                            # each replica reads it all
+t_fsdp = weights * (chips - 1) / chips / W_ici                     # ship 15/16 of it per step
+assert t_model < t_data < t_fsdp
+assert weights > chip.hbm_bytes                                    # one copy does not even fit
+for name, t in [("model parallel (16 ways)", t_model), ("data parallel (16 copies)", t_data),
+                ("weights gathered (FSDP)", t_fsdp)]:
+    print(f"{name:28s} {fmt_seconds(t):>9s}")
+glue("ch9_t_model", fmt_seconds(t_model))
+glue("ch9_t_data", fmt_seconds(t_data))
+glue("ch9_t_fsdp", fmt_seconds(t_fsdp))
+
+# %% [markdown]
+# Splitting the weights over sixteen chips reads them in {glue:text}`ch9_t_model`. Sixteen
+# copies each need {glue:text}`ch9_t_data` per step (and the model does not even fit on one
+# chip's memory); gathering the weights over the interconnect takes {glue:text}`ch9_t_fsdp`.
+# Only model parallelism makes the step faster.
+#
+# ## How far model parallelism can go
+#
+# In prefill, model parallelism stops paying when the AllReduces outlast the *arithmetic*
+# (chapter 8). A decode step's arithmetic hardly matters; what matters is the time to load the
+# weights from HBM. Splitting them over $Y$ chips cuts that time, while the AllReduce of
+# $B \cdot D$ activations stays put. For an MLP of two int8 matrices:
+#
+# $$T_\text{HBM} = \frac{2 D F}{Y \cdot W_\text{hbm}}, \qquad
+#   T_\text{ICI} = \frac{2 B D}{W_\text{ici}}, \qquad
+#   T_\text{ICI} > T_\text{HBM} \iff Y > \frac{F}{B \cdot \beta}, \quad
+#   \beta = \frac{W_\text{hbm}}{W_\text{ici}}.$$
+
+# %%
+beta = chip.hbm_bytes_per_s / W_ici
+y_star = estimate.model_parallel_limit(big.F, batch, chip)
+Ys = np.geomspace(1, 512, 50)
+t_hbm = 2 * big.D * big.F / (Ys * chip.hbm_bytes_per_s)
+t_ici = np.full_like(Ys, estimate.ws1d_comm_time(batch, big.D, W_ici, bytes_per_element=1))
+assert t_hbm[Ys < y_star * 0.99].min() > t_ici[0] > t_hbm[Ys > y_star * 1.01].max()
+glue("ch9_beta", f"{beta:.1f}")
+SOURCE_BETA = 8                      # the scaling book's round figure for TPU v5e and v6e
+glue("ch9_source_beta", str(SOURCE_BETA))
+glue("ch9_ystar_source", f"{big.F / (batch * SOURCE_BETA):.0f}")
+glue("ch9_ystar", f"{y_star:.0f}")
+glue("ch9_F", f"{big.F:,}")
+glue("ch9_batch", str(batch))
+
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.loglog(Ys, t_hbm * 1e6, label="load the MLP weights from HBM")
+ax.loglog(Ys, t_ici * 1e6, label="AllReduce of the activations")
+ax.axvline(y_star, color="gray", ls=":", label=f"F / (B·β) = {y_star:.0f}")
+ax.set_xlabel("model-parallel chips Y")
+ax.set_ylabel("time per MLP block (µs)")
+ax.set_title(f"{big.name}, batch {batch}, int8, {chip.name} (formula)")
+ax.legend()
+ax.grid(True, which="both", alpha=0.3)
+plt.show()
+
+# %% [markdown]
+# On a {glue:text}`ch9_chip` $\beta =$ {glue:text}`ch9_beta`, and with $F =$ {glue:text}`ch9_F`
+# and a batch of {glue:text}`ch9_batch` the weight load stays the bottleneck up to
+# {glue:text}`ch9_ystar` chips — far beyond the prefill limit, because a decode step has so
+# little arithmetic to hide behind. (The sources round $\beta$ to
+# {glue:text}`ch9_source_beta` and get {glue:text}`ch9_ystar_source`; the registry's
+# bandwidths give the number above.) A larger batch lowers the limit in
+# proportion. But the argument assumes the KV cache splits $Y$ ways too, and it does not, on
+# its own.
+#
+# ## Sharding the KV cache: over heads, then over the batch
+#
+# The cache is read in full at every step, so copying it onto several devices multiplies the
+# memory traffic that sets the step time. Megatron's split over heads extends to it naturally
+# — a device attends with its own heads, so it needs only their keys and values — but only
+# $K$ ways: a multi-query model has one KV head to give. The sources' answer
+# {cite:p}`pope2023esti,austin2025scaling`: split the KV heads over as many devices as $K$
+# allows (the axes $Y$), and split the *batch* over the rest ($Z$), so the cache is
+# $[B_Z, K_Y, S, H]$. The queries come out of the projection split over heads for every
+# sequence, $[B, N_{YZ}, H]$, and must meet the cache split over sequences; one AllToAll over
+# $Z$ trades the one split for the other, and a second one trades back after attention.
+
+# %%
+print(inspect.getsource(kv_sharding.attend_heads_then_batch))
+
+# %% [markdown]
+# We run it alone, on the decode step's shapes, and compare with attention over the whole,
+# unsharded cache (`decode.attend_cached`, the reference the decoder uses).
+
+# %%
+keys = jax.random.split(jax.random.key(7), 5)
+T1 = 1
+q = jax.random.normal(keys[0], (B, T1, cfg.N, cfg.H))
+k_new = jax.random.normal(keys[1], (B, T1, cfg.K, cfg.H))
+v_new = jax.random.normal(keys[2], (B, T1, cfg.K, cfg.H))
+ck = jax.random.normal(keys[3], (B, cfg.K, S, cfg.H))
+cv = jax.random.normal(keys[4], (B, cfg.K, S, cfg.H))
+cache_len = jnp.asarray(lengths_B)
+ones = jnp.ones((B,), jnp.int32)
+
+Zb, Yh, M = plan.kv_batch, plan.kv_heads, plan.model
+heads = P(None, None, M, None)                   # q, o: [B, T, N_YZ, H]
+new_kv = P(Zb, None, Yh, None)                   # k, v: [B_Z, T, K_Y, H]
+cache_spec = P(Zb, Yh, None, None)               # cache: [B_Z, K_Y, S, H]
+
+
+def body(q, k, v, ck, cv, cache_len, n_new):
+    return kv_sharding.attend_heads_then_batch(plan, q, k, v, ck, cv, cache_len, n_new)
+
+
+attend = shard_map(body, mesh, in_specs=(heads, new_kv, new_kv, cache_spec, cache_spec, P(), P()),
+                   out_specs=(heads, cache_spec, cache_spec))
+attend_prog = hlo.compile_fn(attend, q, k_new, v_new, ck, cv, cache_len, ones)
+o, _, _ = attend_prog(q, k_new, v_new, ck, cv, cache_len, ones)
+o_ref = decode.attend_cached(q, k_new, v_new, ones, None, ck, cv, cache_len)
+a2a_err = float(jnp.max(jnp.abs(o - o_ref)))
+assert a2a_err < 1e-5, a2a_err
+a2a = hlo.collectives(attend_prog)
+print(hlo.format_table(a2a))
+assert [c.kind for c in a2a] == ["all-to-all", "all-to-all"]
+assert all(hlo.group_axes(c, mesh) == Zb for c in a2a)
+assert all(c.bytes == B * T1 * cfg.N * cfg.H // plan.m * 4 for c in a2a)
+glue("ch9_a2a_err", f"{a2a_err:.1e}")
+glue("ch9_a2a_bytes", fmt_bytes(a2a[0].bytes))
+
+# %% [markdown]
+# The output equals unsharded attention (to {glue:text}`ch9_a2a_err`). The program holds
+# exactly the two AllToAlls, each within the groups along `x` — the batch axis $Z$ — and each
+# of {glue:text}`ch9_a2a_bytes`, one device's slice of the queries.
+#
+# How does that compare with what the layout saves? For the 18B model on sixteen chips, its
+# {glue:text}`ch9_K_big` KV heads split as far as they go and the batch takes the rest. At
+# batch {glue:text}`ch9_batch` and {glue:text}`ch9_S_big` tokens of context, per layer and
+# step, in int8:
+
+# %%
+S_big, Yb = 8192, big.K
+Zb2 = chips // Yb
+glue("ch9_K_big", str(big.K))
+glue("ch9_S_big", f"{S_big:,}")
+kv_read = 2 * (batch // Zb2) * (big.K // Yb) * S_big * big.H           # K and V, int8
+a2a_bytes = 2 * batch * big.N * big.H // chips                          # two AllToAlls
+kv_if_copied = 2 * batch * (big.K // Yb) * S_big * big.H                # heads only, batch whole
+assert a2a_bytes * 100 < kv_read and kv_if_copied == Zb2 * kv_read
+glue("ch9_kv_read", fmt_bytes(kv_read))
+glue("ch9_a2a_big", fmt_bytes(a2a_bytes))
+glue("ch9_kv_copied", fmt_bytes(kv_if_copied))
+print(f"cache read per device {fmt_bytes(kv_read)}; AllToAlls {fmt_bytes(a2a_bytes)}; "
+      f"cache read if split over heads only {fmt_bytes(kv_if_copied)}")
+
+# %% [markdown]
+# Each device reads {glue:text}`ch9_kv_read` of cache per layer and step; had the cache been
+# split over heads only (copied across the batch axis), it would read
+# {glue:text}`ch9_kv_copied`. The two AllToAlls that avoid the copy move
+# {glue:text}`ch9_a2a_big`: activations are small, caches are not.
+#
+# ## Long contexts: sharding the cache over positions
+#
+# When the batch is too small to split, or a single context too long for a device, the cache
+# can be split over *positions*. Every device of the sequence axes computes the same queries,
+# attends over its own stripe of positions, and the partial results are merged with their
+# log-sum-exps — Flash-Decoding across devices instead of across blocks of one device.
+# Chapter 8's sequence-parallel prefill already left the keys in this striped layout.
+
+# %%
+print(inspect.getsource(kv_sharding.combine_over))
+plan_seq = make_plan(cfg, mesh, "1d-ws", seq="x")
+print(plan_seq.describe())
+tokens_seq, _, step_seq, cache_seq = sharded_greedy(plan_seq)
+assert tokens_seq == reference
+colls_seq = hlo.collectives(step_seq)
+print(hlo.format_table(colls_seq))
+assert hlo.bytes_by_scope(colls_seq) == estimate.total_bytes(
+    estimate.seq_sharded_decode_collectives(cfg, B, 2, 4, bytes_per_element=4), by="scope")
+combine = sum(c.bytes for c in colls_seq if c.scope == "combine")
+glue("ch9_combine", fmt_bytes(combine))
+glue("ch9_seq_block", str(cache_seq.k[0].addressable_shards[0].data.shape))
+
+# %% [markdown]
+# Same tokens again. Each device's cache block is {glue:text}`ch9_seq_block`: all sequences,
+# its heads, half the positions. The merge costs a max and two sums per layer,
+# {glue:text}`ch9_combine` in all: float32 outputs and
+# log-sum-exps of the queries, nothing the size of the cache. The price is elsewhere: the
+# weights are *copied* over the sequence axis, so each device there repeats the model-parallel
+# work and reads the same weight slices — which is why this layout is for contexts whose
+# cache dwarfs the weights.
+#
+# ## Latency-bound collectives
+#
+# So far a collective cost its bytes divided by bandwidth. But each of its hops also has a
+# fixed cost, about a microsecond on TPUs. Appendix C of the scaling book models an
+# AllGather over a ring of $n$ devices as
+#
+# $$T = \max\left(\frac{t_\text{hop} \cdot n}{2},\; \frac{\text{bytes}}{W_\text{ici}}\right),$$
+#
+# so below some size a collective costs the same whatever it carries. The sources state the
+# threshold two ways, and their figures differ by a factor of eight: seed 000 bounds the
+# *whole buffer*, bytes $< n \cdot W_\text{link} \cdot t_\text{hop}$; seed 002 bounds *one
+# shard*, $W_\text{link} \cdot t_\text{hop}$. They are the same condition, applied to
+# different quantities.
+
+# %%
+n8 = 8
+whole = estimate.latency_bound_bytes(chip, n8)
+per_shard = estimate.latency_bound_bytes(chip, n8, reading="per-shard")
+assert whole == n8 * per_shard
+# At the threshold both terms of appendix C's formula are equal.
+assert estimate.collective_time(whole, chip, n8) == chip.hop_latency_s * n8 / 2
+B_ex, D_ex = 16, 8192                                        # the sources' example, int8
+example = B_ex * D_ex
+glue("ch9_B_ex", str(B_ex))
+glue("ch9_D_ex", f"{D_ex:,}")
+assert (example < whole) == (example / n8 < per_shard)
+glue("ch9_whole", fmt_bytes(whole))
+glue("ch9_per_shard", fmt_bytes(per_shard))
+glue("ch9_example", fmt_bytes(example))
+glue("ch9_example_shard", fmt_bytes(example / n8))
+glue("ch9_y_latency", f"{example / per_shard:.1f}")
+
+sizes = np.geomspace(1e3, 1e8, 200)
+step_colls = estimate.ws1d_collectives(big, B_ex, 1, n8, kv_heads=8, bytes_per_element=1)
+points = {}                                  # (kind, bytes) -> labels of the step's collectives
+for c in step_colls:
+    if c.group > 1:
+        points.setdefault((c.kind, c.bytes), []).append(c.scope)
+fig, ax = plt.subplots(figsize=(6.5, 4))
+for kind, color in (("all-gather", "C0"), ("all-reduce", "C1")):
+    t = [estimate.collective_time(x, chip, n8, kind) * 1e6 for x in sizes]
+    ax.loglog(sizes, t, color=color, label=f"{kind} over {n8} chips (appendix C)")
+    for (k, nbytes), labels in points.items():
+        if k == kind:
+            y = estimate.collective_time(nbytes, chip, n8, kind) * 1e6
+            ax.plot(nbytes, y, "o", color=color)
+            ax.annotate(", ".join(dict.fromkeys(labels)), (nbytes, y),
+                        textcoords="offset points", xytext=(5, -12), fontsize=8)
+ax.axvline(whole, color="gray", ls=":", label=f"threshold, whole buffer ({fmt_bytes(whole)})")
+ax.set_xlabel("bytes in the collective (whole buffer)")
+ax.set_ylabel("time (µs)")
+ax.set_title(f"{big.name} decode step at batch {B_ex}, int8, {n8} × {chip.name} (formula)")
+ax.legend(fontsize=8)
+ax.grid(True, which="both", alpha=0.3)
+plt.show()
+assert all(c.bytes < whole for c in step_colls if c.kind == "all-reduce" and c.scope != "logits")
+
+# %% [markdown]
+# On a {glue:text}`ch9_chip` with eight shards the threshold is {glue:text}`ch9_whole` for the
+# whole buffer, or {glue:text}`ch9_per_shard` for one shard. The sources' example — batch
+# {glue:text}`ch9_B_ex`, $D =$ {glue:text}`ch9_D_ex`, int8 — is a {glue:text}`ch9_example`
+# buffer of {glue:text}`ch9_example_shard` shards: latency-bound by either reading, provided
+# each is applied to its own quantity (seed 002 compares the whole buffer with the per-shard
+# figure). Every per-layer collective of the 18B model's decode step at that batch sits on the
+# flat part of the curve. Put
+# differently, model parallelism over $Y$ chips makes the AllReduce latency-bound once the
+# shard $B D / Y$ drops below {glue:text}`ch9_per_shard`, here beyond
+# {glue:text}`ch9_y_latency` chips. This is the analogue of the memory roofline for small
+# matrix products: a fixed cost that small operations cannot amortise, and one more reason to
+# batch.
+#
+# ## Takeaways
+#
+# - Decode moves activations, never weights: FSDP and data parallelism do not make a step
+#   faster. Model parallelism does, far beyond the prefill limit, up to $Y = F/(B\beta)$.
+# - The cache is split over KV heads as far as $K$ allows and over the batch beyond that,
+#   at the price of two AllToAlls of queries and outputs per layer; no device copies another's
+#   cache. For very long contexts it can be split over positions and merged Flash-style.
+# - Small collectives are latency-bound: below a whole-buffer size of $n \cdot W \cdot
+#   t_\text{hop}$ they cost a fixed time.

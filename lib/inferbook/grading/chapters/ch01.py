@@ -1,0 +1,239 @@
+"""Questions of chapter 1, "Sampling and the KV cache" (exercises/01_sampling_kv_cache.py).
+
+The numbers of the KV-caching article (seed 003, Lienhart 2023) — cache bytes per token of
+Llama-2-7B and BLOOM-176B, what fits on an A10 beside the weights, the price of a 1,000-token
+prompt — the FLOPs of a naive and a cached step, and three functions at the heart of the
+library: writing new keys and values into the cache, merging two partial attentions by their
+log-sum-exps, and top-k/top-p filtering. Every reference is computed by the library.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..compare import allclose, compare_arrays, describe
+from ..questions import Exact, Function, Mistake, Numeric
+
+LLAMA, BLOOM, A10 = "llama-2-7b", "bloom-176b", "A10"
+PROMPT, P0, N_NEW = 1000, 100, 1000       # the article's prompt; the generation of B3
+
+
+def _cfg(name):
+    from ...config import get_preset
+    return get_preset(name)
+
+
+def _kv_per_token(name: str) -> float:
+    from ... import estimate
+    return estimate.kv_bytes_per_token(_cfg(name), 2)
+
+
+def _a10_tokens() -> float:
+    from ... import estimate
+    from ...hardware import get_chip
+    free = get_chip(A10).hbm_bytes - estimate.param_bytes(_cfg(LLAMA), 2)
+    return math.floor(free / _kv_per_token(LLAMA))
+
+
+def _weights_in_tokens() -> float:
+    from ... import estimate
+    return estimate.param_bytes(_cfg(LLAMA), 2) / _kv_per_token(LLAMA)
+
+
+def _naive_step(t: int) -> int:
+    """The forward pass over all t tokens that yields the distribution of token t + 1."""
+    from ... import estimate
+    return estimate.forward_flops(_cfg(LLAMA), 1, t, logits_for=1)
+
+
+def _cached_step(t: int) -> int:
+    """Token t alone, against t - 1 cached keys and its own: t keys in all."""
+    from ... import estimate
+    return estimate.forward_flops(_cfg(LLAMA), 1, 1, kv_len=t)
+
+
+def _generation_ratio() -> float:
+    naive = sum(_naive_step(P0 + i) for i in range(N_NEW))
+    cached = _naive_step(P0) + sum(_cached_step(P0 + i) for i in range(1, N_NEW))
+    return naive / cached
+
+
+def _decode_memory_bound() -> bool:
+    from ... import estimate
+    from ...hardware import get_chip
+    cfg, chip = _cfg(LLAMA), get_chip(A10)
+    intensity = estimate.flops_per_token(cfg) / estimate.param_bytes(cfg, 2)   # batch 1
+    return bool(intensity < chip.bf16_flops_per_s / chip.hbm_bytes_per_s)
+
+
+_ONLY_KEYS = "that is half the answer: the cache keeps a value vector beside every key vector"
+_FLOAT32 = "that is the float32 size; the question asks for 2-byte (bfloat16) elements"
+
+# Coding exercises: inputs and references --------------------------------------------------
+
+
+def _write_cases(rng):
+    import jax.numpy as jnp
+    cases = []
+    # Few distinct shapes (each costs a compilation); the starts differ in every test.
+    for B, K, S, H, T in [(3, 2, 12, 8, 3), (3, 2, 12, 8, 3), (1, 1, 8, 4, 1)]:
+        cache = rng.standard_normal((B, K, S, H), dtype=np.float32)
+        new = rng.standard_normal((B, T, K, H), dtype=np.float32)
+        start = rng.integers(0, S - T + 1, size=B).astype(np.int32)
+        cases.append((jnp.asarray(cache), jnp.asarray(new), jnp.asarray(start)))
+    return cases
+
+
+def _write_reference(cache_BKSH, new_BTKH, start_B):
+    from ...kvcache import write
+    return write(cache_BKSH, new_BTKH, start_B)
+
+
+def _describe_write(args):
+    cache, new, start = args
+    return f"cache {list(cache.shape)}, new {list(new.shape)}, start_B {np.asarray(start).tolist()}"
+
+
+def _merge_cases(rng):
+    import jax.numpy as jnp
+    from ...attention import MASKED
+    cases = []
+    for B, T, N, H, kind in [(2, 3, 4, 8, "plain"), (2, 3, 4, 8, "large"),
+                             (2, 3, 4, 8, "masked"), (1, 1, 2, 4, "plain")]:
+        out1, out2 = (rng.standard_normal((B, T, N, H), dtype=np.float32) for _ in range(2))
+        lse1, lse2 = (rng.normal(0, 2, (B, T, N)).astype(np.float32) for _ in range(2))
+        if kind == "large":        # exp() of these overflows, even in float64
+            lse1, lse2 = lse1 * 10 + 1000, lse2 * 10 + 1000
+        if kind == "masked":       # no key of part 1 is visible to the first query
+            lse1[:, 0] = MASKED
+        cases.append(tuple(jnp.asarray(a) for a in (out1, lse1, out2, lse2)))
+    return cases
+
+
+def _merge_reference(out1_BTNH, lse1_BTN, out2_BTNH, lse2_BTN):
+    from ...attention import merge_partials
+    return merge_partials(out1_BTNH, lse1_BTN, out2_BTNH, lse2_BTN)
+
+
+def _describe_merge(args):
+    lse = np.concatenate([np.ravel(args[1]), np.ravel(args[3])])
+    return f"out {list(args[0].shape)}, lse from {lse.min():.3g} to {lse.max():.3g}"
+
+
+def _filter_cases(rng):
+    import jax.numpy as jnp
+    cases = []
+    for B, V, k, p in [(3, 32, 5, None), (3, 32, None, 0.5), (3, 32, 10, 0.9), (3, 32, 1, 0.8),
+                       (3, 32, None, None), (1, 7, 7, 0.3)]:
+        while True:
+            logits = (3 * rng.standard_normal((B, V))).astype(np.float32)
+            # Keep clear of ties with p: a 1e-7 rounding difference must not flip a token.
+            top = np.sort(logits, axis=-1)[:, ::-1][:, :k]
+            probs = np.exp(top - top[:, :1])
+            probs /= probs.sum(-1, keepdims=True)
+            if p is None or np.all(np.abs(np.cumsum(probs, -1) - probs - p) > 1e-4):
+                break
+        cases.append((jnp.asarray(logits), k, p))
+    return cases
+
+
+def _filter_reference(logits_BV, top_k, top_p):
+    from ...sampling import filter_logits
+    return filter_logits(logits_BV, top_k, top_p)
+
+
+def _compare_filtered(got, want):
+    want = np.asarray(want)
+    try:
+        got = np.asarray(got, dtype=np.float64)
+    except Exception:  # noqa: BLE001
+        return f"return an array of shape {want.shape}, not {describe(got)}"
+    if got.shape != want.shape:
+        return f"the output has shape {got.shape}; expected {want.shape}"
+    removed_got, removed_want = got < -1e20, np.isneginf(want)    # -inf, or "minus huge"
+    for row in range(want.shape[0]):
+        if (removed_got[row] != removed_want[row]).any():
+            n_got, n_want = int((~removed_got[row]).sum()), int((~removed_want[row]).sum())
+            what = (f"keeps {n_got} tokens where {n_want} should stay" if n_got != n_want
+                    else f"keeps {n_got} tokens, the right number but not the right ones")
+            return f"row {row} {what}"
+    return compare_arrays(np.where(removed_got, 0, got), np.where(removed_want, 0, want),
+                          1e-5, 1e-5, "the logits you keep")
+
+
+def _describe_filter(args):
+    logits, k, p = args
+    return f"logits {list(logits.shape)}, top_k={k}, top_p={p}"
+
+
+QUESTIONS = [
+    Numeric("ch01.kv_bytes_per_token_llama_2_7b", "KV-cache bytes per token, Llama-2-7B", 1,
+            "2 · L · K · H elements per token, 2 bytes each; read L, K, H from the preset",
+            reference=lambda: _kv_per_token(LLAMA), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: r / 2, _ONLY_KEYS), Mistake(lambda r: 2 * r, _FLOAT32)]),
+    Numeric("ch01.kv_bytes_per_token_bloom_176b", "KV-cache bytes per token, BLOOM-176B", 1,
+            "the same formula with BLOOM-176B's L, K and H",
+            reference=lambda: _kv_per_token(BLOOM), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: r / 2, _ONLY_KEYS), Mistake(lambda r: 2 * r, _FLOAT32)]),
+    Numeric("ch01.a10_tokens_after_weights", "Tokens of cache that fit on an A10", 1,
+            "(memory − bytes of the bfloat16 weights) / cache bytes per token, rounded down; "
+            "count the parameters exactly with estimate.param_count, and read the A10's memory "
+            "from inferbook.hardware (decimal bytes: 24 GB = 24e9 B)",
+            reference=_a10_tokens, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: r + (24 * 2**30 - 24e9) / _kv_per_token(LLAMA),
+                              "you used 24 GiB (24·2³⁰ bytes); the datasheet's 24 GB are "
+                              "24e9 bytes")]),
+    Numeric("ch01.weights_in_tokens", "Tokens whose cache weighs as much as the weights", 1,
+            "bytes of the bfloat16 weights / cache bytes per token; the article's '14 GB / "
+            "0.5 MB = 28k' rounds both numbers",
+            reference=_weights_in_tokens, rel_tol=0.01),
+    Numeric("ch01.prompt_kv_bytes", "Cache bytes of a 1,000-token prompt", 1,
+            "1,000 tokens × the bytes per token of the first question",
+            reference=lambda: PROMPT * _kv_per_token(LLAMA), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: r / 2, _ONLY_KEYS)]),
+    Numeric("ch01.prompt_flops", "FLOPs to prefill a 1,000-token prompt (2P rule)", 1,
+            "2 FLOPs per multiplying parameter per token: P counts every weight matrix "
+            "including the output projection (estimate.matmul_params), not the norms",
+            reference=lambda: PROMPT * _flops_per_token(), rel_tol=0.03),
+    Numeric("ch01.naive_step_flops", "FLOPs of a naive step at 1,000 tokens", 1,
+            "2·(attention + MLP weights)·T + 4·L·N·H·T·S + 2·D·V for one unembedded position, "
+            "with T = S = 1,000",
+            reference=lambda: _naive_step(PROMPT), rel_tol=0.01),
+    Numeric("ch01.cached_step_flops", "FLOPs of a cached step at 1,000 tokens", 1,
+            "the same formula with T = 1 new token and S = 1,000 keys; do not forget the "
+            "attention term 4·L·N·H·T·S",
+            reference=lambda: _cached_step(PROMPT), rel_tol=0.01),
+    Numeric("ch01.generation_flops_ratio", "Naive ÷ cached FLOPs for 1,000 new tokens", 2,
+            "naive step i runs over 100 + i tokens; cached generation is one prefill of 100 "
+            "tokens, then steps i = 1 … 999 with one token against 100 + i keys",
+            reference=_generation_ratio, rel_tol=0.01),
+    Exact("ch01.decode_memory_bound", "Is a batch-1 decode step memory-bound on an A10?", 1,
+          "compare the FLOPs per byte of weights read (2 FLOPs per 2-byte weight) with the "
+          "A10's FLOP/s divided by its bytes/s",
+          reference=_decode_memory_bound, choices=(True, False)),
+    Function("ch01.write_kv", "Write new keys at per-sequence positions", 3,
+             "sequence b's T new entries go to slots start_B[b] … start_B[b] + T − 1 of axis 2 "
+             "(S); note new_BTKH is [B, T, K, H] while the cache is [B, K, S, H]; JAX arrays "
+             "are immutable: use .at[...].set(...) or lax.dynamic_update_slice",
+             reference=_write_reference, cases=_write_cases, compare=allclose(0, 0),
+             describe_case=_describe_write),
+    Function("ch01.merge_attention", "Merge two partial attentions by log-sum-exp", 3,
+             "lse = log(e^lse1 + e^lse2), computed as m + log(e^(lse1−m) + e^(lse2−m)) with "
+             "m = max(lse1, lse2); each output is weighted by e^(lse_part − lse)",
+             reference=_merge_reference, cases=_merge_cases,
+             # float32 log-sum-exps near 1,000 carry ~6e-5 of rounding into every weight.
+             compare=allclose(3e-4, 3e-4, names=("out", "lse")), describe_case=_describe_merge),
+    Function("ch01.filter_logits", "Top-k, then top-p, filtering", 3,
+             "top-k keeps the k largest logits; top-p then keeps, in decreasing order, each "
+             "token while the probability mass before it (after top-k) is below p; removed "
+             "tokens become -inf",
+             reference=_filter_reference, cases=_filter_cases, compare=_compare_filtered,
+             describe_case=_describe_filter),
+]
+
+
+def _flops_per_token() -> int:
+    from ... import estimate
+    return estimate.flops_per_token(_cfg(LLAMA))

@@ -1,0 +1,107 @@
+"""`check(question_id, answer)`: feedback in the notebook, and the record the grader reads.
+
+`check` prints one line — passed; failed, with a hint; not attempted yet; blocked — and
+never raises, whatever it is given: an unanswered exercise notebook runs top to bottom.
+
+Every check is also remembered for `summary()` and, when the notebook runs under
+`inferbook grade`, appended to the log file named by the environment variable
+``INFERBOOK_GRADING_LOG`` (JSON lines). The grader reads that file rather than the
+notebook's outputs. A "start" line is written before a check runs the student's code and a
+"result" line after, so if the kernel dies or runs out of time in between, the grader knows
+which question did it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from . import registry
+from .questions import Result
+
+__all__ = ["check", "evaluate", "summary", "results", "LOG_ENV"]
+
+LOG_ENV = "INFERBOOK_GRADING_LOG"
+
+# The latest result of each question checked in this session.
+_RESULTS: dict[str, Result] = {}
+
+
+def _platform() -> str:
+    """'cpu', 'gpu' or 'tpu': where JAX runs single-device work in this session."""
+    import jax
+    return jax.default_backend()
+
+
+def evaluate(question_id: str, answer: Any) -> Result:
+    """Grade `answer` without printing or recording anything. Never raises."""
+    question = registry.get(question_id) if isinstance(question_id, str) else None
+    if question is None:
+        return Result(str(question_id), "failed", 0.0,
+                      f"there is no question {question_id!r}: check the spelling of the id")
+    try:
+        if question.requires == "accelerator" and _platform() == "cpu":
+            return question.result("blocked", "this criterion is measured on a GPU or TPU; "
+                                              "this runtime has only a CPU, so it is not graded "
+                                              "here")
+        return question.grade(answer)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # noqa: BLE001 - feedback, never a traceback
+        return question.result("failed", f"could not check this answer "
+                                         f"({type(err).__name__}: {err})")
+
+
+def _log(event: dict[str, Any]) -> None:
+    path = os.environ.get(LOG_ENV)
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(event) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        pass
+
+
+def check(question_id: str, answer: Any) -> None:
+    """Check an answer and print the feedback. Never raises (except on a user interrupt)."""
+    _log({"event": "start", "id": str(question_id)})
+    result = evaluate(question_id, answer)
+    _RESULTS[result.id] = result
+    _log({"event": "result", **result.as_dict()})
+    print(result.line(), flush=True)
+
+
+def results() -> dict[str, Result]:
+    """The latest result of every question checked in this session."""
+    return dict(_RESULTS)
+
+
+def summary(set_id: str | None = None) -> None:
+    """Print this session's score on one question set (default: the last one checked)."""
+    if set_id is None:
+        checked = [registry.set_of(i) for i in _RESULTS if registry.set_of(i)]
+        if not checked:
+            print("No question has been checked yet.")
+            return
+        set_id = checked[-1]
+    try:
+        questions = registry.questions_in(set_id)
+    except (KeyError, ValueError) as err:
+        print(f"summary: {err}")
+        return
+    width = max(len(q.id) for q in questions)
+    tol = max(len(q.tolerance) for q in questions)
+    score = total = 0.0
+    print(f"{'question':<{width}}  {'score':>7}  {'tolerance':<{tol}}  status")
+    for q in questions:
+        r = _RESULTS.get(q.id) or q.result("not attempted")
+        if r.status != "blocked":
+            total += q.points
+            score += r.score
+        print(f"{q.id:<{width}}  {f'{r.score:g} / {q.points:g}':>7}  {q.tolerance:<{tol}}  "
+              f"{r.status}")
+    print(f"{'total':<{width}}  {f'{score:g} / {total:g}':>7}")

@@ -1,0 +1,163 @@
+"""The exercise notebooks, graded in real kernels exactly as an instructor would.
+
+Every solution source scores full marks; every student notebook (the committed Colab twin)
+runs without an error and scores nothing; a solution with one planted mistake loses exactly
+that question's points; and a notebook that loops forever, kills its kernel or breaks a cell
+is graded anyway, each failure reported on its question. These runs replace nbval for
+exercises/ (the Makefile's test-notebooks leaves that folder out), so nothing runs twice.
+"""
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from inferbook.grading import generate, registry
+from inferbook.grading.grader import grade_notebook
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted((ROOT / "exercises").glob("[0-9]*.py"))
+CORRECT = ('from inferbook import estimate\nfrom inferbook.config import get_preset\n'
+           'check("ch01.kv_bytes_per_token_llama_2_7b", '
+           'estimate.kv_bytes_per_token(get_preset("llama-2-7b"), 2))')
+
+
+def by_id(report):
+    return {g.question.id: g for g in report.grades}
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_every_solution_notebook_scores_full_marks(source):
+    report = grade_notebook(source, timeout_s=300)
+    assert not report.run.cell_errors and report.run.stopped is None, report.table()
+    assert [g.status for g in report.grades] == ["passed"] * len(report.grades), report.table()
+    assert report.score == report.max_score > 0
+    # Every question of the set is asked in its notebook.
+    assert {g.question.id for g in report.grades} == \
+        {q.id for s in report.sets for q in registry.questions_in(s)}
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_every_student_notebook_runs_without_error_and_scores_zero(source):
+    report = grade_notebook(source.with_suffix(".ipynb"), timeout_s=300)
+    assert not report.run.cell_errors and report.run.stopped is None, report.table()
+    assert {g.status for g in report.grades} <= {"not attempted", "blocked"}, report.table()
+    assert report.score == 0
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_the_student_notebooks_hold_no_line_of_any_solution(source):
+    nb = jupytext.read(source)
+    outside, solution = set(), set()
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            if generate.SOLUTION_TAG in cell.metadata.get("tags", []):
+                solution |= {l.strip() for l in cell.source.splitlines() if l.strip()}
+            else:
+                outside |= {l.strip() for l in cell.source.splitlines()}
+            continue
+        lines, pos = cell.source.splitlines(), 0
+        for begin, end, _ in generate.solution_regions(cell.source):
+            outside |= {l.strip() for l in lines[pos:begin]}
+            solution |= {l.strip() for l in lines[begin + 1:end]}
+            pos = end + 1
+        outside |= {l.strip() for l in lines[pos:]}
+    secret = {l for l in solution - outside if len(l) > 3}    # "return out" is a solution line,
+    assert secret                                             # ")" is not worth a test
+    student = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    student_lines = {l.strip() for c in student.cells for l in c.source.splitlines()}
+    assert not secret & student_lines
+    assert not any("SOLUTION" in c.source for c in student.cells)
+    assert student.metadata["inferbook"]["exercises"] == sorted(
+        {registry.set_of(i) for i in generate.question_ids(nb.cells)})
+
+
+def plant(source: Path, question_id: str, template: str, tmp_path: Path) -> Path:
+    """The solution notebook with the answer checked for `question_id` replaced."""
+    nb = jupytext.read(source)
+    call = re.compile(rf'check\("{re.escape(question_id)}", (.+)\)$', re.M)
+    cells = [c for c in nb.cells if c.cell_type == "code" and call.search(c.source)]
+    assert len(cells) == 1
+    cells[0].source = call.sub(lambda m: f'check("{question_id}", {template.format(m[1])})',
+                               cells[0].source)
+    path = tmp_path / f"planted_{source.stem}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.parametrize("question_id, template", [
+    ("ch01.a10_tokens_after_weights", "{} * 1.5"),
+    ("ch01.merge_attention", "lambda *args: {}(*args)[::-1]"),      # (lse, out): wrong order
+])
+def test_one_planted_mistake_loses_exactly_that_questions_points(question_id, template,
+                                                                 tmp_path):
+    source = ROOT / "exercises" / "01_sampling_kv_cache.py"
+    report = grade_notebook(plant(source, question_id, template, tmp_path), timeout_s=300)
+    grades = by_id(report)
+    assert grades[question_id].status == "failed"
+    assert report.score == report.max_score - grades[question_id].question.points
+    assert all(g.status == "passed" for qid, g in grades.items() if qid != question_id)
+
+
+def tiny_notebook(tmp_path: Path, *cells: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from inferbook.grading import check")] + \
+        [nbformat.v4.new_code_cell(c) for c in cells]
+    path = tmp_path / "submission.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_an_endless_loop_at_the_top_level_ends_the_run_but_keeps_earlier_points(tmp_path):
+    path = tiny_notebook(tmp_path, CORRECT, "while True:\n    pass",
+                         'check("ch01.prompt_kv_bytes", 524288000)')
+    report = grade_notebook(path, timeout_s=4)
+    grades = by_id(report)
+    assert grades["ch01.kv_bytes_per_token_llama_2_7b"].status == "passed"
+    assert grades["ch01.prompt_kv_bytes"].status == "not run"
+    assert "ran out of time" in grades["ch01.prompt_kv_bytes"].output
+    assert report.run.seconds < 60
+
+
+def test_a_check_that_kills_the_kernel_fails_that_question(tmp_path):
+    path = tiny_notebook(tmp_path, CORRECT,
+                         'import os\ncheck("ch01.write_kv", lambda *a: os._exit(1))',
+                         'check("ch01.prompt_kv_bytes", 524288000)')
+    grades = by_id(grade_notebook(path, timeout_s=120))
+    assert grades["ch01.kv_bytes_per_token_llama_2_7b"].status == "passed"
+    assert grades["ch01.write_kv"].status == "failed"
+    assert "kernel died" in grades["ch01.write_kv"].output
+    assert grades["ch01.prompt_kv_bytes"].status == "not run"
+
+
+def test_a_broken_cell_fails_its_own_questions_and_the_rest_still_run(tmp_path):
+    path = tiny_notebook(tmp_path, 'check("ch01.prompt_kv_bytes", undefined_answer)', CORRECT)
+    results = tmp_path / "results.json"
+    r = subprocess.run([sys.executable, "-m", "inferbook", "grade", str(path), "--results",
+                        str(results), "--timeout", "120"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "NameError" in r.stdout and "total" in r.stdout
+    data = json.loads(results.read_text())
+    tests = {t["name"].split(":")[0]: t for t in data["tests"]}
+    assert tests["ch01.prompt_kv_bytes"]["status"] == "failed"
+    assert "NameError" in tests["ch01.prompt_kv_bytes"]["output"]
+    assert tests["ch01.kv_bytes_per_token_llama_2_7b"]["status"] == "passed"
+    assert data["score"] == sum(t["score"] for t in data["tests"]) == 1
+    assert set(tests) == {q.id for q in registry.questions_in("ch01")}
+    assert all({"name", "score", "max_score", "status", "output"} <= set(t) for t in data["tests"])
+
+
+def test_the_student_twin_is_what_the_generator_makes():
+    # (test_notebooks checks the twins are current; this checks they are student versions.)
+    for source in SOURCES:
+        student = generate.student_notebook(jupytext.read(source))
+        twin = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+        assert [c.source for c in twin.cells[1:]] == [c.source for c in student.cells]
+        assert copy.deepcopy(twin.metadata["inferbook"]) == student.metadata["inferbook"]
