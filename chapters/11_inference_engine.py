@@ -137,20 +137,22 @@ KIND_COLOURS = {"prefill": "tab:orange", "generate": "tab:blue", "insert": "tab:
 def draw_timeline(run, ax, title, scale=1e3, unit="ms"):
     """Servers' events above, each request's wait (light) and stream (dark) below."""
     servers = sorted({e.server for e in run.events})
+    lane = 3 if len(run.sequences) > 12 else 1        # server lanes stand out from requests
     for i, server in enumerate(servers):
         for kind, colour in KIND_COLOURS.items():
             spans = [(e.start * scale, (e.end - e.start) * scale) for e in run.events
                      if e.server == server and e.kind == kind and e.end > e.start]
-            ax.broken_barh(spans, (i - 0.4, 0.8), color=colour, edgecolor="white", lw=0.3)
+            ax.broken_barh(spans, (lane * i - 0.4 * lane, 0.8 * lane), color=colour,
+                           edgecolor="white", lw=0.3)
     seqs = sorted(run.sequences, key=lambda s: s.id)
-    base = len(servers) + 0.5
+    base = lane * (len(servers) - 0.5) + 1
     for j, seq in enumerate(seqs):
         arrive, first, last = seq.request.arrival_s, seq.token_times[0], seq.token_times[-1]
         ax.broken_barh([(arrive * scale, (first - arrive) * scale)], (base + j - 0.3, 0.6),
                        color="lightgrey")
         ax.broken_barh([(first * scale, max(last - first, 1e-9) * scale)],
                        (base + j - 0.3, 0.6), color="dimgrey")
-    ticks = list(range(len(servers))) + [base + j for j in range(len(seqs))]
+    ticks = [lane * i for i in range(len(servers))] + [base + j for j in range(len(seqs))]
     labels = servers + [f"request {s.id}" if len(seqs) <= 12 or s.id % 8 == 0 else ""
                         for s in seqs]
     ax.set_yticks(ticks)

@@ -27,10 +27,8 @@
 # memory management in the server, not changes to attention.
 
 # %%
-import csv
 import inspect
 import timeit
-from pathlib import Path
 
 import inferbook
 
@@ -39,7 +37,7 @@ info = inferbook.setup()
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook import bench, estimate, model
+from inferbook import bench, bookdata, estimate, model
 from inferbook.config import get_preset
 from inferbook.engine import (BlockManager, CostTimer, HashChainCache, LinearCost, MedianClock,
                               MockEngine, ModelEngine, RadixCache, Usage, mock_stream,
@@ -113,13 +111,10 @@ assert blocks.all_free()
 # Their figures are kept in a data file with their source:
 
 # %%
-DATA = Path("../book/data/paged_attention_waste.csv")
-if not DATA.exists():                       # run from the repository root (e.g. in a test)
-    DATA = Path("book/data/paged_attention_waste.csv")
-reported = {row["system"]: row for row in csv.DictReader(DATA.open())}
-before, paged_reported = (float(r["kv_waste"]) for r in reported.values())
-for row in reported.values():
-    print(f"{row['system']}: KV memory wasted {row['bound']} {float(row['kv_waste']):.0%} "
+reported = bookdata.load("paged_attention_waste.csv")
+before, paged_reported = (row["kv_waste"] for row in reported)
+for row in reported:
+    print(f"{row['system']}: KV memory wasted {row['bound']} {row['kv_waste']:.0%} "
           f"(source: {row['source']})")
 glue("ch12_reported_before", fmt_percent(before)); glue("ch12_reported_paged",
                                                         fmt_percent(paged_reported))
