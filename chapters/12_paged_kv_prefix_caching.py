@@ -106,9 +106,9 @@ assert blocks.all_free()
 # ## How much memory paging saves
 #
 # The PagedAttention paper reports that serving systems which reserved contiguous memory per
-# request used as little as a fifth of their KV memory for actual tokens, and that paging
-# brings the waste to a few percent {cite:p}`kwon2023pagedattention,lienhart2023kvcache`.
-# Their figures are kept in a data file with their source:
+# request used only a small part of their KV memory for actual tokens, and that paging brings
+# the waste down to almost nothing {cite:p}`kwon2023pagedattention,lienhart2023kvcache`. Their
+# figures are kept in a data file with their source:
 
 # %%
 reported = bookdata.load("paged_attention_waste.csv")

@@ -11,7 +11,8 @@
     block_manager.py  paged KV memory: fixed-size blocks, reference counts, a free list
     prefix_cache.py   reusing KV across requests: vLLM's hash chain, SGLang's radix tree
     speculative.py    speculative decoding: draft, verify, accept (greedy and sampling)
-    workloads.py      synthetic request traces for the benchmarks
+    draft.py          ... its drafters: a smaller model, or lookup in the prompt
+    workloads.py      synthetic request traces for the benchmarks, routing across replicas
 
 Typical use:
 
