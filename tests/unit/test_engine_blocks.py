@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from inferbook.engine.block_manager import (BlockManager, OutOfBlocks, blocks_for,
                                             contiguous_usage, paged_usage)
-from inferbook.engine.prefix_cache import HashChainCache, RadixCache, affinity_route
+from inferbook.engine.prefix_cache import HashChainCache, RadixCache
+from inferbook.engine.workloads import affinity_route
 
 
 def weak_hash(parent, tokens):

@@ -11,7 +11,8 @@
     block_manager.py  paged KV memory: fixed-size blocks, reference counts, a free list
     prefix_cache.py   reusing KV across requests: vLLM's hash chain, SGLang's radix tree
     speculative.py    speculative decoding: draft, verify, accept (greedy and sampling)
-    workloads.py      synthetic request traces for the benchmarks
+    draft.py          ... its drafters: a smaller model, or lookup in the prompt
+    workloads.py      synthetic request traces for the benchmarks, routing across replicas
 
 Typical use:
 
@@ -32,17 +33,18 @@ from .continuous import ContinuousBatching
 from .disaggregated import Disaggregated
 from .mock import MockEngine, mock_stream
 from .model_engine import ModelEngine
-from .prefix_cache import HashChainCache, RadixCache, affinity_route
+from .prefix_cache import HashChainCache, RadixCache
 from .request import Request, Sequence, Summary, summarize
 from .scheduler import Event, Interleaved, RunResult, StaticBatching
-from .timing import CostTimer, LinearCost, Op, RooflineCost, WallClock
+from .timing import CostTimer, LinearCost, MedianClock, Op, RooflineCost, WallClock
+from .workloads import affinity_route
 
 __all__ = ["Engine", "ModelEngine", "MockEngine", "mock_stream", "Request", "Sequence",
            "Summary", "summarize", "Event", "RunResult", "StaticBatching", "Interleaved",
            "ContinuousBatching", "Disaggregated", "BlockManager", "OutOfBlocks", "Usage",
            "paged_usage", "contiguous_usage", "HashChainCache", "RadixCache",
-           "affinity_route", "Op", "WallClock", "CostTimer", "LinearCost", "RooflineCost",
-           "DESIGNS", "serve"]
+           "affinity_route", "Op", "WallClock", "MedianClock", "CostTimer", "LinearCost",
+           "RooflineCost", "DESIGNS", "serve", "warm_up"]
 
 DESIGNS = {"static": StaticBatching, "interleaved": Interleaved,
            "continuous": ContinuousBatching, "disaggregated": Disaggregated}
@@ -55,3 +57,16 @@ def serve(engine: Engine, params: Any, trace: Seq[Request], design: str = "conti
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}; known: {', '.join(DESIGNS)}")
     return DESIGNS[design](engine, params, **options).run(trace)
+
+
+def warm_up(engine: Engine, params: Any, trace: Seq[Request], design: str = "continuous",
+            **options: Any) -> None:
+    """Compile what a run will use, so a measured run times execution, not compilation.
+
+    Replays the trace with outputs cut to two tokens under a cost-model clock: the same
+    prompts, buckets and engine calls, a fraction of the steps.
+    """
+    import dataclasses
+    short = [dataclasses.replace(r, max_new_tokens=min(r.max_new_tokens, 2)) for r in trace]
+    options = {k: v for k, v in options.items() if k != "timer"}
+    serve(engine, params, short, design, timer=CostTimer(LinearCost()), **options)

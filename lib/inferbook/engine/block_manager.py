@@ -32,6 +32,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence
 
+from ..paged import blocks_for
+
 __all__ = ["BlockManager", "OutOfBlocks", "Evictor", "Usage", "blocks_for", "paged_usage",
            "contiguous_usage"]
 
@@ -48,11 +50,6 @@ class Evictor(Protocol):
 
     def evictable(self) -> int:
         """How many blocks `evict` could free right now."""
-
-
-def blocks_for(n_tokens: int, block_size: int) -> int:
-    """Blocks needed to hold n_tokens: ceil(n_tokens / block_size)."""
-    return -(-n_tokens // block_size)
 
 
 class BlockManager:

@@ -187,6 +187,8 @@ class ContinuousBatching(Orchestrator):
         self.state, freed = self.generate("engine", self.state, self.running)
         self.free = sorted(self.free + freed)
         live = list(self.running.values()) + self.prefilling
+        if not live:
+            return
         paged = Usage(sum(s.kv_tokens for s in self.running.values())
                       + sum(s.done_tokens for s in self.prefilling),
                       sum(len(s.blocks) for s in live) * self.block_size)
@@ -248,4 +250,4 @@ class ContinuousBatching(Orchestrator):
             cached = set(self.cache._held)
         for b in range(self.num_blocks):
             expect = holders.get(b, 0) + (b in cached)
-            assert self.bm.refcount(b) == expect, f"block {b}: count {self.bm.refcount(b)} != {expect}"
+            assert self.bm.refcount(b) == expect, f"block {b}: {self.bm.refcount(b)} != {expect}"

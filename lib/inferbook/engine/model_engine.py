@@ -17,7 +17,8 @@ Paged memory in this engine is bookkeeping: the block manager decides who may ru
 running sequence's KV stays in its contiguous slot. Blocks become physical only in the block
 pool that backs the prefix cache ([num_blocks, K, block_size, H] per layer): `save_blocks`
 copies a prefix's or slot's blocks there, `load_prefix` gathers them back into a prefix.
-A paged-attention kernel (chapter 7) would read the pool directly through the block table.
+A paged-attention kernel (`inferbook.paged`, chapter 7) reads such a pool directly through
+block tables; the pool here has its layout.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .. import decode, kvcache
 from ..config import ModelConfig
 from ..estimate import kv_bytes_per_token
 from ..kvcache import KVCache
+from ..paged import gather_blocks
 from ..sampling import GREEDY, Sampler, sample
 from .api import Engine
 
@@ -59,6 +61,8 @@ class SlotState(NamedTuple):
 
 
 class KVPool(NamedTuple):
+    """Blocks for the prefix cache, in the layout of `inferbook.paged`."""
+
     k: tuple[jax.Array, ...]    # per layer [num_blocks, K, block_size, H]
     v: tuple[jax.Array, ...]
 
@@ -269,8 +273,6 @@ def _save(pool, k, v, row, ids):
 
 @jax.jit
 def _load(pool, ids, n):
-    def get(pool_l):
-        _, K, bs, H = pool_l.shape
-        blocks = pool_l[ids]                                   # [P/bs, K, bs, H]
-        return blocks.transpose(1, 0, 2, 3).reshape(1, K, ids.shape[0] * bs, H)
+    # The pool has paged.py's layout, so its gather turns blocks into a contiguous cache.
+    get = lambda pool_l: gather_blocks(pool_l, ids[None])            # [1, K, P, H]
     return KVCache(tuple(map(get, pool.k)), tuple(map(get, pool.v)), n[None])

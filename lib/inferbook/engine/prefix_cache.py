@@ -1,11 +1,10 @@
 """Prefix caching: keep the KV blocks of past prompts and reuse them for new ones.
 
 The keys and values of a token depend only on the tokens before it, so two requests that start
-with the same 500-token system prompt have identical KV for those 500 tokens. A prefix cache
-remembers which KV blocks hold which token prefix; a new request asks for the longest cached
-prefix of its prompt, takes those blocks as the start of its block table, and prefills only the
-rest. Multi-turn chat is the best case: each turn's prompt is the previous turn's prompt plus
-its answer plus a new message.
+with the same system prompt have identical KV for it. A prefix cache remembers which KV blocks
+hold which token prefix; a new request takes the blocks of the longest cached prefix of its
+prompt as the start of its block table, and prefills only the rest. Multi-turn chat is the best
+case: each turn's prompt is the previous turn's prompt, its answer and a new message.
 
 Only *full* blocks are cached (a partly written block still changes), and a block's identity
 is its whole prefix, not just its own tokens: block i of "A B" and block i of "C B" hold
@@ -17,22 +16,22 @@ different KV even when their own tokens agree. Two designs express that:
     path from the root spells the prefix. Lookup walks down the tree; shared prefixes are
     shared nodes, and eviction trims leaves.
 
-Both take one reference on every block they hold (so a cached block outlives its request),
-return matched blocks with a reference taken for the caller, and evict least-recently-used
-blocks that nobody else references when the block manager runs short. Neither ever returns a
-block whose prefix differs from the query: the hash chain also stores each block's tokens and
-its parent block and checks both, so even a colliding hash cannot produce a wrong match.
+Both hold one reference on every block they keep (so it outlives its request), hand matched
+blocks to the caller with a reference taken, and evict least-recently-used blocks nobody else
+holds. Neither returns a block whose prefix differs from the query: the hash chain also checks
+each block's tokens and parent block, so a colliding hash costs a miss, never a wrong match.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Callable, Hashable, Sequence
 
 from .block_manager import BlockManager
 
-__all__ = ["HashChainCache", "RadixCache", "affinity_route", "sha256_chain"]
+__all__ = ["HashChainCache", "RadixCache", "sha256_chain"]
 
 
 def sha256_chain(parent: Hashable, tokens: tuple[int, ...]) -> str:
@@ -78,11 +77,6 @@ class _Base:
     def clear(self) -> None:
         """Evict everything that can be evicted (at the end of a run: everything)."""
         self.evict(self.bm.num_blocks)
-
-    @property
-    def hit_rate(self) -> float:
-        """Fraction of queried prompt tokens that came from the cache."""
-        return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0
 
 
 # The hash chain ---------------------------------------------------------------------------
@@ -209,7 +203,8 @@ class RadixCache(_Base):
         while i < len(chunks) and chunks[i] in node.children:
             child = node.children[chunks[i]]
             k = 0
-            while k < len(child.chunks) and i + k < len(chunks) and child.chunks[k] == chunks[i + k]:
+            while (k < len(child.chunks) and i + k < len(chunks)
+                   and child.chunks[k] == chunks[i + k]):
                 k += 1
             out += child.blocks[:k]
             i += k
@@ -218,12 +213,15 @@ class RadixCache(_Base):
             node = child
         return node, out, len(node.chunks)
 
+    def _touch(self, node: _Node | None) -> None:
+        now = self._tick()
+        while node is not None:
+            node.last_used, node = now, node.parent
+
     def _lookup(self, chunks, touch):
         node, out, _ = self._walk(chunks)
         if touch:
-            now = self._tick()
-            while node is not None:
-                node.last_used, node = now, node.parent
+            self._touch(node)
         return out
 
     def _split(self, node: _Node, k: int) -> _Node:
@@ -249,9 +247,7 @@ class RadixCache(_Base):
             leaf = _Node(chunks[len(matched):], new, node)
             node.children[leaf.chunks[0]] = leaf
             node, added = leaf, len(new)
-        now = self._tick()
-        while node is not None:
-            node.last_used, node = now, node.parent
+        self._touch(node)
         return added
 
     def _nodes(self):
@@ -263,12 +259,7 @@ class RadixCache(_Base):
 
     def _tail(self, node: _Node) -> int:
         """Evictable blocks at the end of a leaf: the run of count-1 blocks ending it."""
-        t = 0
-        for b in reversed(node.blocks):
-            if self.bm.refcount(b) != 1:
-                break
-            t += 1
-        return t
+        return len(list(takewhile(lambda b: self.bm.refcount(b) == 1, reversed(node.blocks))))
 
     def evictable(self) -> int:
         def count(node):        # (evictable blocks below and in node, node fully evictable)
@@ -305,12 +296,3 @@ class RadixCache(_Base):
     def cached_blocks(self) -> int:
         return len(self._held)
 
-
-def affinity_route(prompt: Sequence[int], replicas: int, prefix_tokens: int = 64) -> int:
-    """The replica for a request under prefix-affinity routing: a hash of its first tokens.
-
-    Requests that share their opening (one conversation, one few-shot template) land on the
-    replica whose prefix cache already holds it; plain round-robin scatters them.
-    """
-    digest = hashlib.sha256(repr(tuple(prompt[:prefix_tokens])).encode()).digest()
-    return int.from_bytes(digest[:8], "little") % replicas

@@ -11,8 +11,11 @@ the other in this process.
 A `Timer` decides the durations:
 
   * `WallClock()` measures each call on the device the book runs on (waiting for the result).
-    This is what the chapters report, with the device named. Durations carry measurement
-    noise, so with arrivals spread in time the exact schedule can differ between runs.
+    Durations carry measurement noise, so with arrivals spread in time the exact schedule
+    can differ between runs.
+  * `MedianClock()` measures the same way but charges each call the median duration of its
+    compiled program so far: what the chapters report, with the device named, because a
+    machine shared with other work occasionally stalls a call for reasons of its own.
   * `CostTimer(cost)` runs the call but charges `cost(op)` seconds: deterministic. Tests use
     `LinearCost` (round numbers you can check by hand); `RooflineCost` asks the estimator what
     the same schedule would take on a named chip.
@@ -23,6 +26,7 @@ estimator (`estimate.kv_transfer_seconds`).
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, TypeVar
@@ -31,7 +35,8 @@ from .. import estimate
 from ..config import ModelConfig
 from ..hardware import Chip
 
-__all__ = ["Op", "Timer", "WallClock", "CostTimer", "LinearCost", "RooflineCost"]
+__all__ = ["Op", "Timer", "WallClock", "MedianClock", "CostTimer", "LinearCost",
+           "RooflineCost"]
 
 T = TypeVar("T")
 
@@ -67,6 +72,28 @@ class WallClock:
         t0 = time.perf_counter()
         out = jax.block_until_ready(fn())
         return out, time.perf_counter() - t0
+
+
+class MedianClock(WallClock):
+    """Measured durations, robust to a busy machine.
+
+    Each call is measured like `WallClock`, but charged the median of every measurement so far
+    of the same compiled program (same kind of call and shapes). A call that the operating
+    system happened to delay — other programs share this machine — then does not charge its
+    delay to the design being measured. Programs are keyed by `Op.kind`, batch and padded
+    tokens, plus the cached context for prefills that continue a prefix; a generate step's
+    program is the same whatever its slots hold.
+    """
+
+    def __init__(self) -> None:
+        self.samples: dict[tuple, list[float]] = {}
+
+    def __call__(self, op: Op, fn: Callable[[], T]) -> tuple[T, float]:
+        out, dt = super().__call__(op, fn)
+        key = (op.kind, op.batch, op.tokens, 0 if op.kind == "generate" else op.context)
+        seen = self.samples.setdefault(key, [])
+        seen.append(dt)
+        return out, statistics.median(seen)
 
 
 class CostTimer:
