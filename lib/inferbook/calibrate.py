@@ -69,8 +69,8 @@ def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int, max_rounds:
                       agree: float = 0.05) -> list[float]:
     """The fastest run of each function, timed in alternation.
 
-    Compile and warm each function, then run rounds in which every function runs once, so that
-    whatever else the machine does falls on all of them alike. After `rounds` rounds, keep going
+    Compile each function (its first call), then run rounds in which every function runs once,
+    so that whatever else the machine does falls on all of them alike. After `rounds` rounds, keep going
     (up to `max_rounds`) while any function's two fastest runs differ by more than `agree`: a
     minimum that two runs confirm is one that interference did not inflate.
     """
@@ -79,7 +79,6 @@ def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int, max_rounds:
     import jax
     for fn in fns:
         jax.block_until_ready(fn())         # compile
-        jax.block_until_ready(fn())         # warm up
     runs: list[list[float]] = [[] for _ in fns]
     done = 0
     while True:
@@ -196,20 +195,22 @@ def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable
     return partial(run, x, params["layers"], unembed, zero)
 
 
-def attention_program(cfg: ModelConfig, batch: int, context: int,
-                      dtype: Any = None) -> Callable[[], Any]:
-    """A function running one decode step's attention in every layer, and nothing else.
+def attention_program(cfg: ModelConfig, batch: int, context: int, dtype: Any = None,
+                      layers: int | None = None) -> Callable[[], Any]:
+    """A function running one decode step's attention in `layers` layers (default: all L), and
+    nothing else.
 
     Each layer's single new query per sequence attends to a full cache of `context` tokens and
     to itself (`decode.attend_cached`, the decode step's own code): the part of the step that
-    reads the KV cache.
+    reads the KV cache. Layers are alike, so one layer's time times L is the step's.
     """
+    layers = cfg.L if layers is None else layers
     import jax
     import jax.numpy as jnp
 
     from . import decode, kvcache
     dtype = default_dtype() if dtype is None else dtype
-    cache = kvcache.init_cache(cfg, batch, context, dtype)
+    cache = kvcache.init_cache(cfg.replace(L=layers), batch, context, dtype)
     cache = cache._replace(lengths=jnp.full((batch,), context, jnp.int32))
     q = jax.random.normal(jax.random.key(1), (batch, 1, cfg.N, cfg.H), dtype)
     kv = jax.random.normal(jax.random.key(2), (batch, 1, cfg.K, cfg.H), dtype)
@@ -218,7 +219,7 @@ def attention_program(cfg: ModelConfig, batch: int, context: int,
     @jax.jit
     def run(q, kv, cache):
         return [decode.attend_cached(q, kv, kv, one, cfg.window, cache.k[i], cache.v[i],
-                                     cache.lengths) for i in range(cfg.L)]
+                                     cache.lengths) for i in range(layers)]
     return partial(run, q, kv, cache)
 
 
@@ -337,9 +338,11 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     overhead = step_overhead(cfg)
     timed = []
     for B in batches:
-        timed.append((B, *_interleaved_best(
-            [model_matmul_program(params, cfg, B), attention_program(cfg, B, context, dtype),
-             decode_stepper(params, cfg, B, context)], repeats, max_repeats)))
+        matmul, attention_layer, step = _interleaved_best(
+            [model_matmul_program(params, cfg, B),
+             attention_program(cfg, B, context, dtype, layers=1),
+             decode_stepper(params, cfg, B, context)], repeats, max_repeats)
+        timed.append((B, matmul, cfg.L * attention_layer, step))
     smallest = min(timed)                 # the batch with the fewest rows
     W = max(bench.memory_bandwidth(1 << 28, repeats)[0], P * itemsize / smallest[1])
     C = max(2 * B * P / matmul for B, matmul, _, _ in timed)
