@@ -65,33 +65,27 @@ def _best(fn: Callable[[], Any], repeats: int) -> float:
     return bench.time_fn(fn, repeats=repeats).min_s
 
 
-def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int, max_rounds: int = 0,
-                      agree: float = 0.05) -> list[float]:
-    """The fastest run of each function, timed in alternation.
+def _interleaved_medians(fns: Sequence[Callable[[], Any]], rounds: int) -> list[float]:
+    """The median time of each function over `rounds` rounds that run every function once.
 
-    Compile each function (its first call), then run rounds in which every function runs once,
-    so that whatever else the machine does falls on all of them alike. After `rounds` rounds, keep going
-    (up to `max_rounds`) while any function's two fastest runs differ by more than `agree`: a
-    minimum that two runs confirm is one that interference did not inflate.
+    Each function is compiled first (its first call, not timed). Timing them in alternation
+    means that whatever else the machine is doing falls on all of them alike, and the median
+    of each is then comparable with the others' even on a busy machine — where the minimum
+    would pick a different stroke of luck for each function.
     """
+    import statistics
     import time
 
     import jax
     for fn in fns:
         jax.block_until_ready(fn())         # compile
     runs: list[list[float]] = [[] for _ in fns]
-    done = 0
-    while True:
+    for _ in range(rounds):
         for i, fn in enumerate(fns):
             t0 = time.perf_counter()
             jax.block_until_ready(fn())
             runs[i].append(time.perf_counter() - t0)
-        done += 1
-        if done < rounds:
-            continue
-        confirmed = all(len(r) > 1 and sorted(r)[1] <= (1 + agree) * min(r) for r in runs)
-        if confirmed or done >= max(rounds, max_rounds):
-            return [min(r) for r in runs]
+    return [statistics.median(r) for r in runs]
 
 
 def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5, D: int = 1024,
@@ -253,7 +247,7 @@ def step_overhead(cfg: ModelConfig, batch: int = 1, context: int = 16,
     from .model import init_params
     tiny = cfg.replace(D=16, F=16, N=cfg.G, K=1, H=8, V=16, name=f"{cfg.name}-skeleton")
     params = init_params(tiny, 0, default_dtype())
-    return time_decode_step(params, tiny, batch, context, repeats).min_s
+    return time_decode_step(params, tiny, batch, context, repeats).median_s
 
 
 def measured_chip(bandwidth: float, flops: float, name: str | None = None,
@@ -317,13 +311,12 @@ class Sweep:
 
 def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
                  context: int = 128, dtype: Any = None, seed: int = 0,
-                 repeats: int = 3, max_repeats: int = 8) -> Sweep:
+                 repeats: int = 3) -> Sweep:
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
-    For each batch size, times the model's matmuls alone, its attention alone and the whole
-    decode step in alternation, so that all three see the same machine: `repeats` rounds,
-    more (up to `max_repeats`) until each one's two fastest runs agree within 5%, the fastest
-    run of each kept. The step overhead is measured once.
+    For each batch size, times the model's matmuls alone, one layer's attention alone (times
+    L) and the whole decode step in alternation, so that all three see the same machine, and
+    keeps the median of `repeats` rounds of each. The step overhead is measured once.
 
     The roofline's two constants come from the same measurements, as an empirical roofline
     does: W is the better of a large reduction (`bench.memory_bandwidth`) and the weight bytes
@@ -338,10 +331,10 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     overhead = step_overhead(cfg)
     timed = []
     for B in batches:
-        matmul, attention_layer, step = _interleaved_best(
+        matmul, attention_layer, step = _interleaved_medians(
             [model_matmul_program(params, cfg, B),
              attention_program(cfg, B, context, dtype, layers=1),
-             decode_stepper(params, cfg, B, context)], repeats, max_repeats)
+             decode_stepper(params, cfg, B, context)], repeats)
         timed.append((B, matmul, cfg.L * attention_layer, step))
     smallest = min(timed)                 # the batch with the fewest rows
     W = max(bench.memory_bandwidth(1 << 28, repeats)[0], P * itemsize / smallest[1])
