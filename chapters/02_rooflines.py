@@ -266,8 +266,8 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 #   for a model of tiny width).
 #
 # The three are timed in alternation, so that whatever else runs on the machine affects them
-# alike, and each keeps its fastest run. Nothing in either prediction is fitted to the decode
-# step. `inferbook.calibrate` does the measuring:
+# alike, and each reports its median over the rounds. Nothing in either prediction is fitted
+# to the decode step. `inferbook.calibrate` does the measuring:
 
 # %%
 print(inspect.getsource(calibrate.model_matmul_program))

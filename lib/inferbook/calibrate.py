@@ -65,34 +65,27 @@ def _best(fn: Callable[[], Any], repeats: int) -> float:
     return bench.time_fn(fn, repeats=repeats).min_s
 
 
-def _interleaved_best(fns: Sequence[Callable[[], Any]], rounds: int, max_rounds: int = 0,
-                      agree: float = 0.05) -> list[float]:
-    """The fastest run of each function, timed in alternation.
+def _interleaved_medians(fns: Sequence[Callable[[], Any]], rounds: int) -> list[float]:
+    """The median time of each function over `rounds` rounds that run every function once.
 
-    Compile and warm each function, then run rounds in which every function runs once, so that
-    whatever else the machine does falls on all of them alike. After `rounds` rounds, keep going
-    (up to `max_rounds`) while any function's two fastest runs differ by more than `agree`: a
-    minimum that two runs confirm is one that interference did not inflate.
+    Each function is compiled first (its first call, not timed). Timing them in alternation
+    means that whatever else the machine is doing falls on all of them alike, and the median
+    of each is then comparable with the others' even on a busy machine — where the minimum
+    would pick a different stroke of luck for each function.
     """
+    import statistics
     import time
 
     import jax
     for fn in fns:
         jax.block_until_ready(fn())         # compile
-        jax.block_until_ready(fn())         # warm up
     runs: list[list[float]] = [[] for _ in fns]
-    done = 0
-    while True:
+    for _ in range(rounds):
         for i, fn in enumerate(fns):
             t0 = time.perf_counter()
             jax.block_until_ready(fn())
             runs[i].append(time.perf_counter() - t0)
-        done += 1
-        if done < rounds:
-            continue
-        confirmed = all(len(r) > 1 and sorted(r)[1] <= (1 + agree) * min(r) for r in runs)
-        if confirmed or done >= max(rounds, max_rounds):
-            return [min(r) for r in runs]
+    return [statistics.median(r) for r in runs]
 
 
 def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5, D: int = 1024,
@@ -196,20 +189,22 @@ def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable
     return partial(run, x, params["layers"], unembed, zero)
 
 
-def attention_program(cfg: ModelConfig, batch: int, context: int,
-                      dtype: Any = None) -> Callable[[], Any]:
-    """A function running one decode step's attention in every layer, and nothing else.
+def attention_program(cfg: ModelConfig, batch: int, context: int, dtype: Any = None,
+                      layers: int | None = None) -> Callable[[], Any]:
+    """A function running one decode step's attention in `layers` layers (default: all L), and
+    nothing else.
 
     Each layer's single new query per sequence attends to a full cache of `context` tokens and
     to itself (`decode.attend_cached`, the decode step's own code): the part of the step that
-    reads the KV cache.
+    reads the KV cache. Layers are alike, so one layer's time times L is the step's.
     """
+    layers = cfg.L if layers is None else layers
     import jax
     import jax.numpy as jnp
 
     from . import decode, kvcache
     dtype = default_dtype() if dtype is None else dtype
-    cache = kvcache.init_cache(cfg, batch, context, dtype)
+    cache = kvcache.init_cache(cfg.replace(L=layers), batch, context, dtype)
     cache = cache._replace(lengths=jnp.full((batch,), context, jnp.int32))
     q = jax.random.normal(jax.random.key(1), (batch, 1, cfg.N, cfg.H), dtype)
     kv = jax.random.normal(jax.random.key(2), (batch, 1, cfg.K, cfg.H), dtype)
@@ -218,7 +213,7 @@ def attention_program(cfg: ModelConfig, batch: int, context: int,
     @jax.jit
     def run(q, kv, cache):
         return [decode.attend_cached(q, kv, kv, one, cfg.window, cache.k[i], cache.v[i],
-                                     cache.lengths) for i in range(cfg.L)]
+                                     cache.lengths) for i in range(layers)]
     return partial(run, q, kv, cache)
 
 
@@ -252,7 +247,7 @@ def step_overhead(cfg: ModelConfig, batch: int = 1, context: int = 16,
     from .model import init_params
     tiny = cfg.replace(D=16, F=16, N=cfg.G, K=1, H=8, V=16, name=f"{cfg.name}-skeleton")
     params = init_params(tiny, 0, default_dtype())
-    return time_decode_step(params, tiny, batch, context, repeats).min_s
+    return time_decode_step(params, tiny, batch, context, repeats).median_s
 
 
 def measured_chip(bandwidth: float, flops: float, name: str | None = None,
@@ -316,13 +311,12 @@ class Sweep:
 
 def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
                  context: int = 128, dtype: Any = None, seed: int = 0,
-                 repeats: int = 3, max_repeats: int = 8) -> Sweep:
+                 repeats: int = 3) -> Sweep:
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
-    For each batch size, times the model's matmuls alone, its attention alone and the whole
-    decode step in alternation, so that all three see the same machine: `repeats` rounds,
-    more (up to `max_repeats`) until each one's two fastest runs agree within 5%, the fastest
-    run of each kept. The step overhead is measured once.
+    For each batch size, times the model's matmuls alone, one layer's attention alone (times
+    L) and the whole decode step in alternation, so that all three see the same machine, and
+    keeps the median of `repeats` rounds of each. The step overhead is measured once.
 
     The roofline's two constants come from the same measurements, as an empirical roofline
     does: W is the better of a large reduction (`bench.memory_bandwidth`) and the weight bytes
@@ -337,9 +331,11 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     overhead = step_overhead(cfg)
     timed = []
     for B in batches:
-        timed.append((B, *_interleaved_best(
-            [model_matmul_program(params, cfg, B), attention_program(cfg, B, context, dtype),
-             decode_stepper(params, cfg, B, context)], repeats, max_repeats)))
+        matmul, attention_layer, step = _interleaved_medians(
+            [model_matmul_program(params, cfg, B),
+             attention_program(cfg, B, context, dtype, layers=1),
+             decode_stepper(params, cfg, B, context)], repeats)
+        timed.append((B, matmul, cfg.L * attention_layer, step))
     smallest = min(timed)                 # the batch with the fewest rows
     W = max(bench.memory_bandwidth(1 << 28, repeats)[0], P * itemsize / smallest[1])
     C = max(2 * B * P / matmul for B, matmul, _, _ in timed)
