@@ -60,11 +60,9 @@ notebooks: venv
 	$(PY) -m inferbook.notebooks sync
 
 book: venv
-	@# jupyter-cache keys a notebook on its own cells only: start afresh when the library changes.
-	@h=$$(cat $$(find lib -name '*.py' | sort) | sha256sum | cut -c1-16); \
-	  mkdir -p _build; \
-	  if [ "$$(cat _build/.libhash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; fi; \
-	  echo "$$h" > _build/.libhash
+	@# Execute the pages the cache lacks, $(JOBS) at a time (the cache is emptied when the
+	@# library changes), then render them all from the cache.
+	$(PY) tests/book_cache.py execute --jobs $(JOBS)
 	$(VENV)/bin/jupyter-book build . --builder html --warningiserror --keep-going
 
 test-unit: test-venv
@@ -73,11 +71,12 @@ test-unit: test-venv
 test-oldjax: oldjax-venv
 	$(OLDJAX)/bin/python -m pytest tests/unit -n $(JOBS) -q -p no:cacheprovider
 
-# exercises/ are run by tests/book/test_exercises.py instead: graded, solutions and student
-# notebooks both, so nbval would only run the solutions a second time.
+# Every chapter, front-matter notebook and exercise, executed from its source. The notebooks
+# that pass are handed to the book's cache (tests/book_cache.py), so `book` below renders
+# them without executing them again.
 test-notebooks: venv
 	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
-	  -n $(JOBS) --dist loadfile -q book chapters
+	  -n $(JOBS) --dist loadfile -q book chapters exercises
 
 test-browser: chromium
 	$(PY) -m pytest tests/browser -q

@@ -5,6 +5,12 @@ chapters/ and exercises/ instead, read through jupytext, and keeps pytest from i
 sources as test modules. The committed .ipynb copies (for Colab) are skipped so nothing runs
 twice; a separate test checks that they match their sources.
 
+Notebooks are read with the book's own reader (`inferbook.grading.generate.book_reads`), so the
+cells nbval runs are exactly the cells the book renders. Each notebook whose cells all pass is
+saved with its outputs under `_build/executed/`, and at the end of the session the saved
+notebooks go into the book's jupyter-cache (`tests/book_cache.py`): the book build that
+follows in `make test` renders them instead of executing every chapter again.
+
 Use: pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env book chapters exercises
 """
 
@@ -13,9 +19,16 @@ from __future__ import annotations
 from pathlib import Path
 from unittest import mock
 
-import jupytext
+import nbformat
 import nbval.plugin
 import pytest
+
+from inferbook.grading.generate import book_reads
+
+try:                                    # imported as tests.notebook_plugin or from tests/
+    from tests import book_cache
+except ImportError:                     # pragma: no cover
+    import book_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIRS = {ROOT / "book", ROOT / "chapters", ROOT / "exercises"}
@@ -34,9 +47,18 @@ class JupytextNotebook(nbval.plugin.IPyNbFile):
 
     def collect(self):
         def read(path, as_version=4):
-            return jupytext.read(path)
+            return book_reads(Path(path).read_text(encoding="utf-8"))
+        self.all_passed = True
         with mock.patch.object(nbval.plugin.nbformat, "read", read):
             yield from super().collect()
+
+    def save_executed(self, cells) -> None:
+        """Write the notebook with the outputs its cells produced, for the book build."""
+        for item in cells:
+            item.cell.outputs = list(item.test_outputs or [])
+        path = book_cache.EXECUTED / self.path.relative_to(book_cache.ROOT).with_suffix(".ipynb")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(self.nb, path)
 
 
 class _Nothing(pytest.File):
@@ -67,3 +89,28 @@ def pytest_ignore_collect(collection_path: Path, config):
             and collection_path.parent in NOTEBOOK_DIRS:
         return True
     return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if isinstance(item.parent, JupytextNotebook) and report.failed:
+        item.parent.all_passed = False
+
+
+def pytest_runtest_teardown(item, nextitem):
+    notebook = item.parent
+    if not isinstance(notebook, JupytextNotebook):
+        return
+    if nextitem is not None and nextitem.parent is notebook:
+        return
+    cells = [i for i in item.session.items if i.parent is notebook]
+    ran_all = all(getattr(i, "test_outputs", None) is not None for i in cells)
+    if notebook.all_passed and ran_all:
+        notebook.save_executed(cells)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Under xdist only the controller stores, once every worker has finished.
+    if _nbval_on(session.config) and not hasattr(session.config, "workerinput"):
+        book_cache.store_executed()
