@@ -29,7 +29,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
 .PHONY: help book test venv test-venv oldjax-venv chromium notebooks check-notebooks \
-        test-unit test-oldjax test-notebooks test-browser clean
+        test-unit test-oldjax test-notebooks test-browser clean bench
 
 help:
 	@echo "make book   build the site into _build/html (executes every chapter)"
@@ -87,6 +87,12 @@ test: test-venv oldjax-venv chromium
 	$(MAKE) --no-print-directory test-notebooks
 	$(MAKE) --no-print-directory book
 	$(MAKE) --no-print-directory test-browser
+
+# The full benchmark on this machine (bandwidth, MBU/MFU, the estimator's error across batch
+# sizes and contexts), saved as book/data/bench/<device>_<date>.json for chapter 2. Run it on
+# a quiet machine: other work shares the memory bandwidth it measures.
+bench: venv
+	$(VENV)/bin/inferbook bench --save
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

@@ -186,6 +186,11 @@ PRESETS: dict[str, ModelConfig] = {
     "bloom-176b": ModelConfig(L=70, D=14336, F=4 * 14336, N=112, K=112, H=128, V=250880,
                               mlp="plain", activation="gelu", tied_embeddings=True,
                               max_seq_len=2048, name="bloom-176b"),
+    # Meta's LLaMA 3.2 1B (config.json on the hub): 1.24 billion parameters, the output tied to
+    # the embedding; its long-context rope scaling is not modelled. The GPU benchmark's model.
+    "llama-3.2-1b": ModelConfig(L=16, D=2048, F=8192, N=32, K=8, H=64, V=128256,
+                                rope_theta=500_000.0, tied_embeddings=True, max_seq_len=8192,
+                                name="llama-3.2-1b"),
     # Tiny models for tests and for chapters that run on a laptop CPU.
     "tiny": ModelConfig(L=2, D=64, F=192, N=4, K=2, H=16, V=256, max_seq_len=512, name="tiny"),
     "tiny-mha": ModelConfig(L=2, D=64, F=192, N=4, K=4, H=16, V=256, max_seq_len=512,

@@ -22,6 +22,7 @@ COMMANDS = {
     "grade": "grade",                    # score a graded exercise notebook (Gradescope JSON)
     "kernel-bench": "kernel_bench",      # decode-attention kernels against context length
     "estimate": "estimate",              # roofline estimate of a decode step (memory, time)
+    "bench": "bench",                    # bandwidth, MBU/MFU, estimator error on this device
 }
 
 
