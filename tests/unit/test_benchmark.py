@@ -174,13 +174,3 @@ def test_the_loader_reads_from_the_repository_without_a_checkout(tmp_path, monke
               "bench/a.json": {"source": "x", "date": "2031-01-01", "rows": []}}
     monkeypatch.setattr(bookdata, "load", lambda name: served[name])
     assert benchmark.load_results() == [served["bench/a.json"]]
-
-
-def test_the_peer_runs_the_same_work_on_the_cpu():
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from inferbook import peer
-    rows = peer.compare(get_preset("tiny"), batch=1, prompt=8, new_tokens=2, dtype="float32",
-                        repeats=1, compile=False)
-    assert [r["name"].split()[0] for r in rows] == ["inferbook", "transformers"]
-    assert all(np.isfinite(r["seconds_per_token"]) for r in rows)
