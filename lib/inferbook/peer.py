@@ -64,7 +64,15 @@ def hf_generate_timer(cfg: ModelConfig, batch: int, prompt: int, dtype: str = "b
     model.generation_config.cache_implementation = "static"
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
-    if compile:
+    if hasattr(transformers, "CompileConfig"):
+        # transformers >= 4.48 compiles the decoding forward itself when the cache is static
+        # (on CUDA); this is its configuration, or its switch to turn that off.
+        if compile:
+            model.generation_config.compile_config = transformers.CompileConfig(
+                fullgraph=True, mode="reduce-overhead")
+        else:
+            model.generation_config.disable_compile = True
+    elif compile:
         model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
     ids = torch.randint(0, cfg.V, (batch, prompt), device=device)
     mask = torch.ones_like(ids)
