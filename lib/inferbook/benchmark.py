@@ -19,8 +19,9 @@ A decode step must read every matmul weight once and every sequence's cached key
 it must do 2 FLOPs per matmul weight per sequence plus attention's two products. Each ratio is
 given against the measured roof and, where `inferbook.hardware` has the chip, its datasheet
 (None, shown as n/a, elsewhere). A decode row's bandwidth is measured in alternation with its
-step, so that a machine shared with other work slows both alike and MBU stays meaningful. The estimator's predictions and their errors come with
-every decode row: the calibrated one, and the two-constant roofline with measured W and C.
+step, so that a machine shared with other work slows both alike and MBU stays meaningful; C
+is the best FLOP/s any matmul reached. Every decode row carries the estimator's predictions
+and errors: the calibrated one, and the roofline with measured W and C (and the datasheet's).
 """
 
 from __future__ import annotations
@@ -108,69 +109,67 @@ def microbenchmarks(platform: str, programs: list[tuple[Callable, float]], quick
     D, F, rows = ((512, 1024, (256,)) if quick else (1024, 4096, (256, 512))) \
         if platform == "cpu" else ((4096, 4096, (2048,)) if quick else (8192, 8192, (4096, 8192)))
     return {**read_bandwidth(programs, times),
-            "matmul_flops_per_s": calibrate.peak_matmul_flops(D, F, rows)}
+            "microbenchmark_flops_per_s": calibrate.peak_matmul_flops(D, F, rows)}
 
 
-def _first_call(fn: Callable[[], Any]) -> float:
-    """Seconds of the first call (compilation and one run)."""
-    import jax
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - t0
-
-
-def _decode_row(params, cfg, batch, context, micro, programs, spec, overhead,
-                repeats) -> dict[str, Any]:
+def _decode_row(params, cfg, batch, context, programs, overhead, repeats) -> dict[str, Any]:
     """One decode configuration. The step, the model's matmuls alone, its attention alone and
     the two bandwidth reads run in alternation: whatever else loads the machine falls on all
     of them alike, so MBU compares the step with the bandwidth available at the same time."""
     itemsize = params["embed"].dtype.itemsize
     stepper = calibrate.decode_stepper(params, cfg, batch, context)
-    first = _first_call(stepper)
+    t0 = time.perf_counter()
+    bench._block(stepper())                     # compiles
+    first = time.perf_counter() - t0
     matmul, attention_layer, step, *reads = calibrate._interleaved_medians(
         [calibrate.model_matmul_program(params, cfg, batch),
          calibrate.attention_program(cfg, batch, context, params["embed"].dtype, layers=1),
          stepper, *(fn for fn, _ in programs)], repeats)
-    nbytes, flops = decode_bytes(cfg, batch, context, itemsize), decode_flops(cfg, batch, context)
-    bandwidth = read_bandwidth(programs, reads)
-    W, C = bandwidth["read_bytes_per_s"], micro["matmul_flops_per_s"]
-    P, kv = estimate.matmul_params(cfg), estimate.kv_cache_bytes(cfg, batch, context, itemsize)
     predicted = matmul + cfg.L * attention_layer + overhead
-    roofline = estimate.step_time(P, P * itemsize, kv, batch, calibrate.measured_chip(W, C))
-    spec_roofline = None if spec is None else estimate.step_time(P, P * itemsize, kv, batch, spec)
-    return dict(
-        kind="decode", batch=batch, context=context, measured_s=step, **bandwidth,
-        compile_s=max(first - step, 0.0), bytes=nbytes, flops=flops,
-        bytes_per_s=nbytes / step, flops_per_s=flops / step,
-        mbu_measured=mbu(nbytes, step, W), mbu_spec=mbu(nbytes, step, spec and spec[0]),
-        mfu_measured=mfu(flops, step, C), mfu_spec=mfu(flops, step, spec and spec[1]),
-        matmul_s=matmul, attention_s=cfg.L * attention_layer, overhead_s=overhead,
-        predicted_s=predicted, error=predicted / step - 1,
-        roofline_s=roofline, roofline_error=roofline / step - 1,
-        spec_roofline_s=spec_roofline,
-        spec_roofline_error=None if spec is None else spec_roofline / step - 1)
+    return dict(kind="decode", batch=batch, context=context, measured_s=step,
+                compile_s=max(first - step, 0.0), **read_bandwidth(programs, reads),
+                bytes=decode_bytes(cfg, batch, context, itemsize),
+                flops=decode_flops(cfg, batch, context), matmul_s=matmul,
+                attention_s=cfg.L * attention_layer, overhead_s=overhead,
+                predicted_s=predicted, error=predicted / step - 1)
 
 
-def _prefill_row(params, cfg, length, micro, spec, repeats) -> dict[str, Any]:
+def _prefill_row(params, cfg, length, repeats) -> dict[str, Any]:
     import jax.numpy as jnp
 
     from . import decode, kvcache
-    itemsize = params["embed"].dtype.itemsize
     tokens = jnp.zeros((1, length), jnp.int32)
     lengths = jnp.full((1,), length, jnp.int32)
     cache = kvcache.init_cache(cfg, 1, length, params["embed"].dtype)
     timing = bench.time_fn(decode.prefill, params, cfg, tokens, lengths, cache, repeats=repeats)
-    flops = estimate.forward_flops(cfg, 1, length, logits_for=1)
-    nbytes = decode_bytes(cfg, 1, length, itemsize)          # weights read, cache written
-    W, C = micro["read_bytes_per_s"], micro["matmul_flops_per_s"]
-    t = timing.median_s
-    roofline = estimate.roofline_time(flops, nbytes, calibrate.measured_chip(W, C))
-    return dict(kind="prefill", batch=1, context=length, measured_s=t,
-                compile_s=timing.compile_s, bytes=nbytes, flops=flops, tokens_per_s=length / t,
-                bytes_per_s=nbytes / t, flops_per_s=flops / t,
-                mbu_measured=mbu(nbytes, t, W), mbu_spec=mbu(nbytes, t, spec and spec[0]),
-                mfu_measured=mfu(flops, t, C), mfu_spec=mfu(flops, t, spec and spec[1]),
-                roofline_s=roofline, roofline_error=roofline / t - 1)
+    return dict(kind="prefill", batch=1, context=length, measured_s=timing.median_s,
+                compile_s=timing.compile_s, tokens_per_s=length / timing.median_s,
+                # weights read once, the prompt's keys and values written
+                bytes=decode_bytes(cfg, 1, length, params["embed"].dtype.itemsize),
+                flops=estimate.forward_flops(cfg, 1, length, logits_for=1))
+
+
+def _utilisation(row: dict[str, Any], W: float, C: float, spec, P: int,
+                 weight_bytes: float) -> None:
+    """Add achieved rates, MBU, MFU and the rooflines' predictions to a measured row. W is the
+    row's own read bandwidth where it has one; a decode step's roofline is the estimator's
+    `step_time`, prefill's max(FLOPs / C, bytes / W)."""
+    t, nbytes, flops = row["measured_s"], row["bytes"], row["flops"]
+    W = row.get("read_bytes_per_s", W)
+    row.update(bytes_per_s=nbytes / t, flops_per_s=flops / t,
+               mbu_measured=mbu(nbytes, t, W), mbu_spec=mbu(nbytes, t, spec and spec[0]),
+               mfu_measured=mfu(flops, t, C), mfu_spec=mfu(flops, t, spec and spec[1]))
+    for key, chip in [("roofline", calibrate.measured_chip(W, C)),
+                      ("spec_roofline", spec and calibrate.measured_chip(spec[0], spec[1]))]:
+        if chip is None:
+            row.update({f"{key}_s": None, f"{key}_error": None})
+            continue
+        if row["kind"] == "decode":
+            roof = estimate.step_time(P, weight_bytes, nbytes - weight_bytes, row["batch"],
+                                      chip)
+        else:
+            roof = estimate.roofline_time(flops, nbytes, chip)
+        row.update({f"{key}_s": roof, f"{key}_error": roof / t - 1})
 
 
 def _spec_chip(device_kind: str) -> tuple[float, float, str] | None:
@@ -212,10 +211,18 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
             micro = microbenchmarks(dev.platform, programs, quick, repeats)
             overhead = calibrate.step_overhead(cfg, repeats=repeats)
         elif kind == "decode":
-            rows.append(_decode_row(params, cfg, B, S, micro, programs, spec, overhead,
-                                    repeats))
+            rows.append(_decode_row(params, cfg, B, S, programs, overhead, repeats))
         else:
-            rows.append(_prefill_row(params, cfg, S, micro, spec, repeats))
+            rows.append(_prefill_row(params, cfg, S, repeats))
+    # C: the best FLOP/s any matmul reached, the microbenchmark's or the model's own (an
+    # empirical roofline, as `calibrate.decode_sweep` takes it).
+    P = estimate.matmul_params(cfg)
+    weight_bytes = decode_bytes(cfg, 0, 0, jnp.dtype(dtype).itemsize)
+    micro["matmul_flops_per_s"] = max([micro["microbenchmark_flops_per_s"]] + [
+        2 * r["batch"] * P / r["matmul_s"] for r in rows if r["kind"] == "decode"])
+    for r in rows:
+        _utilisation(r, micro["read_bytes_per_s"], micro["matmul_flops_per_s"], spec, P,
+                     weight_bytes)
     record = dict(
         source="inferbook bench", device=bench.device_name(), platform=dev.platform,
         chip=spec and spec[2], spec_bytes_per_s=spec and spec[0],
@@ -223,8 +230,7 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         inferbook_version=__version__, jax_version=jax.__version__,
         model=cfg.name, dtype=str(jnp.dtype(dtype)), params=estimate.param_count(cfg),
-        weight_bytes=estimate.matmul_params(cfg) * jnp.dtype(dtype).itemsize,
-        repeats=repeats, quick=quick, cpu_count=os.cpu_count(),
+        weight_bytes=weight_bytes, repeats=repeats, quick=quick, cpu_count=os.cpu_count(),
         load_average_before=load_before, load_average_after=_load(),
         overhead_s=overhead, **micro, rows=rows)
     record["summary"] = summary(record)

@@ -114,6 +114,12 @@ def test_mbu_and_mfu_follow_from_bytes_flops_and_time(cli_run):
         np.testing.assert_allclose(row["mfu_measured"],
                                    row["flops"] / t / record["matmul_flops_per_s"])
         np.testing.assert_allclose(row["bytes_per_s"] * t, row["bytes"])
+    # C is the best matmul throughput seen; the roofline is kv/W + max(2·B·P/C, weights/W).
+    W, C = decode["read_bytes_per_s"], record["matmul_flops_per_s"]
+    assert C >= record["microbenchmark_flops_per_s"]
+    assert C >= 2 * BATCH * weights / decode["matmul_s"] * (1 - 1e-12)
+    roof = kv / W + max(2 * BATCH * weights / C, 4 * weights / W)
+    np.testing.assert_allclose(decode["roofline_s"], roof)
     np.testing.assert_allclose(decode["predicted_s"],
                                decode["matmul_s"] + decode["attention_s"] + decode["overhead_s"])
     np.testing.assert_allclose(decode["error"], decode["predicted_s"] / decode["measured_s"] - 1)
