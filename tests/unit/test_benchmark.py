@@ -138,8 +138,10 @@ def test_summary_takes_batch_one_and_the_median_and_worst_error():
                  mbu_spec=None) for (b, s), e in zip([(4, 128), (1, 512), (1, 128), (2, 128)],
                                                        errors)]
     rows.append(dict(kind="prefill", batch=1, context=64, roofline_error=9.0))
-    s = benchmark.summary({"rows": rows})
+    rows[2].update(bytes=6e9, measured_s=2.0)
+    s = benchmark.summary({"rows": rows, "read_bytes_per_s": 4e9})
     assert (s["batch"], s["context"], s["mbu_measured"]) == (1, 128, pytest.approx(0.1))
+    assert s["mbu_microbenchmark"] == pytest.approx(6e9 / 2.0 / 4e9)
     assert s["median_abs_error"] == pytest.approx(statistics.median(map(abs, errors)))
     assert s["worst_abs_error"] == pytest.approx(0.3)
 

@@ -49,6 +49,8 @@ def add_parser(subparsers) -> None:
                    help="write the results under book/data/bench/ (or --out)")
     p.add_argument("--out", type=Path, metavar="DIR", help="directory for --save")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--note", default="", help="a remark kept in the results (e.g. how busy "
+                   "the machine was)")
     p.set_defaults(run=run)
 
 
@@ -137,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = get_preset(args.model or benchmark.default_model(platform))
     dtype = None if args.dtype is None else jnp.dtype(args.dtype)
     record = benchmark.run_benchmark(cfg, quick=args.quick, dtype=dtype,
-                                     show_progress=not args.no_progress, **options)
+                                     show_progress=not args.no_progress, note=args.note,
+                                     **options)
     peer = args.peer == "on" or (args.peer == "auto" and platform == "gpu")
     if peer:
         from .. import peer as peer_mod
