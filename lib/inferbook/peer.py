@@ -64,6 +64,7 @@ def hf_generate_timer(cfg: ModelConfig, batch: int, prompt: int, dtype: str = "b
     model.generation_config.cache_implementation = "static"
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
+    compiled = compile
     if hasattr(transformers, "CompileConfig"):
         # transformers >= 4.48 compiles the decoding forward itself when the cache is static
         # (on CUDA); this is its configuration, or its switch to turn that off.
@@ -72,6 +73,7 @@ def hf_generate_timer(cfg: ModelConfig, batch: int, prompt: int, dtype: str = "b
                 fullgraph=True, mode="reduce-overhead")
         else:
             model.generation_config.disable_compile = True
+        compiled = compile and device == "cuda"      # it compiles on accelerators only
     elif compile:
         model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
     ids = torch.randint(0, cfg.V, (batch, prompt), device=device)
@@ -84,6 +86,8 @@ def hf_generate_timer(cfg: ModelConfig, batch: int, prompt: int, dtype: str = "b
         if device == "cuda":
             torch.cuda.synchronize()
         return out
+    generate.description = ("transformers generate (static cache"
+                            + (", torch.compile)" if compiled else ", eager)"))
     return generate
 
 
@@ -97,19 +101,20 @@ def library_generate_timer(cfg: ModelConfig, batch: int, prompt: int,
     from .model import init_params
     params = init_params(cfg, 0, jnp.dtype(dtype))
     prompts = np.random.default_rng(0).integers(0, cfg.V, (batch, prompt)).tolist()
-    return lambda n: decode.generate(params, cfg, prompts, n, pad_multiple=1)
+
+    def generate(n: int):
+        return decode.generate(params, cfg, prompts, n, pad_multiple=1)
+    return generate
 
 
 def compare(cfg: ModelConfig, batch: int = 1, prompt: int = 128, new_tokens: int = 64,
             dtype: str = "bfloat16", repeats: int = 5, compile: bool = True) -> list[dict]:
     """Seconds per generated token of the library and of HF `generate`, on the same work."""
     rows = []
-    for name, timer in [("inferbook decode.generate", library_generate_timer(cfg, batch, prompt,
-                                                                             dtype)),
-                        ("transformers generate (static cache"
-                         + (", torch.compile)" if compile else ")"),
-                         hf_generate_timer(cfg, batch, prompt, dtype, compile))]:
-        rows.append(dict(name=name, batch=batch, prompt=prompt, new_tokens=new_tokens,
-                         dtype=dtype, seconds_per_token=per_token_seconds(timer, new_tokens,
-                                                                          repeats)))
+    library = library_generate_timer(cfg, batch, prompt, dtype)
+    library.description = "inferbook decode.generate"
+    for timer in (library, hf_generate_timer(cfg, batch, prompt, dtype, compile)):
+        rows.append(dict(name=timer.description, batch=batch, prompt=prompt,
+                         new_tokens=new_tokens, dtype=dtype,
+                         seconds_per_token=per_token_seconds(timer, new_tokens, repeats)))
     return rows

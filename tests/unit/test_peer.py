@@ -23,5 +23,6 @@ def test_the_peer_is_the_same_architecture_and_generates():
     hf = transformers.LlamaForCausalLM(peer.hf_config(cfg))
     assert sum(p.numel() for p in hf.parameters()) == estimate.param_count(cfg)
     generate = peer.hf_generate_timer(cfg, batch=1, prompt=8, dtype="float32", compile=False)
+    assert "eager" in generate.description          # named for what it ran, not compiled
     assert generate(2).shape == (1, 8 + 2)          # prompt + exactly the tokens asked for
     assert np.isfinite(peer.per_token_seconds(generate, new_tokens=1, repeats=1))
