@@ -450,7 +450,8 @@ Markdown("| device | model | date | bandwidth | MBU at batch 1 | median \\|error
              f"{fmt_percent(r['summary']['worst_abs_error'], 1)} |" for r in records))
 
 # %%
-cpu_runs = [r for r in records if r["platform"] == "cpu" and not r["quick"]]
+cpu_runs = [r for r in records if r["platform"] == "cpu" and not r["quick"]
+            and r["model"] == benchmark.default_model("cpu")]
 assert cpu_runs, "no full CPU benchmark on record"
 for rec in cpu_runs:
     s = rec["summary"]
