@@ -143,6 +143,10 @@ QUESTIONS = [
           "compare the batch with B_crit: below it, loading the weights takes longer than the "
           "2·B FLOPs per weight",
           reference=_decode_batch_memory_bound, choices=(True, False)),
+    Function("ch02.attention_intensity_fn", "Write attention's arithmetic intensity", 2,
+             "2·T·S·G FLOPs per (T·G·2 + S·2) bytes per KV head and sequence (bf16); "
+             "G = 1 and T = S gives T/2",
+             reference=_attn_reference, cases=_attn_cases, compare=allclose(1e-9, 0)),
     Numeric("ch02.prefill_attention_threshold", "Shortest compute-bound prefill attention "
             "on a TPU v5e (MHA, bf16)", 1,
             "with S = T the intensity S·T/(S + T) is T/2; find the smallest T at which it "
@@ -162,6 +166,10 @@ QUESTIONS = [
             "its weights (4,096-token contexts, bf16)", 1,
             "bf16 weight bytes / bytes of one sequence's cache of 4,096 tokens",
             reference=_even_batch, rel_tol=0.01),
+    Function("ch02.critical_batch_fn", "Write the critical batch", 2,
+             "C · bytes_per_weight / (2 · W); no rounding",
+             reference=_bcrit_reference, cases=_bcrit_cases, compare=allclose(1e-9, 0),
+             describe_case=_describe_bcrit),
     Numeric("ch02.appendix_a_layer_floor", "Appendix A: floor on one layer's time, "
             "4 TPU v5e chips", 1,
             "the layer's two matmuls hold 2·D·F bf16 weights, split over 4 chips; time = "
@@ -170,12 +178,4 @@ QUESTIONS = [
             mistakes=[Mistake(lambda r: _appendix_a(600e6), "you rounded the layer to 600M "
                       "parameters, as the source does; count 2·D·F exactly"),
                       Mistake(lambda r: r / 2, "bf16 weights take 2 bytes each")]),
-    Function("ch02.critical_batch_fn", "Write the critical batch", 2,
-             "C · bytes_per_weight / (2 · W); no rounding",
-             reference=_bcrit_reference, cases=_bcrit_cases, compare=allclose(1e-9, 0),
-             describe_case=_describe_bcrit),
-    Function("ch02.attention_intensity_fn", "Write attention's arithmetic intensity", 2,
-             "2·T·S·G FLOPs per (T·G·2 + S·2) bytes per KV head and sequence (bf16); "
-             "G = 1 and T = S gives T/2",
-             reference=_attn_reference, cases=_attn_cases, compare=allclose(1e-9, 0)),
 ]

@@ -149,6 +149,9 @@ _KEYS_ONLY = ("the close translation's answer: it stores keys but forgets the va
               "cache holds both")
 
 QUESTIONS = [
+    Function("ch03.step_time_fn", "Write the general step time", 2,
+             "kv_bytes / W + max(2 · batch · params / C, param_bytes / W)",
+             reference=_step_reference, cases=_step_cases, compare=allclose(1e-9, 0)),
     Numeric("ch03.quiz_step_b4", "Step-time quiz: batch 4", 1,
             "small batch: every weight byte and every cache byte read once, over 16 chips' "
             "bandwidth",
@@ -159,9 +162,6 @@ QUESTIONS = [
             "2·B·P / C and weight bytes / W",
             reference=lambda: _quiz(256), rel_tol=0.005,
             mistakes=[Mistake(lambda r: _quiz(256, _BW81()), _QUIZ_BW)]),
-    Function("ch03.step_time_fn", "Write the general step time", 2,
-             "kv_bytes / W + max(2 · batch · params / C, param_bytes / W)",
-             reference=_step_reference, cases=_step_cases, compare=allclose(1e-9, 0)),
     Numeric("ch03.llama_2_13b_params", "Parameters of LLaMA-2 13B", 1,
             "MLP 3·D·F·L, attention (2·D·N·H + 2·D·K·H)·L, embedding and unembedding 2·V·D, "
             "norm gains (2L + 1)·D",
