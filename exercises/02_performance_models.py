@@ -324,9 +324,9 @@ print(m18)
 
 # %%
 # BEGIN SOLUTION
-L, D, F, N, K, H, V = m18.L, m18.D, m18.F, m18.N, m18.K, m18.H, m18.V
-p18 = L * D * (3 * F + 2 * H * (N + K)) + D * V + (2 * L + 1) * D
-kv18 = 2 * L * K * H * 1
+m = m18
+p18 = m.L * m.D * (3 * m.F + 2 * m.H * (m.N + m.K)) + m.D * m.V + (2 * m.L + 1) * m.D
+kv18 = 2 * m.L * m.K * m.H * 1
 # END SOLUTION
 
 # %%
