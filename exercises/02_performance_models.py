@@ -51,8 +51,8 @@ v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
 a100 = get_chip("A100 40GB")
 print(info.describe())
 for chip in (v5e, h100, a100):
-    print(f"{chip.name:10s} HBM {chip.hbm_bytes:.3g} B, {chip.hbm_bytes_per_s:.4g} B/s, "
-          f"bf16 {chip.bf16_flops_per_s:.4g} FLOP/s, int8 {chip.int8_ops_per_s:.4g} op/s")
+    print(f"{chip.name:10s} {chip.hbm_bytes:.3g} B at {chip.hbm_bytes_per_s:.4g} B/s")
+    print(f"{'':10s} {chip.bf16_flops_per_s:.4g} FLOP/s bf16, {chip.int8_ops_per_s:.4g} op/s int8")
 
 # %% [markdown]
 # ## Part 1: rooflines
