@@ -65,7 +65,7 @@ def _step_cases(rng):
     from ...attention import MASKED
     cases = []
     for R, C, Hd, kind in [(4, 8, 16, "first"), (4, 8, 16, "middle"), (4, 8, 16, "rising"),
-                           (4, 8, 16, "masked"), (2, 3, 4, "middle")]:
+                           (4, 8, 16, "masked")]:     # one shape: eager JAX compiles per shape
         s = rng.normal(0, 2, (R, C)).astype(np.float32)
         v = rng.standard_normal((C, Hd)).astype(np.float32)
         if kind == "first":          # nothing seen yet: the accumulators' starting values

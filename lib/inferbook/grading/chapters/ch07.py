@@ -44,9 +44,9 @@ def _splits() -> int:
 def _combine_cases(rng):
     import jax.numpy as jnp
     cases = []
+    # Two shapes only: a student's eager JAX compiles every operation once per shape.
     for B, K, P, M, Hd, kind in [(2, 2, 4, 3, 8, "plain"), (2, 2, 4, 3, 8, "large"),
-                                 (2, 2, 4, 3, 8, "empty"), (1, 1, 1, 1, 4, "plain"),
-                                 (1, 2, 8, 4, 4, "empty")]:
+                                 (2, 2, 4, 3, 8, "empty"), (1, 2, 8, 4, 4, "empty")]:
         out = rng.standard_normal((B, K, P, M, Hd)).astype(np.float32)
         lse = rng.normal(0, 3, (B, K, P, M)).astype(np.float32)
         if kind == "large":            # exp() overflows here, even in float64
