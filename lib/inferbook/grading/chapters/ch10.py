@@ -65,8 +65,8 @@ QUESTIONS = [
             mistakes=[Mistake(lambda r: N_CHIPS / r, "that is YZ = n / X, the other factor "
                               "of the split")]),
     Numeric("ch10.crossover_chips", "Chips past which 2D moves less than 1D", 2,
-            "1D: 4BD/(3W). 2D at its best X: 2·sqrt(2BD · 4BF / n) / W ... set them equal and "
-            "solve for n: 128·(3/4)² when F = 4D",
+            "1D costs 4BD/(3W); 2D at its best X costs 2·sqrt(2BD · 4BF / n) / W (the minimum "
+            "of a/X + b·X is 2·sqrt(ab)); set them equal and solve for n",
             reference=_crossover, rel_tol=0.01,
             mistakes=[Mistake(lambda r: r * 81 / 72, "81 is the figure printed in worked "
                               "problem 7, but its own expression 128·(3/4)² is 72")]),
