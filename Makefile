@@ -69,7 +69,8 @@ test-unit: test-venv
 	$(PY) -m pytest tests/unit tests/book -n $(JOBS) -q
 
 test-oldjax: oldjax-venv
-	$(OLDJAX)/bin/python -m pytest tests/unit -n $(JOBS) -q -p no:cacheprovider
+	HYPOTHESIS_PROFILE=compat $(OLDJAX)/bin/python -m pytest tests/unit -n $(JOBS) -q \
+	  -p no:cacheprovider
 
 # Every chapter, front-matter notebook and exercise, executed from its source. The notebooks
 # that pass are handed to the book's cache (tests/book_cache.py), so `book` below renders

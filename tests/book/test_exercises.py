@@ -3,8 +3,9 @@
 Every solution source scores full marks; every student notebook (the committed Colab twin)
 runs without an error and scores nothing; a solution with one planted mistake loses exactly
 that question's points; and a notebook that loops forever, kills its kernel or breaks a cell
-is graded anyway, each failure reported on its question. These runs replace nbval for
-exercises/ (the Makefile's test-notebooks leaves that folder out), so nothing runs twice.
+is graded anyway, each failure reported on its question. (nbval also executes each solution
+source, as it does every page, so that the book renders its outputs; `check` never raises, so
+only these tests can tell a right solution from a wrong one.)
 """
 
 import copy

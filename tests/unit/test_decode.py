@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferbook import decode, kvcache, model
@@ -57,6 +57,7 @@ def teacher_forced_logits(params, cfg, seqs, n_prompt):
     return out
 
 
+@settings(max_examples=6)      # each example compiles a new model: seconds apiece
 @given(cfg=configs(), data=st.data())
 def test_prefill_and_decode_steps_match_recomputation(cfg, data):
     params = model.init_params(cfg, seed=data.draw(st.integers(0, 3)))
@@ -70,6 +71,7 @@ def test_prefill_and_decode_steps_match_recomputation(cfg, data):
         np.testing.assert_allclose(np.stack(cached[b]), expected, rtol=1e-4, atol=1e-4)
 
 
+@settings(max_examples=6)      # each example compiles a new model: seconds apiece
 @given(cfg=configs(), data=st.data())
 def test_generate_gives_the_tokens_of_naive_generation(cfg, data):
     params = model.init_params(cfg, seed=1)

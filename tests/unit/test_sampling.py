@@ -1,5 +1,7 @@
 """Sampling: filters never leave their support, and a fixed key gives fixed samples."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,6 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferbook.sampling import GREEDY, Sampler, filter_logits, sample
+
+
+
+@functools.partial(jax.jit, static_argnames="sampler")
+def draws_of(logits, keys, sampler):
+    """One token per key: the sampler's draws, compiled as one program per example."""
+    return jax.vmap(lambda key: sample(logits, key, sampler))(keys)
+
 
 logit_rows = st.lists(st.floats(-20, 20, allow_nan=False, width=32), min_size=2, max_size=40)
 
@@ -31,7 +41,7 @@ def test_top_k_samples_only_among_the_k_largest(row, k, seed):
     logits = jnp.asarray([row], jnp.float32)
     kth = np.sort(np.asarray(row, np.float32))[::-1][min(k, len(row)) - 1]
     keys = jax.random.split(jax.random.key(seed), 64)
-    draws = jax.vmap(lambda key: sample(logits, key, Sampler(1.0, top_k=k)))(keys)
+    draws = draws_of(logits, keys, Sampler(1.0, top_k=k))
     assert np.all(np.asarray(row, np.float32)[np.asarray(draws)[:, 0]] >= kth)
 
 
@@ -40,7 +50,7 @@ def test_top_p_samples_only_inside_the_nucleus(row, p, seed):
     row32 = np.asarray(row, np.float32)
     allowed_values = {row32[i] for i in reference_top_p_support(row32.astype(np.float64), p)}
     keys = jax.random.split(jax.random.key(seed), 64)
-    draws = jax.vmap(lambda key: sample(jnp.asarray([row32]), key, Sampler(1.0, top_p=p)))(keys)
+    draws = draws_of(jnp.asarray([row32]), keys, Sampler(1.0, top_p=p))
     # Compare by value: tokens tied with the threshold logit are legitimately interchangeable.
     threshold = min(allowed_values)
     assert np.all(row32[np.asarray(draws)[:, 0]] >= threshold - 1e-6)

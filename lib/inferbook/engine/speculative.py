@@ -42,7 +42,7 @@ from ..config import ModelConfig
 from ..sampling import GREEDY, Sampler, filter_logits
 from .draft import DraftModel, PromptLookup
 
-__all__ = ["probabilities", "verify", "SpecStats", "speculative_generate"]
+__all__ = ["probabilities", "accept", "verify", "SpecStats", "speculative_generate"]
 
 
 def probabilities(logits_xV: jax.Array, sampler: Sampler) -> jax.Array:
@@ -67,24 +67,36 @@ def verify(drafts_G: jax.Array, q_GV: jax.Array, p_G1V: jax.Array, n_draft: jax.
     """
     G = drafts_G.shape[0]
     pos = jnp.arange(G)
-    p_x = p_G1V[pos, drafts_G]
     if greedy:
-        ok_G = drafts_G == jnp.argmax(p_G1V[:G], -1)
-    else:
-        k_accept, key = jax.random.split(key)
-        q_x = q_GV[pos, drafts_G]
-        ok_G = jax.random.uniform(k_accept, (G,)) * q_x < p_x      # u < p / q, no division
-    ok_G &= pos < n_draft
+        ok_G = (drafts_G == jnp.argmax(p_G1V[:G], -1)) & (pos < n_draft)
+        n = jnp.sum(jnp.cumprod(ok_G.astype(jnp.int32)))            # leading accepted run
+        return n, jnp.argmax(p_G1V[n]).astype(jnp.int32)
+    k_accept, key = jax.random.split(key)
+    n, dist = accept(drafts_G, q_GV, p_G1V, n_draft, jax.random.uniform(k_accept, (G,)))
+    return n, jax.random.categorical(key, jnp.log(dist)).astype(jnp.int32)
+
+
+def accept(drafts_G: jax.Array, q_GV: jax.Array, p_G1V: jax.Array, n_draft: jax.Array,
+           u_G: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The sampling rule of `verify` with its uniforms given: (accepted n, distribution of y).
+
+    Draft d_i is accepted when u_i · q_i(d_i) < p_i(d_i) — with probability min(1, p/q),
+    written without a division. n is the length of the leading run of accepted drafts (at
+    most n_draft). The target's own token y is then drawn from the returned distribution: the
+    residual max(0, p_n − q_n), renormalised, after a rejection; p_{n} itself when every
+    draft was accepted (Leviathan et al. 2023, algorithm 1).
+    """
+    G = drafts_G.shape[0]
+    pos = jnp.arange(G)
+    p_x, q_x = p_G1V[pos, drafts_G], q_GV[pos, drafts_G]
+    ok_G = (u_G * q_x < p_x) & (pos < n_draft)                      # u < p / q, no division
     n = jnp.sum(jnp.cumprod(ok_G.astype(jnp.int32)))                # leading accepted run
     p_n = p_G1V[n]
-    if greedy:
-        return n, jnp.argmax(p_n).astype(jnp.int32)
     # Rejected at n < n_draft: draw from the residual (p - q)+; all accepted: from p itself.
     q_n = jnp.where(n < n_draft, q_GV[jnp.minimum(n, G - 1)], 0.0)
     residual = jnp.maximum(p_n - q_n, 0.0)
     total = residual.sum()
-    dist = jnp.where(total > 0, residual / jnp.where(total > 0, total, 1.0), p_n)
-    return n, jax.random.categorical(key, jnp.log(dist)).astype(jnp.int32)
+    return n, jnp.where(total > 0, residual / jnp.where(total > 0, total, 1.0), p_n)
 
 
 @dataclass

@@ -1,0 +1,715 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Exercises: performance models
+#
+# These exercises go with the three chapters on performance models:
+# [rooflines](../chapters/02_rooflines.py), [latency, throughput and
+# memory](../chapters/03_latency_throughput_memory.py) and [transformer inference
+# arithmetic](../chapters/05_inference_arithmetic.py). Part 1 asks when each piece of a
+# transformer is compute-bound; part 2 works the step-time quiz, the LLaMA-2 13B tables and all
+# seven worked problems of the scaling book's inference chapter {cite:p}`austin2025scaling`;
+# part 3 goes through kipply's post and her exercises {cite:p}`chen2022arithmetic`.
+#
+# **How it works.** Replace every `...` with your answer and every
+# `raise NotImplementedError` with your code, then run the cell after it: `check` answers
+# *passed*, *failed* (with a hint) or *not attempted*. The notebook runs top to bottom at any
+# stage; `summary` at the end of each part adds up your points, with each question's tolerance.
+#
+# **Conventions.** Chips come from `inferbook.hardware` and models from the presets in
+# `inferbook.config`, in decimal units (16 GB = 16e9 bytes). The sources round some of these
+# figures differently — 8.1e11 B/s for a TPU v5e in the scaling book's quiz, 1.5e12 B/s for
+# an A100 and 52e9 parameters in kipply's post — and a few of their answers contain slips
+# (the book's [errata](../book/errata.py) lists them). The checks use the registry and exact
+# parameter counts; an answer computed with a source's rounded figure is recognised and
+# explained. Compute your answers from the objects below rather than typing numbers.
+
+# %%
+import inferbook
+
+info = inferbook.setup()
+
+import math
+
+from inferbook import estimate
+from inferbook.config import get_preset
+from inferbook.grading import check, summary
+from inferbook.hardware import get_chip
+
+v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
+a100 = get_chip("A100 40GB")
+print(info.describe())
+for chip in (v5e, h100, a100):
+    print(f"{chip.name:10s} {chip.hbm_bytes:.3g} B at {chip.hbm_bytes_per_s:.4g} B/s")
+    print(f"{'':10s} {chip.bf16_flops_per_s:.4g} FLOP/s bf16, {chip.int8_ops_per_s:.4g} op/s int8")
+
+# %% [markdown]
+# ## Part 1: rooflines
+#
+# A chip does at most $C$ FLOPs per second and reads at most $W$ bytes per second. An operation
+# of $F$ FLOPs on $M$ bytes needs at least $\max(F/C,\ M/W)$: which term wins depends on its
+# intensity $F/M$ against the chip's $C/W$.
+#
+# **1.1** At how many FLOPs per byte do a TPU v5e's two roofs meet (bfloat16)?
+
+# %%
+# BEGIN SOLUTION
+ci_v5e = v5e.bf16_flops_per_s / v5e.hbm_bytes_per_s
+# END SOLUTION
+
+# %%
+check("ch02.critical_intensity_v5e", ci_v5e)
+
+# %% [markdown]
+# **1.2** A weight matmul $[B, D] \cdot [D, F]$ does $2BDF$ FLOPs, and when $B \ll D, F$ its
+# bytes are essentially the weights. Quantization changes both sides. On a TPU v5e, what is the
+# critical batch $B_\text{crit}$ — the tokens per step above which the matmul is compute-bound —
+# with int8 weights but bfloat16 arithmetic? And with int8 weights *and* int8 arithmetic
+# (`v5e.int8_ops_per_s`)?
+
+# %%
+# BEGIN SOLUTION
+bcrit_int8_weights = v5e.bf16_flops_per_s * 1 / (2 * v5e.hbm_bytes_per_s)
+bcrit_int8_both = v5e.int8_ops_per_s * 1 / (2 * v5e.hbm_bytes_per_s)
+# END SOLUTION
+
+# %%
+check("ch02.bcrit_v5e_int8_weights", bcrit_int8_weights)
+check("ch02.bcrit_v5e_int8_both", bcrit_int8_both)
+
+# %% [markdown]
+# **1.3** The same for an H100 SXM with bfloat16 weights and arithmetic. (The registry stores
+# the *dense* peak; NVIDIA's headline numbers assume 2:4 sparsity.)
+
+# %%
+# BEGIN SOLUTION
+bcrit_h100 = h100.bf16_flops_per_s * 2 / (2 * h100.hbm_bytes_per_s)
+# END SOLUTION
+
+# %%
+check("ch02.bcrit_h100", bcrit_h100)
+
+# %% [markdown]
+# **1.4** A TPU v5e decodes 64 sequences at once with bfloat16 weights. Are its weight matmuls
+# memory-bound? Answer `True` or `False`, computed.
+
+# %%
+# BEGIN SOLUTION
+b64_memory_bound = 64 < v5e.bf16_flops_per_s * 2 / (2 * v5e.hbm_bytes_per_s)
+# END SOLUTION
+
+# %%
+check("ch02.decode_b64_memory_bound", b64_memory_bound)
+
+# %% [markdown]
+# **1.5** Attention's "weights" are the KV cache. One layer, one sequence, $T$ queries against
+# $S$ keys, $N = G K$ query heads of dimension $H$, bfloat16: $4TSNH$ FLOPs (two products)
+# against $2TNH \cdot 2$ bytes of queries and outputs plus $2SKH \cdot 2$ bytes of keys and
+# values. Write the intensity as a function of $T$, $S$ and $G$ (the heads cancel).
+
+# %%
+def attention_intensity(T, S, G):
+    """FLOPs per byte of attention: T queries, S keys, G query heads per KV head (bf16)."""
+    # BEGIN SOLUTION
+    return 2 * T * S * G / (T * G * 2 + S * 2)
+    # END SOLUTION
+
+
+# %%
+check("ch02.attention_intensity_fn", attention_intensity)
+
+# %% [markdown]
+# **1.6** In prefill $S = T$. What is the shortest prompt whose multi-head attention ($G = 1$)
+# is compute-bound on a TPU v5e? And in generation ($T = 1$), what intensity does attention
+# reach with $G = 4$ against 8,192 cached keys?
+
+# %%
+# BEGIN SOLUTION
+prefill_threshold = 1
+while 2 * prefill_threshold ** 2 / (4 * prefill_threshold) < ci_v5e:
+    prefill_threshold += 1
+decode_intensity_g4 = 2 * 1 * 8192 * 4 / (1 * 4 * 2 + 8192 * 2)
+# END SOLUTION
+
+# %%
+check("ch02.prefill_attention_threshold", prefill_threshold)
+check("ch02.decode_attention_intensity_gqa", decode_intensity_g4)
+
+# %% [markdown]
+# Decoding attention stays near $G$ FLOPs per byte however large the batch: every sequence
+# brings its own cache. So once the caches outweigh the weights, batching helps little.
+#
+# **1.7** At what batch do LLaMA-2 13B's caches (4,096 tokens each, bfloat16) weigh as much as
+# its bfloat16 weights? (Not necessarily a whole number.)
+
+# %%
+llama13 = get_preset("llama-2-13b")
+
+# %%
+# BEGIN SOLUTION
+even_batch = estimate.param_count(llama13) * 2 / (
+    4096 * 2 * llama13.L * llama13.K * llama13.H * 2)
+# END SOLUTION
+
+# %%
+check("ch02.even_batch_llama_2_13b", even_batch)
+
+# %% [markdown]
+# **1.8 Write the critical batch.** Given a chip's peak FLOP/s, its bandwidth and the bytes per
+# weight, return $B_\text{crit}$ (a float, no rounding). The check compares with
+# `estimate.critical_batch` on random chips.
+
+# %%
+def critical_batch(flops_per_s, hbm_bytes_per_s, weight_bytes):
+    """Tokens per step above which a weight matmul is compute-bound."""
+    # BEGIN SOLUTION
+    return flops_per_s * weight_bytes / (2 * hbm_bytes_per_s)
+    # END SOLUTION
+
+
+# %%
+check("ch02.critical_batch_fn", critical_batch)
+
+# %% [markdown]
+# **1.9 Appendix A of the scaling book.** It measures a layer of two matmuls with
+# $D = 8{,}192$ and $F = 32{,}768$ in bfloat16, sharded over 4 TPU v5e chips: step time
+# barely grows until a batch of about $B_\text{crit}$. What is the floor — the time for each
+# chip to read its quarter of the layer's weights?
+
+# %%
+# BEGIN SOLUTION
+layer_floor = 2 * 8192 * 32768 * 2 / (4 * v5e.hbm_bytes_per_s)
+# END SOLUTION
+
+# %%
+check("ch02.appendix_a_layer_floor", layer_floor)
+
+# %%
+summary("ch02")
+
+# %% [markdown]
+# ## Part 2: latency, throughput and memory
+#
+# A decode step of $B$ sequences reads every weight once and every sequence's cache once;
+# attention is always memory-bound, the weight matmuls pay the larger of their FLOP time and
+# their load time:
+#
+# $$T_\text{step} = \frac{B \cdot \text{KV bytes per sequence}}{W}
+#   + \max\left(\frac{2BP}{C}, \frac{\text{weight bytes}}{W}\right),$$
+#
+# with $W$ and $C$ summed over the chips that share the model.
+#
+# **2.1 Write the step time.** For one chip (or aggregate $C$ and $W$), with `kv_bytes` the
+# whole batch's cache.
+
+# %%
+def step_time(params, param_bytes, kv_bytes, batch, flops_per_s, hbm_bytes_per_s):
+    """Seconds per decode step: the cache read plus the weights' FLOP or load time."""
+    # BEGIN SOLUTION
+    weights = max(2 * batch * params / flops_per_s, param_bytes / hbm_bytes_per_s)
+    return kv_bytes / hbm_bytes_per_s + weights
+    # END SOLUTION
+
+
+# %%
+check("ch03.step_time_fn", step_time)
+
+# %% [markdown]
+# **2.2 The step-time quiz.** A dense model of 30e9 parameters in int8 (bfloat16 arithmetic),
+# 100 kB of cache per token, 8,192 tokens of context per sequence, on a TPU v5e 4×4 slice
+# (16 chips). What is the step time at batch 4? At batch 256?
+
+# %%
+# BEGIN SOLUTION
+quiz = {}
+for B in (4, 256):
+    quiz[B] = step_time(30e9, 30e9, B * 8192 * 100e3, B, 16 * v5e.bf16_flops_per_s,
+                        16 * v5e.hbm_bytes_per_s)
+quiz_b4, quiz_b256 = quiz[4], quiz[256]
+# END SOLUTION
+
+# %%
+check("ch03.quiz_step_b4", quiz_b4)
+check("ch03.quiz_step_b256", quiz_b256)
+
+# %% [markdown]
+# At batch 4 the weights' load dominates; at 256 their FLOPs do, and 256 caches must be read
+# as well: about eight times the latency for about thirty times the tokens.
+#
+# ### LLaMA-2 13B
+#
+# **2.3** Count LLaMA-2 13B's parameters from its letters (the table in chapter 3 shows the
+# components), and the bytes of one 8,192-token cache in bfloat16. How many such caches
+# outweigh the bfloat16 weights (a whole number)? And how big is one $[T, D]$ activation of an
+# 8,192-token prefill in bfloat16?
+
+# %%
+L, D, F, N, K, H, V = (llama13.L, llama13.D, llama13.F, llama13.N, llama13.K, llama13.H,
+                       llama13.V)
+
+# %%
+# BEGIN SOLUTION
+params_13b = L * (3 * D * F + 2 * D * N * H + 2 * D * K * H) + 2 * V * D + (2 * L + 1) * D
+kv_8k = 2 * 2 * H * K * L * 8192
+caches_exceeding = math.ceil(params_13b * 2 / kv_8k)
+activation_8k = 8192 * D * 2
+# END SOLUTION
+
+# %%
+check("ch03.llama_2_13b_params", params_13b)
+check("ch03.kv_8k_llama_2_13b", kv_8k)
+check("ch03.caches_exceed_weights", caches_exceeding)
+check("ch03.activation_8k", activation_8k)
+
+# %% [markdown]
+# **2.4** Serve it on 8 TPU v5e chips with 8,192-token contexts. What is the largest batch that
+# fits (weights and caches)? What would a step take at batch 64 if memory allowed? Now keep the
+# weights but give the cache 8 KV heads instead of 40 (the scaling book's "five times smaller
+# cache"): the step time at batch 240, and the largest batch that fits.
+
+# %%
+# BEGIN SOLUTION
+weights_13b = params_13b * 2
+hbm8, W8, C8 = 8 * v5e.hbm_bytes, 8 * v5e.hbm_bytes_per_s, 8 * v5e.bf16_flops_per_s
+max_batch_13b = math.floor((hbm8 - weights_13b) / kv_8k)
+step_b64 = step_time(params_13b, weights_13b, 64 * kv_8k, 64, C8, W8)
+kv_8k_gqa = kv_8k * 8 / K
+step_gqa_b240 = step_time(params_13b, weights_13b, 240 * kv_8k_gqa, 240, C8, W8)
+max_batch_gqa = math.floor((hbm8 - weights_13b) / kv_8k_gqa)
+# END SOLUTION
+
+# %%
+check("ch03.llama_2_13b_max_batch", max_batch_13b)
+check("ch03.llama_2_13b_step_b64", step_b64)
+check("ch03.gqa_step_b240", step_gqa_b240)
+check("ch03.gqa_max_batch", max_batch_gqa)
+
+# %% [markdown]
+# **2.5** With 40 KV heads, what throughput (tokens/s) does the step-time formula approach as
+# the batch grows without bound (ignore memory)? Write $B / T_\text{step}$ for large $B$.
+
+# %%
+# BEGIN SOLUTION
+tput_ceiling = 1 / (kv_8k / W8 + 2 * params_13b / C8)
+# END SOLUTION
+
+# %%
+check("ch03.throughput_ceiling", tput_ceiling)
+
+# %% [markdown]
+# ### The worked problems
+#
+# The scaling book invents a model like LLaMA-2 13B for its problems, with tied input and output
+# embeddings; the library has it as a preset. Unless a problem says otherwise, everything is
+# int8 (one byte per weight and per cached number) on a TPU v5e 4×4 slice of 16 chips.
+
+# %%
+m18 = get_preset("scaling-book-18b")
+print(m18)
+
+# %% [markdown]
+# **Problem 1.** How many parameters does it have (count the norm gains too), and how many
+# bytes of int8 cache per token?
+
+# %%
+# BEGIN SOLUTION
+m = m18
+p18 = m.L * m.D * (3 * m.F + 2 * m.H * (m.N + m.K)) + m.D * m.V + (2 * m.L + 1) * m.D
+kv18 = 2 * m.L * m.K * m.H * 1
+# END SOLUTION
+
+# %%
+check("ch03.wp1_params", p18)
+check("ch03.wp1_kv_int8", kv18)
+
+# %% [markdown]
+# **Problem 2.** With the cache sharded over all 16 chips, what is the largest batch of
+# 128k-token sequences (take 128k = 128,000) that fits beside the weights? And if the model
+# had one KV head (its $W_K$ and $W_V$ shrink too)?
+
+# %%
+# BEGIN SOLUTION
+free16 = 16 * v5e.hbm_bytes
+wp2 = math.floor((free16 - p18) / (128_000 * kv18))
+p18_k1 = p18 - m18.L * 2 * m18.D * m18.H * (m18.K - 1)
+wp2_k1 = math.floor((free16 - p18_k1) / (128_000 * kv18 / m18.K))
+# END SOLUTION
+
+# %%
+check("ch03.wp2_max_batch", wp2)
+check("ch03.wp2_max_batch_k1", wp2_k1)
+
+# %% [markdown]
+# **Problem 3.** How long does it take to read every int8 weight once, with the weights split
+# over the 16 chips? That is a floor on every step.
+
+# %%
+# BEGIN SOLUTION
+wp3 = p18 / (16 * v5e.hbm_bytes_per_s)
+# END SOLUTION
+
+# %%
+check("ch03.wp3_load_time", wp3)
+
+# %% [markdown]
+# **Problem 4.** How to shard it? Two numbers decide. In decoding, 1D tensor parallelism over
+# $Y$ chips reads $2DF/Y$ weight bytes per MLP block and all-reduces $[B, D]$ activations; the
+# all-reduce stops hiding behind the weight load when $Y > F / (B \beta)$ with
+# $\beta = W_\text{hbm} / W_\text{ici}$ (`estimate.ici_bandwidth(v5e)` gives $W_\text{ici}$ of one
+# axis). What is that limit at batch 32? Second: with the cache sharded over all chips, what is
+# the floor on a step at problem 2's batch of 128,000-token sequences?
+
+# %%
+# BEGIN SOLUTION
+beta = v5e.hbm_bytes_per_s / estimate.ici_bandwidth(v5e)
+wp4_limit = m18.F / (32 * beta)
+wp4_step = (p18 + wp2 * 128_000 * kv18) / (16 * v5e.hbm_bytes_per_s)
+# END SOLUTION
+
+# %%
+check("ch03.wp4_mp_limit_b32", wp4_limit)
+check("ch03.wp4_step_floor", wp4_step)
+
+# %% [markdown]
+# **Problem 5.** Make the model a mixture of experts: $E = 16$ copies of each MLP, of which each
+# token uses $k = 2$. How many parameters in total, and how many active per token? How many
+# tokens per step must a TPU v5e batch to be FLOP-bound (int8 weights and int8 arithmetic)? How
+# many bytes of int8 cache per token? How many FLOPs per token does a forward pass cost (the
+# $2P$ rule with active parameters)?
+
+# %%
+# BEGIN SOLUTION
+mlp18 = 3 * m18.L * m18.D * m18.F
+moe_total = p18 + 15 * mlp18
+moe_active = p18 + 1 * mlp18
+moe_bcrit = v5e.int8_ops_per_s * 1 / (2 * v5e.hbm_bytes_per_s) * 16 / 2
+moe_kv = kv18
+moe_flops = 2 * moe_active
+# END SOLUTION
+
+# %%
+check("ch03.wp5_total_params", moe_total)
+check("ch03.wp5_active_params", moe_active)
+check("ch03.wp5_bcrit", moe_bcrit)
+check("ch03.wp5_kv_int8", moe_kv)
+check("ch03.wp5_flops_per_token", moe_flops)
+
+# %% [markdown]
+# **Problem 6.** Shard the experts over a TPU v5e 8×16 slice (128 chips; experts over 16, the
+# rest over 8). How long does reading all int8 weights take? How much memory is left on each
+# chip? And how many chips at least are needed to hold the weights at all?
+
+# %%
+# BEGIN SOLUTION
+wp6_load = moe_total / (128 * v5e.hbm_bytes_per_s)
+wp6_free = v5e.hbm_bytes - moe_total / 128
+wp6_chips = math.ceil(moe_total / v5e.hbm_bytes)
+# END SOLUTION
+
+# %%
+check("ch03.wp6_load_time", wp6_load)
+check("ch03.wp6_free_hbm", wp6_free)
+check("ch03.wp6_min_chips", wp6_chips)
+
+# %% [markdown]
+# **Problem 7: 2D weight-stationary sharding.** Split $D$ over $X$ chips and $F$ over $YZ$
+# chips, $n = X \cdot YZ$. Each MLP block gathers its input $[B, D_X]$ over $YZ$ and scatters its
+# output back, and all-reduces the hidden $[B, F_{YZ}]$ over $X$. With $X$ on one torus axis and
+# $YZ$ on two, in bfloat16:
+#
+# $$T_\text{2D} = \frac{2BD}{X\,W_\text{ici}} + \frac{4BF}{YZ\,W_\text{ici}}$$
+#
+# versus $4BD / (3 W_\text{ici})$ for 1D model parallelism over three axes. For this model,
+# what is $T_\text{2D}$ at $B = 128$, $X = 8$, $YZ = 32$? Which (real) $X$ minimises it on 256
+# chips? And beyond how many chips does 2D at its best $X$ beat 1D (with $F = 4D$)?
+
+# %%
+# BEGIN SOLUTION
+W_ici = estimate.ici_bandwidth(v5e)
+wp7_time = 2 * 128 * m18.D / (8 * W_ici) + 4 * 128 * m18.F / (32 * W_ici)
+wp7_x = math.sqrt(256 * m18.D / (2 * m18.F))
+# 4D/3 = 2·sqrt(2·D·F/n)  =>  n = 18·F/D
+wp7_chips = 18 * m18.F / m18.D
+# END SOLUTION
+
+# %%
+check("ch03.wp7_comm_time", wp7_time)
+check("ch03.wp7_optimal_x", wp7_x)
+check("ch03.wp7_crossover", wp7_chips)
+
+# %%
+summary("ch03")
+
+# %% [markdown]
+# ## Part 3: transformer inference arithmetic
+#
+# kipply's post works with an invented 52B model (64 layers of width 8,192, a plain MLP of
+# $4D$) on A100 40GB GPUs, and a Gopher-sized 260B one. The presets add a vocabulary she does
+# not give (65,536 for the 52B, so the embeddings are "nearly a billion parameters").
+
+# %%
+m52, gopher, m13 = get_preset("kipply-52b"), get_preset("gopher-280b"), get_preset("kipply-13b")
+for cfg in (m52, gopher, m13):
+    print(f"{cfg.name:12s} L={cfg.L} D={cfg.D} F={cfg.F} N={cfg.N} K={cfg.K} H={cfg.H} "
+          f"V={cfg.V}  {estimate.param_count(cfg):,} parameters")
+print(f"A100 40GB: NVLink {a100.interconnect_bytes_per_s:.3g} B/s one way, "
+      f"message latency {a100.hop_latency_s:g} s")
+
+# %% [markdown]
+# **3.1** How many bytes of bfloat16 cache does one token of the 52B model take? And how many
+# FLOPs can an A100 do in the time it reads one byte (her "flops to bandwidth ratio")?
+
+# %%
+# BEGIN SOLUTION
+kv52 = 2 * m52.L * m52.K * m52.H * 2
+ratio_a100 = a100.bf16_flops_per_s / a100.hbm_bytes_per_s
+# END SOLUTION
+
+# %%
+check("ch05.kv_bytes_per_token_52b", kv52)
+check("ch05.flops_per_byte_a100", ratio_a100)
+
+# %% [markdown]
+# **3.2 Capacity.** How many A100 40GB at least hold the 52B model's bfloat16 weights? On four
+# of them, how many tokens of cache fit beside the weights? On three, how many sequences of
+# 2,048 tokens?
+
+# %%
+# BEGIN SOLUTION
+w52 = estimate.param_count(m52) * 2
+min_gpus = math.ceil(w52 / a100.hbm_bytes)
+capacity4 = math.floor((4 * a100.hbm_bytes - w52) / kv52)
+batch3 = math.floor((3 * a100.hbm_bytes - w52) / (2048 * kv52))
+# END SOLUTION
+
+# %%
+check("ch05.min_gpus_52b", min_gpus)
+check("ch05.capacity_4_gpus", capacity4)
+check("ch05.batch_3_gpus", batch3)
+
+# %% [markdown]
+# **3.3 Tensor parallelism.** Each layer all-reduces a $[B, D]$ activation twice, each
+# all-reduce a reduce-scatter plus an all-gather in which every GPU sends $(N-1)/N \cdot D$
+# numbers. How many bytes does each of 4 GPUs send per token per step for the 52B model?
+
+# %%
+# BEGIN SOLUTION
+comm4 = m52.L * 4 * (4 - 1) / 4 * m52.D * 2
+# END SOLUTION
+
+# %%
+check("ch05.comm_bytes_4_gpus", comm4)
+
+# %% [markdown]
+# **3.4 Latency.** At small batch a step reads the weights (spread over $N$ GPUs) and then pays
+# a fixed latency for each of the $4L$ messages; at large batch it does $B \cdot 2P$ FLOPs,
+# overlapped with $B \cdot 2 \cdot 4 L D$ bytes of communication (here she rounds $(N-1)/N$ to
+# 1). For the 260B model on 16 GPUs, what is the small-batch latency, and the latency at batch
+# 512? Use the preset's parameter count.
+
+# %%
+# BEGIN SOLUTION
+Pg = estimate.param_count(gopher)
+gopher_small = 2 * Pg / (16 * a100.hbm_bytes_per_s) + 4 * gopher.L * a100.hop_latency_s
+gopher_large = max(512 * 2 * Pg / (16 * a100.bf16_flops_per_s),
+                   512 * 2 * 4 * gopher.L * gopher.D / a100.interconnect_bytes_per_s)
+# END SOLUTION
+
+# %%
+check("ch05.gopher_small_batch", gopher_small)
+check("ch05.gopher_large_batch", gopher_large)
+
+# %% [markdown]
+# **3.5 Counting FLOPs.** Her rule counts $24 D^2$ FLOPs per layer and token (two per weight of
+# $4D^2$ attention and $8D^2$ MLP). What does it give for the 52B model? And if element-wise
+# work takes 43% of a step at $D = 1{,}024$, growing like $D$ while the matmuls grow like $D^2$,
+# what share of the step does it take at $D = 8{,}192$?
+
+# %%
+# BEGIN SOLUTION
+flops_24d2 = 24 * m52.D ** 2 * m52.L
+s, r = 0.43, 8192 / 1024
+share_8192 = s * r / (s * r + (1 - s) * r ** 2)
+# END SOLUTION
+
+# %%
+check("ch05.flops_per_token_24d2", flops_24d2)
+check("ch05.intermediate_share_52b", share_8192)
+
+# %% [markdown]
+# ### kipply's exercises
+#
+# **Exercise 1.** Given a batch, a context length and `next_n` new tokens, how many FLOPs does
+# the KV cache save? Count as she does: without a cache, decode step $j$ ($j = 0, \dots,$
+# `next_n` $- 1$) would recompute the keys and values of the $\text{context} + j$ earlier
+# tokens, $2 \cdot 2 \cdot L \cdot D \cdot KH$ FLOPs per token, for every sequence.
+
+# %%
+def kv_flops_saved(cfg, batch, context, next_n):
+    """Key/value FLOPs a cache saves over `next_n` decode steps."""
+    # BEGIN SOLUTION
+    per_token = 2 * 2 * cfg.L * cfg.D * cfg.K * cfg.H
+    earlier = next_n * context + next_n * (next_n - 1) // 2
+    return batch * per_token * earlier
+    # END SOLUTION
+
+
+# %%
+check("ch05.kv_flops_saved_fn", kv_flops_saved)
+
+# %% [markdown]
+# **Exercise 2.** What does the cache add to each step's memory time? For the 52B model on 4
+# GPUs, batch 4, 2,048 tokens each: the time to read the caches.
+
+# %%
+# BEGIN SOLUTION
+kv_read = 4 * 2048 * kv52 / (4 * a100.hbm_bytes_per_s)
+# END SOLUTION
+
+# %%
+check("ch05.ex2_kv_read_time", kv_read)
+
+# %% [markdown]
+# **Exercise 3.** Can the forward pass over the context be memory-bound while every sampling
+# step of the same batch is FLOP-bound? Think of the weight matmuls only, and answer `True` or
+# `False`.
+
+# %%
+# BEGIN SOLUTION
+forward_memory_steps_flops = False   # the forward pass multiplies each weight by B·T ≥ B tokens
+# END SOLUTION
+
+# %%
+check("ch05.ex3_forward_memory_steps_flops", forward_memory_steps_flops)
+
+# %% [markdown]
+# **Exercise 4.** More GPUs than capacity needs: the 52B model on 16 GPUs instead of 4. What is
+# its small-batch latency there? (Compare with 4 GPUs: the weight time shrinks fourfold, the
+# message latencies do not.)
+
+# %%
+# BEGIN SOLUTION
+latency16 = w52 / (16 * a100.hbm_bytes_per_s) + 4 * m52.L * a100.hop_latency_s
+# END SOLUTION
+
+# %%
+check("ch05.ex4_latency_16_gpus", latency16)
+
+# %% [markdown]
+# **Exercise 5.** The time of a whole sample: prefill the context, then decode. For the 13B
+# model on one A100 with 512 tokens of context and 10 new tokens (her FasterTransformer run):
+# the prefill takes `estimate.prefill_seconds(m13, a100, 512)`, then decode step $j$
+# ($j = 0, \dots, 9$) takes the step time of 2.1 with the cache of $512 + j$ tokens.
+
+# %%
+# BEGIN SOLUTION
+P13, w13 = estimate.param_count(m13), estimate.param_bytes(m13)
+kv13 = estimate.kv_bytes_per_token(m13)
+sample = estimate.prefill_seconds(m13, a100, 512) + sum(
+    step_time(P13, w13, (512 + j) * kv13, 1, a100.bf16_flops_per_s, a100.hbm_bytes_per_s)
+    for j in range(10))
+# END SOLUTION
+
+# %%
+check("ch05.ex5_sample_time", sample)
+
+# %% [markdown]
+# **Exercise 6.** How small are the intermediate activations? The largest one of a 2,048-token
+# prefill of the 52B model is the MLP's hidden $[T, F]$ in bfloat16. What fraction of the
+# weights' bytes is it?
+
+# %%
+# BEGIN SOLUTION
+intermediate_share = 2048 * m52.F * 2 / w52
+# END SOLUTION
+
+# %%
+check("ch05.ex6_intermediate_share", intermediate_share)
+
+# %% [markdown]
+# **Exercise 7.** A matmul whose $[B, D]$ input must be communicated (2 bytes per number) does
+# $2 B D \cdot \text{out}$ FLOPs for $B D \cdot 2$ bytes sent; split over $N$ GPUs each does
+# $1/N$ of them. For a narrow model with $D = 512$, how many FLOPs per byte sent does each of 2
+# GPUs do in the attention output projection ($\text{out} = D$)? An A100 needs about a thousand
+# to hide NVLink.
+
+# %%
+# BEGIN SOLUTION
+narrow_o = 2 * 512 / 2 / 2
+# END SOLUTION
+
+# %%
+check("ch05.ex7_narrow_o_per_gpu", narrow_o)
+
+# %% [markdown]
+# **Exercise 8.** Across hosts, AWS offers 400 Gb/s. How many FLOPs must an A100 do per byte it
+# sends over such a link to keep communication hidden?
+
+# %%
+# BEGIN SOLUTION
+aws_intensity = a100.bf16_flops_per_s / (400e9 / 8)
+# END SOLUTION
+
+# %%
+check("ch05.ex8_aws_comm_intensity", aws_intensity)
+
+# %% [markdown]
+# **Exercise 9.** Instead of reduce-scatter then all-gather, each GPU could gather every shard
+# and add them all itself. How much message latency per step would the 260B model on 16 GPUs
+# pay then?
+
+# %%
+# BEGIN SOLUTION
+allgather_latency = 2 * gopher.L * a100.hop_latency_s
+# END SOLUTION
+
+# %%
+check("ch05.ex9_latency_all_gather", allgather_latency)
+
+# %% [markdown]
+# **Exercise 10.** The large-batch latency of the 52B model on 4 GPUs at batch 256: the FLOP
+# time and the communication time (her formula, $(N-1)/N$ rounded to 1). She expects about 21
+# ms and 4 ms.
+
+# %%
+# BEGIN SOLUTION
+P52 = estimate.param_count(m52)
+ex10_compute = 256 * 2 * P52 / (4 * a100.bf16_flops_per_s)
+ex10_comms = 256 * 2 * 4 * m52.L * m52.D / a100.interconnect_bytes_per_s
+# END SOLUTION
+
+# %%
+check("ch05.ex10_compute", ex10_compute)
+check("ch05.ex10_comms", ex10_comms)
+
+# %% [markdown]
+# **Exercise 11.** The last step multiplies the final vector by the unembedding matrix and
+# samples from the logits. At small batch it is memory-bound: how long does one A100 take to
+# read the 52B model's bfloat16 unembedding? (Splitting it over GPUs by vocabulary divides this,
+# and each GPU can pre-select its top-k before a small gather.)
+
+# %%
+# BEGIN SOLUTION
+unembed_read = m52.D * m52.V * 2 / a100.hbm_bytes_per_s
+# END SOLUTION
+
+# %%
+check("ch05.ex11_unembedding_read", unembed_read)
+
+# %% [markdown]
+# Exercise 12 — how to shard the embeddings, the unembedding and the norms — asks for a design
+# rather than a number; chapter 9 shows the library's answer.
+
+# %%
+summary("ch05")

@@ -1,0 +1,181 @@
+"""Questions of chapter 2, "Rooflines" (exercises/02_performance_models.py, part 1).
+
+The scaling book's linear-operation and attention rooflines and its appendix A (seed 000/002,
+Austin et al. 2025), and kipply's flops-to-bandwidth ratio (seed 004): critical intensities
+and batches of the registry's chips under each quantization, attention's intensity in prefill
+and generation, and two functions — the critical batch and attention's intensity — checked on
+random inputs against `inferbook.estimate`. Every reference is computed by the library.
+"""
+
+from __future__ import annotations
+
+from ..compare import allclose
+from ..questions import Exact, Function, Mistake, Numeric
+
+V5E, H100 = "TPU v5e", "H100 SXM"
+APPENDIX_D, APPENDIX_F, APPENDIX_CHIPS = 8192, 32768, 4      # appendix A's two-matmul layer
+EVEN_CONTEXT = 4096
+
+
+def _chip(name):
+    from ...hardware import get_chip
+    return get_chip(name)
+
+
+def _cfg(name):
+    from ...config import get_preset
+    return get_preset(name)
+
+
+def _bcrit(name: str, weight_bytes: float = 2, compute: str = "bf16") -> float:
+    from ... import estimate
+    return estimate.critical_batch(_chip(name), weight_bytes, compute)
+
+
+def _ci(name: str) -> float:
+    from ... import estimate
+    return estimate.critical_intensity(_chip(name))
+
+
+def _prefill_threshold() -> int:
+    """The shortest prompt whose self-attention (S = T, MHA, bf16) is compute-bound on v5e."""
+    from ... import estimate
+    ci = _ci(V5E)
+    t = 1
+    while estimate.attention_intensity(t, t) < ci:
+        t += 1
+    return t
+
+
+def _decode_intensity(G: int) -> float:
+    from ... import estimate
+    return estimate.attention_intensity(1, 8192, G)
+
+
+def _even_batch() -> float:
+    from ... import estimate
+    cfg = _cfg("llama-2-13b")
+    return estimate.param_bytes(cfg) / estimate.kv_cache_bytes(cfg, 1, EVEN_CONTEXT)
+
+
+def _appendix_a(params: float | None = None) -> float:
+    """Time to read one layer's bf16 weights, split over 4 v5e chips: the step's floor."""
+    from ... import estimate
+    p = 2 * APPENDIX_D * APPENDIX_F if params is None else params
+    return estimate.step_time_lower_bound(2 * p, 0, _chip(V5E), APPENDIX_CHIPS)
+
+
+def _decode_batch_memory_bound() -> bool:
+    """Is a decode step of 64 sequences (bf16 weights) still memory-bound in its matmuls?"""
+    return 64 < _bcrit(V5E)
+
+
+# Coding exercises ----------------------------------------------------------------------------
+
+def _a_chip(flops: float, bandwidth: float):
+    from ...hardware import Chip
+    return Chip("random", hbm_bytes=1e9, hbm_bytes_per_s=bandwidth, bf16_flops_per_s=flops,
+                int8_ops_per_s=None)
+
+
+def _bcrit_cases(rng):
+    cases = []
+    for _ in range(8):
+        flops = float(10 ** rng.uniform(13, 16))
+        bandwidth = float(10 ** rng.uniform(11, 13))
+        cases.append((flops, bandwidth, float(rng.choice([0.5, 1, 2, 4]))))
+    return cases
+
+
+def _bcrit_reference(flops_per_s, hbm_bytes_per_s, weight_bytes):
+    from ... import estimate
+    return estimate.critical_batch(_a_chip(flops_per_s, hbm_bytes_per_s), weight_bytes)
+
+
+def _describe_bcrit(args):
+    return f"C={args[0]:.3g} FLOP/s, W={args[1]:.3g} B/s, {args[2]:g} bytes per weight"
+
+
+def _attn_cases(rng):
+    cases = [(1, 1, 1), (4096, 4096, 1), (1, 100_000, 8)]
+    for _ in range(6):
+        cases.append((int(rng.integers(1, 5000)), int(rng.integers(1, 200_000)),
+                      int(rng.choice([1, 2, 4, 8, 16]))))
+    return cases
+
+
+def _attn_reference(T, S, G):
+    from ... import estimate
+    return estimate.attention_intensity(T, S, G)
+
+
+_INT8_MATH = ("int8 arithmetic doubles the chip's FLOP/s: that multiplies B_crit by 2, it "
+              "does not divide it")
+_INT8_WEIGHTS = ("int8 weights halve the bytes per weight, so the batch needed to reach the "
+                 "same FLOPs per byte halves too")
+
+QUESTIONS = [
+    Numeric("ch02.critical_intensity_v5e", "FLOPs per byte where a TPU v5e's roofs meet", 1,
+            "peak bfloat16 FLOP/s divided by HBM bytes/s, both from inferbook.hardware",
+            reference=lambda: _ci(V5E), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: 1 / r, "that is bytes per FLOP: put FLOP/s on top")]),
+    Numeric("ch02.bcrit_v5e_int8_weights", "B_crit on a TPU v5e: int8 weights, bf16 math", 1,
+            "B_crit = C · bytes_per_weight / (2 · W): a bf16 step does 2·B FLOPs per weight",
+            reference=lambda: _bcrit(V5E, 1), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: 4 * r, "that is the answer for bfloat16 weights with "
+                                                "the factor 2 left out of 2·B FLOPs"),
+                      Mistake(lambda r: 2 * r, _INT8_WEIGHTS)]),
+    Numeric("ch02.bcrit_v5e_int8_both", "B_crit on a TPU v5e: int8 weights, int8 math", 1,
+            "use the chip's int8 op/s as C and 1 byte per weight",
+            reference=lambda: _bcrit(V5E, 1, "int8"), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: r / 2, _INT8_MATH)]),
+    Numeric("ch02.bcrit_h100", "B_crit of an H100 SXM (bf16 weights and math)", 1,
+            "the dense bfloat16 peak over HBM bandwidth; NVIDIA's headline figures include "
+            "2:4 sparsity (twice the dense one)",
+            reference=lambda: _bcrit(H100), rel_tol=0.01,
+            mistakes=[Mistake(lambda r: 2 * r, "you used the sparse bf16 peak; a dense "
+                                                "transformer gets half of it"),
+                      Mistake(lambda r: 4 * r, "you used NVIDIA's FP8-with-sparsity figure, "
+                                                "as the freer rendering's table does: four "
+                                                "times the dense bfloat16 peak")]),
+    Exact("ch02.decode_b64_memory_bound",
+          "Batch 64 in bf16 on a TPU v5e: are the weight matmuls memory-bound?", 1,
+          "compare the batch with B_crit: below it, loading the weights takes longer than the "
+          "2·B FLOPs per weight",
+          reference=_decode_batch_memory_bound, choices=(True, False)),
+    Function("ch02.attention_intensity_fn", "Write attention's arithmetic intensity", 2,
+             "2·T·S·G FLOPs per (T·G·2 + S·2) bytes per KV head and sequence (bf16); "
+             "G = 1 and T = S gives T/2",
+             reference=_attn_reference, cases=_attn_cases, compare=allclose(1e-9, 0)),
+    Numeric("ch02.prefill_attention_threshold", "Shortest compute-bound prefill attention "
+            "on a TPU v5e (MHA, bf16)", 1,
+            "with S = T the intensity S·T/(S + T) is T/2; find the smallest T at which it "
+            "reaches C/W",
+            reference=_prefill_threshold, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: r / 2, "that is the weight matmuls' threshold; "
+                                                "attention's intensity in prefill is T/2, "
+                                                "not T")]),
+    Numeric("ch02.decode_attention_intensity_gqa", "Decode attention's FLOPs per byte with "
+            "G = 4 query heads per KV head, S = 8,192", 1,
+            "FLOPs 4·T·S·N·H against bytes 2·T·N·H·2 (queries in, output out) + 2·S·K·H·2 "
+            "(keys and values); set T = 1 and N = G·K",
+            reference=lambda: _decode_intensity(4), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: _decode_intensity(1), "that is multi-head attention "
+                      "(G = 1): each key now serves G query heads")]),
+    Numeric("ch02.even_batch_llama_2_13b", "Batch where LLaMA-2 13B's caches weigh as much as "
+            "its weights (4,096-token contexts, bf16)", 1,
+            "bf16 weight bytes / bytes of one sequence's cache of 4,096 tokens",
+            reference=_even_batch, rel_tol=0.01),
+    Function("ch02.critical_batch_fn", "Write the critical batch", 2,
+             "C · bytes_per_weight / (2 · W); no rounding",
+             reference=_bcrit_reference, cases=_bcrit_cases, compare=allclose(1e-9, 0),
+             describe_case=_describe_bcrit),
+    Numeric("ch02.appendix_a_layer_floor", "Appendix A: floor on one layer's time, "
+            "4 TPU v5e chips", 1,
+            "the layer's two matmuls hold 2·D·F bf16 weights, split over 4 chips; time = "
+            "bytes per chip / HBM bandwidth (registry value)",
+            reference=_appendix_a, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: _appendix_a(600e6), "you rounded the layer to 600M "
+                      "parameters, as the source does; count 2·D·F exactly"),
+                      Mistake(lambda r: r / 2, "bf16 weights take 2 bytes each")]),
+]

@@ -1,0 +1,138 @@
+"""Questions of chapter 6, "FlashAttention" (exercises/06_kernels.py).
+
+How many bytes standard attention moves through HBM and how many a tiled kernel moves, how
+much of an A100 FlashAttention-1's grid keeps busy at batch 1 and how many programs
+FlashAttention-2's grid launches, and one function: the online-softmax step that folds a tile
+of scores into the running output. Every reference is computed by the library when it runs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..compare import allclose
+from ..questions import Exact, Function, Mistake, Numeric
+
+# The problem's givens: one head of width H in bfloat16, a prefill of n tokens (T = S = n),
+# FlashAttention's query tiles of BQ rows on an A100, Llama-2-7B's heads.
+N_TOKENS, H, BYTES, BQ = 8192, 128, 2, 128
+MODEL, GPU = "llama-2-7b", "A100 40GB"
+
+
+def _attention_bytes(T: int, S: int) -> float:
+    """Bytes of one fused pass for one head: read Q, write O, read K and V once."""
+    from ... import estimate
+    return estimate.attention_cost(T, S, 1, 1, H, act_bytes=BYTES, kv_bytes=BYTES)[1]
+
+
+def _standard_bytes() -> float:
+    # The fused minimum, plus the [T, S] scores written and read back, then the
+    # probabilities written and read back: 4·T·S elements.
+    n = N_TOKENS
+    return _attention_bytes(n, n) + 4 * n * n * BYTES
+
+
+def _flash_bytes() -> float:
+    # Q read and O written once; K and V read once per query tile.
+    n = N_TOKENS
+    return _attention_bytes(n, 0) + (n / BQ) * _attention_bytes(0, n)
+
+
+def _sms() -> int:
+    from ... import bookdata
+    return int({c["chip"]: c for c in bookdata.load("gpu_on_chip.json")["chips"]}[GPU]["sms"])
+
+
+def _heads() -> int:
+    from ...config import get_preset
+    return get_preset(MODEL).N
+
+
+def _fa1_busy() -> float:
+    return min(1.0, _heads() / _sms())          # one thread block per (sequence, head)
+
+
+def _fa2_programs() -> int:
+    return _heads() * (N_TOKENS // BQ)          # ... and per query tile
+
+
+# The coding exercise ---------------------------------------------------------------------
+
+def _step_cases(rng):
+    import jax.numpy as jnp
+    from ...attention import MASKED
+    cases = []
+    for R, C, Hd, kind in [(4, 8, 16, "first"), (4, 8, 16, "middle"), (4, 8, 16, "rising"),
+                           (4, 8, 16, "masked")]:     # one shape: eager JAX compiles per shape
+        s = rng.normal(0, 2, (R, C)).astype(np.float32)
+        v = rng.standard_normal((C, Hd)).astype(np.float32)
+        if kind == "first":          # nothing seen yet: the accumulators' starting values
+            o = np.zeros((R, Hd), np.float32)
+            m = np.full((R,), MASKED, np.float32)
+            l = np.zeros((R,), np.float32)
+        else:
+            o = rng.standard_normal((R, Hd)).astype(np.float32)
+            m = rng.normal(1, 1, (R,)).astype(np.float32)
+            l = rng.uniform(1, 5, (R,)).astype(np.float32)
+        if kind == "rising":         # every new score beats the old maximum: rescale all
+            s = s + 10
+        if kind == "masked":         # some keys are hidden from some rows (never all of a row)
+            hide = rng.random((R, C)) < 0.4
+            hide[:, 0] = False
+            s = np.where(hide, MASKED, s).astype(np.float32)
+        cases.append(tuple(jnp.asarray(a) for a in (o, m, l, s, v)))
+    return cases
+
+
+@lru_cache(maxsize=1)
+def _step_compiled():
+    import jax
+    from ...flash import online_softmax_step
+    return jax.jit(lambda o, m, l, s, v: online_softmax_step((o, m, l), s, v, "RC,CH->RH"))
+
+
+def _step_reference(o_RH, m_R, l_R, s_RC, v_CH):
+    return _step_compiled()(o_RH, m_R, l_R, s_RC, v_CH)
+
+
+def _describe_step(args):
+    o, m, l, s, v = args
+    first = bool(np.all(np.asarray(l) == 0))
+    return (f"o {list(o.shape)}, scores {list(s.shape)}, "
+            f"{'nothing accumulated yet' if first else 'continuing a row'}")
+
+
+QUESTIONS = [
+    Numeric("ch06.standard_attention_bytes", "HBM bytes of standard attention, one head", 1,
+            "read Q and K, write the T×S scores; read them, write the T×S probabilities; read "
+            "them and V, write O: b·(2TH + 2SH + 4TS) bytes",
+            reference=_standard_bytes, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: r - 2 * N_TOKENS**2 * BYTES,
+                              "you wrote each T×S matrix but never read it back: the softmax "
+                              "kernel reads the scores, and the last kernel reads the "
+                              "probabilities"),
+                      Mistake(lambda r: _attention_bytes(N_TOKENS, N_TOKENS),
+                              "that is what a fused kernel moves; standard attention also "
+                              "sends both T×S matrices through HBM")]),
+    Numeric("ch06.flash_attention_bytes", "HBM bytes of tiled attention, one head", 1,
+            "Q is read and O written once; every tile of query rows reads all of K and V: "
+            "b·(2TH + (T/b_q)·2SH)",
+            reference=_flash_bytes, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: _attention_bytes(N_TOKENS, N_TOKENS),
+                              "you read K and V once in all; each of the T/b_q query tiles "
+                              "reads them again")]),
+    Numeric("ch06.fa1_busy_share", "Share of an A100's SMs busy under FlashAttention-1", 1,
+            "one thread block per (sequence, head): B·N blocks for the SMs (at most 100%)",
+            reference=_fa1_busy, rel_tol=0.01),
+    Exact("ch06.fa2_programs", "Thread blocks of FlashAttention-2's grid", 1,
+          "FlashAttention-2 adds the query tiles to the grid: B · N · (T / b_q)",
+          reference=_fa2_programs),
+    Function("ch06.online_softmax_step", "Fold a tile of scores into the running softmax", 3,
+             "m' = max(m, row max of s); rescale what you had by exp(m − m'); the new weights "
+             "are exp(s − m'); l' = exp(m − m')·l + Σ weights; o' = exp(m − m')·o + weights @ v "
+             "(o stays unnormalised)",
+             reference=_step_reference, cases=_step_cases,
+             compare=allclose(1e-5, 1e-5, names=("o", "m", "l")), describe_case=_describe_step),
+]

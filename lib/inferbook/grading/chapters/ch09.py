@@ -1,0 +1,96 @@
+"""Questions of chapter 9, "Sharding generation and the KV cache" (exercises/08_many_chips.py).
+
+How far 1D model parallelism goes in decode before the AllReduce outlasts the weight load
+(Y* = F / (B·β)), how much KV cache one chip holds when the cache is split over KV heads and
+then over the batch, and when a collective is too small to be anything but latency-bound
+(appendix C). References come from the estimator.
+"""
+
+from __future__ import annotations
+
+from ..questions import Exact, Mistake, Numeric
+
+BIG, LLAMA3, CHIP = "scaling-book-18b", "llama-3-70b", "TPU v5e"
+BATCH_DECODE = 16                      # sequences in the decode batch of the first question
+CHIPS, BATCH, CONTEXT = 16, 32, 8192   # the KV-cache question
+RING_SHARDS, B_EX, D_EX = 8, 16, 8192  # the latency question: an int8 [B, D] AllReduce
+
+
+def _chip():
+    from ...hardware import get_chip
+    return get_chip(CHIP)
+
+
+def _cfg(name):
+    from ...config import get_preset
+    return get_preset(name)
+
+
+def _mp_limit() -> float:
+    from ... import estimate
+    return estimate.model_parallel_limit(_cfg(BIG).F, BATCH_DECODE, _chip())
+
+
+def _beta() -> float:
+    from ... import estimate
+    return _chip().hbm_bytes_per_s / estimate.ici_bandwidth(_chip())
+
+
+def _kv_per_chip() -> float:
+    from ... import estimate
+    cfg = _cfg(LLAMA3)
+    heads = min(cfg.K, CHIPS)                     # Y: as far as the KV heads go
+    return estimate.kv_cache_bytes_per_shard(cfg, BATCH, CONTEXT, head_shards=heads,
+                                             batch_shards=CHIPS // heads)
+
+
+def _kv_heads_only() -> float:
+    from ... import estimate
+    cfg = _cfg(LLAMA3)
+    return estimate.kv_cache_bytes_per_shard(cfg, BATCH, CONTEXT, head_shards=CHIPS)
+
+
+def _latency_bytes() -> float:
+    from ... import estimate
+    return estimate.latency_bound_bytes(_chip(), RING_SHARDS)
+
+
+def _example_latency_bound() -> bool:
+    return bool(B_EX * D_EX < _latency_bytes())
+
+
+QUESTIONS = [
+    Numeric("ch09.beta", "β = W_hbm / W_ici of a TPU v5e", 1,
+            "HBM bandwidth over the bandwidth of one bidirectional ring axis "
+            "(estimate.ici_bandwidth)",
+            reference=_beta, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: 8.0, "8 is the scaling book's round figure; compute "
+                              "it from the chip's own numbers")]),
+    Numeric("ch09.model_parallel_limit", "Chips before decode waits for the AllReduce", 2,
+            "T_HBM = 2DF / (Y·W_hbm) for two int8 matrices, T_ICI = 2BD / W_ici for the "
+            "AllReduce of B int8 activations of width D; they are equal at Y = F / (B·β)",
+            reference=_mp_limit, rel_tol=0.02,
+            mistakes=[Mistake(lambda r: r * _beta() / 8, "you used β = 8, the sources' round "
+                              "figure; use this chip's bandwidths")]),
+    Numeric("ch09.kv_bytes_per_chip", "KV cache on one of 16 chips, Llama-3-70B", 2,
+            "split the cache over the KV heads as far as they go (Y = K), and the batch over "
+            "the remaining Z = 16 / Y chips: [B_Z, K_Y, S, H] for keys and for values, in "
+            "every layer, 2 bytes each",
+            reference=_kv_per_chip, rel_tol=0.005,
+            mistakes=[Mistake(lambda r: _kv_heads_only(),
+                              "with 16 chips and 8 KV heads, a split over heads alone leaves "
+                              "two chips with copies of the same head; split the batch over "
+                              "them"),
+                      Mistake(lambda r: r / 2, "keys and values both")]),
+    Numeric("ch09.latency_bound_bytes", "Largest latency-bound collective on 8 chips", 1,
+            "a hop costs at least t_hop and moves one shard (bytes / n) over one link, one "
+            "way: latency-bound while bytes / n / W_link < t_hop; answer for the whole "
+            "buffer (the bytes of the array)",
+            reference=_latency_bytes, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: r / RING_SHARDS,
+                              "that is the threshold for one shard (seed 002's reading); the "
+                              "question asks for the whole buffer (seed 000's), n times more")]),
+    Exact("ch09.example_latency_bound", "Is an AllReduce of 16 × 8192 int8 latency-bound?", 1,
+          "compare the buffer's bytes with the whole-buffer threshold of the question before",
+          reference=_example_latency_bound, choices=(True, False)),
+]

@@ -1,0 +1,118 @@
+"""Questions of chapter 13, "Speculative decoding" (exercises/11_serving.py).
+
+Leviathan et al.'s numbers — the acceptance rate of a draft distribution, the expected
+tokens per target step (1 − α^(γ+1)) / (1 − α), the speedup when a draft step costs c target
+steps, and the best γ — and the acceptance rule itself, with its uniforms given, checked
+against the library's `engine.speculative.accept` on random distributions.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..compare import allclose
+from ..questions import Exact, Function, Mistake, Numeric
+
+ALPHA, GAMMA, COST = 0.8, 4, 0.05
+# Two distributions over five tokens: the target's p and the draft's q.
+P_TARGET = (0.40, 0.25, 0.20, 0.10, 0.05)
+Q_DRAFT = (0.20, 0.45, 0.15, 0.10, 0.10)
+
+
+def _tokens() -> float:
+    from ... import estimate
+    return estimate.expected_tokens_per_step(ALPHA, GAMMA)
+
+
+def _speedup() -> float:
+    from ... import estimate
+    return estimate.speculative_speedup(ALPHA, GAMMA, COST)
+
+
+def _best_gamma() -> int:
+    from ... import estimate
+    return estimate.optimal_gamma(ALPHA, COST)
+
+
+def _acceptance() -> float:
+    from ... import estimate
+    return estimate.acceptance_rate(P_TARGET, Q_DRAFT)
+
+
+# The acceptance rule -----------------------------------------------------------------------
+
+def _accept_cases(rng):
+    import jax.numpy as jnp
+    cases = []
+    for G, V, kind in [(4, 8, "mixed"), (4, 8, "mixed"), (4, 8, "same"), (4, 8, "far"),
+                       (1, 5, "mixed"), (6, 8, "mixed")]:
+        while True:
+            p = rng.dirichlet(np.ones(V), G + 1).astype(np.float32)
+            # A draft close to the target, as a good small model is: half its mass from p.
+            q = (0.5 * p[:G] + 0.5 * rng.dirichlet(np.ones(V), G)).astype(np.float32)
+            if kind == "same":          # the draft is the target: every draft is accepted
+                q = p[:G].copy()
+            if kind == "far":           # the draft favours what the target does not
+                q = rng.dirichlet(np.full(V, 0.2), G).astype(np.float32)
+            drafts = np.array([rng.choice(V, p=q_i / q_i.sum()) for q_i in q], np.int32)
+            u = rng.random(G).astype(np.float32)
+            pos = np.arange(G)
+            gap = u * q[pos, drafts] - p[pos, drafts]
+            if np.all(np.abs(gap) > 1e-4):      # no coin flip decided by rounding
+                break
+        cases.append(tuple(jnp.asarray(a) for a in (drafts, q, p, u)))
+    return cases
+
+
+@lru_cache(maxsize=1)
+def _accept_compiled():
+    import jax
+    from ...engine.speculative import accept
+    return jax.jit(accept)          # one compilation per shape, not one per operation
+
+
+def _accept_reference(drafts_G, q_GV, p_G1V, u_G):
+    return _accept_compiled()(drafts_G, q_GV, p_G1V, drafts_G.shape[0], u_G)
+
+
+def _describe_accept(args):
+    drafts, q, p, u = args
+    return (f"γ={len(drafts)} drafts {np.asarray(drafts).tolist()} over V={q.shape[1]} tokens, "
+            f"u={np.round(np.asarray(u), 3).tolist()}")
+
+
+QUESTIONS = [
+    Numeric("ch13.acceptance_rate", "Acceptance rate α of the draft q for the target p", 1,
+            "a draft token x drawn from q survives with probability min(1, p(x)/q(x)); "
+            "average over x ~ q: Σ_x min(p(x), q(x))",
+            reference=_acceptance, rel_tol=0.005,
+            mistakes=[Mistake(lambda r: 1 - r, "that is the total-variation distance, the "
+                              "chance of a rejection; α is one minus it")]),
+    Numeric("ch13.expected_tokens", "Expected tokens per target step, α = 0.8, γ = 4", 1,
+            "draft i survives with probability α^i (all before it must too); add the target's "
+            "own token: 1 + α + α² + … + α^γ = (1 − α^(γ+1)) / (1 − α)",
+            reference=_tokens, rel_tol=0.005,
+            mistakes=[Mistake(lambda r: r - 1, "you counted the accepted drafts but not the "
+                              "token the target adds every round"),
+                      Mistake(lambda r: 1 + GAMMA * ALPHA, "drafts are accepted in a run: "
+                              "draft i counts only if drafts 1 … i − 1 were accepted too")]),
+    Numeric("ch13.speedup", "Speedup when a draft step costs 5% of a target step", 1,
+            "a round costs γ draft steps (c each) plus one target step, and yields the expected "
+            "tokens of the question before; plain decoding yields one token per target step",
+            reference=_speedup, rel_tol=0.005,
+            mistakes=[Mistake(lambda r: r * (GAMMA * COST + 1), "you left out the cost of the "
+                              "drafts")]),
+    Exact("ch13.best_gamma", "The γ (0 … 32) with the highest speedup", 1,
+          "evaluate the speedup of the question before for every γ from 0 to 32",
+          reference=_best_gamma),
+    Function("ch13.accept", "The acceptance rule, with its uniforms given", 4,
+             "walk the drafts in order: draft i (token x) is accepted when u_i·q_i(x) < p_i(x); "
+             "stop at the first rejection. n = accepted count. After a rejection at i = n the "
+             "target's token comes from max(0, p_n − q_n), renormalised; if all γ were accepted "
+             "it comes from p_γ (row γ of p, the bonus token)",
+             reference=_accept_reference, cases=_accept_cases,
+             compare=allclose(1e-5, 1e-6, names=("n", "dist")),
+             describe_case=_describe_accept),
+]
