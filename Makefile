@@ -15,6 +15,9 @@ PYTHON ?= python3
 UV_VERSION := 0.13.9
 TORCH := torch==2.13.0
 JOBS ?= 2
+# Unit tests mostly compile (one thread) or wait on subprocesses and kernels: a third worker
+# keeps both cores busy. Notebooks time things, so they run only $(JOBS) at a time.
+UNIT_JOBS ?= 3
 
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
@@ -66,10 +69,10 @@ book: venv
 	$(VENV)/bin/jupyter-book build . --builder html --warningiserror --keep-going
 
 test-unit: test-venv
-	$(PY) -m pytest tests/unit tests/book -n $(JOBS) -q
+	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) -q
 
 test-oldjax: oldjax-venv
-	HYPOTHESIS_PROFILE=compat $(OLDJAX)/bin/python -m pytest tests/unit -n $(JOBS) -q \
+	HYPOTHESIS_PROFILE=compat $(OLDJAX)/bin/python -m pytest tests/unit -n $(UNIT_JOBS) -q \
 	  -p no:cacheprovider
 
 # Every chapter, front-matter notebook and exercise, executed from its source. The notebooks
