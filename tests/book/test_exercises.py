@@ -92,16 +92,28 @@ def plant(source: Path, question_id: str, template: str, tmp_path: Path) -> Path
     return path
 
 
-@pytest.mark.parametrize("question_id, template", [
-    ("ch01.a10_tokens_after_weights", "{} * 1.5"),
-    ("ch01.merge_attention", "lambda *args: {}(*args)[::-1]"),      # (lse, out): wrong order
+@pytest.mark.parametrize("notebook, question_id, template, message", [
+    ("01_sampling_kv_cache", "ch01.a10_tokens_after_weights", "{} * 1.5", ""),
+    # (lse, out): the wrong order
+    ("01_sampling_kv_cache", "ch01.merge_attention", "lambda *args: {}(*args)[::-1]", ""),
+    # keys only, as seed 000 counts them
+    ("02_performance_models", "ch03.wp1_kv_int8", "{} / 2", ""),
+    # -1 for "none fits"
+    ("04_kv_cache_size", "ch04.max_batch_fn", "lambda *a: {0}(*a) or -1", ""),
+    # (lse, out) instead of (out, lse)
+    ("06_kernels", "ch07.combine_chunks", "lambda *a: {}(*a)[::-1]", "shape"),
+    # the cache split over heads only: two chips hold copies of each head
+    ("08_many_chips", "ch09.kv_bytes_per_chip", "{} * 2", "copies of the same head"),
+    # the target's token drawn from p_n instead of the residual after a rejection
+    ("11_serving", "ch13.accept", "lambda *a: ({}(*a)[0], a[2][0])", "dist"),
 ])
-def test_one_planted_mistake_loses_exactly_that_questions_points(question_id, template,
-                                                                 tmp_path):
-    source = ROOT / "exercises" / "01_sampling_kv_cache.py"
+def test_one_planted_mistake_loses_exactly_that_questions_points(notebook, question_id,
+                                                                 template, message, tmp_path):
+    source = ROOT / "exercises" / f"{notebook}.py"
     report = grade_notebook(plant(source, question_id, template, tmp_path), timeout_s=300)
     grades = by_id(report)
-    assert grades[question_id].status == "failed"
+    assert grades[question_id].status == "failed", report.table()
+    assert message in grades[question_id].output
     assert report.score == report.max_score - grades[question_id].question.points
     assert all(g.status == "passed" for qid, g in grades.items() if qid != question_id)
 

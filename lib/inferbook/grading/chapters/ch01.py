@@ -15,43 +15,39 @@ import numpy as np
 
 from ..compare import allclose, compare_arrays, describe
 from ..questions import Exact, Function, Mistake, Numeric
+from ...config import get_preset
 
 LLAMA, BLOOM, A10 = "llama-2-7b", "bloom-176b", "A10"
 PROMPT, P0, N_NEW = 1000, 100, 1000       # the article's prompt; the generation of B3
 
 
-def _cfg(name):
-    from ...config import get_preset
-    return get_preset(name)
-
-
 def _kv_per_token(name: str) -> float:
     from ... import estimate
-    return estimate.kv_bytes_per_token(_cfg(name), 2)
+    return estimate.kv_bytes_per_token(get_preset(name), 2)
 
 
 def _a10_tokens() -> float:
     from ... import estimate
     from ...hardware import get_chip
-    free = get_chip(A10).hbm_bytes - estimate.param_bytes(_cfg(LLAMA), 2)
+    free = get_chip(A10).hbm_bytes - estimate.param_bytes(get_preset(LLAMA), 2)
     return math.floor(free / _kv_per_token(LLAMA))
 
 
 def _weights_in_tokens() -> float:
     from ... import estimate
-    return estimate.param_bytes(_cfg(LLAMA), 2) / _kv_per_token(LLAMA)
+    return estimate.param_bytes(get_preset(LLAMA), 2) / _kv_per_token(LLAMA)
 
 
 def _naive_step(t: int) -> int:
     """The forward pass over all t tokens that yields the distribution of token t + 1."""
     from ... import estimate
-    return estimate.forward_flops(_cfg(LLAMA), 1, t, logits_for=1)
+    return estimate.forward_flops(get_preset(LLAMA), 1, t, logits_for=1)
 
 
 def _cached_step(t: int) -> int:
     """Token t alone, against t - 1 cached keys and its own: t keys in all."""
     from ... import estimate
-    return estimate.forward_flops(_cfg(LLAMA), 1, 1, kv_len=t)
+    return estimate.forward_flops(get_preset(LLAMA), 1, 1, kv_len=t)
 
 
 def _generation_ratio() -> float:
@@ -63,7 +59,7 @@ def _generation_ratio() -> float:
 def _decode_memory_bound() -> bool:
     from ... import estimate
     from ...hardware import get_chip
-    cfg, chip = _cfg(LLAMA), get_chip(A10)
+    cfg, chip = get_preset(LLAMA), get_chip(A10)
     intensity = estimate.flops_per_token(cfg) / estimate.param_bytes(cfg, 2)   # batch 1
     return bool(intensity < chip.bf16_flops_per_s / chip.hbm_bytes_per_s)
 
@@ -236,4 +232,4 @@ QUESTIONS = [
 
 def _flops_per_token() -> int:
     from ... import estimate
-    return estimate.flops_per_token(_cfg(LLAMA))
+    return estimate.flops_per_token(get_preset(LLAMA))

@@ -11,30 +11,22 @@ from __future__ import annotations
 
 from ..compare import allclose
 from ..questions import Exact, Function, Mistake, Numeric
+from ...config import get_preset
+from ...hardware import get_chip
 
 V5E, H100 = "TPU v5e", "H100 SXM"
 APPENDIX_D, APPENDIX_F, APPENDIX_CHIPS = 8192, 32768, 4      # appendix A's two-matmul layer
 EVEN_CONTEXT = 4096
 
 
-def _chip(name):
-    from ...hardware import get_chip
-    return get_chip(name)
-
-
-def _cfg(name):
-    from ...config import get_preset
-    return get_preset(name)
-
-
 def _bcrit(name: str, weight_bytes: float = 2, compute: str = "bf16") -> float:
     from ... import estimate
-    return estimate.critical_batch(_chip(name), weight_bytes, compute)
+    return estimate.critical_batch(get_chip(name), weight_bytes, compute)
 
 
 def _ci(name: str) -> float:
     from ... import estimate
-    return estimate.critical_intensity(_chip(name))
+    return estimate.critical_intensity(get_chip(name))
 
 
 def _prefill_threshold() -> int:
@@ -54,7 +46,7 @@ def _decode_intensity(G: int) -> float:
 
 def _even_batch() -> float:
     from ... import estimate
-    cfg = _cfg("llama-2-13b")
+    cfg = get_preset("llama-2-13b")
     return estimate.param_bytes(cfg) / estimate.kv_cache_bytes(cfg, 1, EVEN_CONTEXT)
 
 
@@ -62,7 +54,7 @@ def _appendix_a(params: float | None = None) -> float:
     """Time to read one layer's bf16 weights, split over 4 v5e chips: the step's floor."""
     from ... import estimate
     p = 2 * APPENDIX_D * APPENDIX_F if params is None else params
-    return estimate.step_time_lower_bound(2 * p, 0, _chip(V5E), APPENDIX_CHIPS)
+    return estimate.step_time_lower_bound(2 * p, 0, get_chip(V5E), APPENDIX_CHIPS)
 
 
 def _decode_batch_memory_bound() -> bool:

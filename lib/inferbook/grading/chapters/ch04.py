@@ -16,53 +16,41 @@ import math
 
 from ..compare import allclose
 from ..questions import Function, Mistake, Numeric
+from ... import estimate
+from ...config import get_preset
+from ...hardware import get_chip
 
 LONG, CTX = 32768, 4096
 LENGTHS, MAX_LEN, BLOCK = (300, 1200, 45, 800, 17), 2048, 16     # the paging question
 
 
-def _e():
-    from ... import estimate
-    return estimate
-
-
-def _chip(name):
-    from ...hardware import get_chip
-    return get_chip(name)
-
-
-def _cfg(name):
-    from ...config import get_preset
-    return get_preset(name)
-
-
 def _per_token(name: str) -> float:
-    return _e().kv_bytes_per_token(_cfg(name))
+    return estimate.kv_bytes_per_token(get_preset(name))
 
 
 def _windowed(name: str, window: int, local_per_global: int | None = None) -> float:
     from ... import kv_window
-    cfg = _cfg(name)
+    cfg = get_preset(name)
     return kv_window.kv_bytes_per_sequence(cfg, kv_window.layer_windows(cfg.L, window,
                                                                         local_per_global), LONG)
 
 
 def _shared_per_token(group: int) -> float:
     from ... import kv_share
-    cfg = _cfg("llama-3-8b")
+    cfg = get_preset("llama-3-8b")
     owners = kv_share.owners(kv_share.share_adjacent(cfg.L, group))
     return _per_token("llama-3-8b") / cfg.L * len(owners)
 
 
 def _int8_bpe() -> float:
     from ... import kv_quant
-    return kv_quant.bytes_per_element(_cfg("llama-2-7b").H)
+    return kv_quant.bytes_per_element(get_preset("llama-2-7b").H)
 
 
 def _pcie_ratio() -> float:
-    e, l7 = _e(), _cfg("llama-2-7b")
-    pcie = _chip("A10").link_bytes_per_s                   # PCIe 4.0 x16, one way
-    hbm_s = e.kv_cache_bytes(l7, 1, CTX) / _chip("A100 80GB").hbm_bytes_per_s
+    e, l7 = estimate, get_preset("llama-2-7b")
+    pcie = get_chip("A10").link_bytes_per_s                   # PCIe 4.0 x16, one way
+    hbm_s = e.kv_cache_bytes(l7, 1, CTX) / get_chip("A100 80GB").hbm_bytes_per_s
     return e.kv_transfer_seconds(l7, CTX, pcie) / hbm_s
 
 
@@ -78,10 +66,10 @@ _CHIPS = ["A10", "L4", "A100 40GB", "A100 80GB", "H100 SXM", "TPU v5e", "TPU v5p
 
 
 def _batch_cases(rng):
-    cases = [(_cfg("llama-2-7b"), _chip("A10"), 4096, 1, 2, 2),        # the chapter's case
-             (_cfg("llama-2-70b"), _chip("A10"), 4096, 1, 2, 2)]       # weights do not fit
+    cases = [(get_preset("llama-2-7b"), get_chip("A10"), 4096, 1, 2, 2),        # the chapter's case
+             (get_preset("llama-2-70b"), get_chip("A10"), 4096, 1, 2, 2)]       # weights do not fit
     for _ in range(10):
-        cases.append((_cfg(str(rng.choice(_PRESETS))), _chip(str(rng.choice(_CHIPS))),
+        cases.append((get_preset(str(rng.choice(_PRESETS))), get_chip(str(rng.choice(_CHIPS))),
                       int(rng.choice([512, 2048, 4096, 8192, 32768])),
                       int(rng.choice([1, 2, 4, 8, 16])), float(rng.choice([0.5, 1, 2])),
                       float(rng.choice([0.5, 1, 2]))))
@@ -89,7 +77,7 @@ def _batch_cases(rng):
 
 
 def _batch_reference(cfg, chip, context, chips, weight_bytes, kv_bytes):
-    return _e().max_batch(cfg, chip, context, chips, weight_bytes, kv_bytes)
+    return estimate.max_batch(cfg, chip, context, chips, weight_bytes, kv_bytes)
 
 
 def _describe_batch(args):
@@ -99,9 +87,9 @@ def _describe_batch(args):
 
 
 def _window_cases(rng):
-    cases = [(_cfg("mistral-7b"), (4096,) * 32, 32768, 2), (_cfg("tiny"), (None, 8), 5, 4)]
+    cases = [(get_preset("mistral-7b"), (4096,) * 32, 32768, 2), (get_preset("tiny"), (None, 8), 5, 4)]
     for _ in range(8):
-        cfg = _cfg(str(rng.choice(_PRESETS)))
+        cfg = get_preset(str(rng.choice(_PRESETS)))
         windows = tuple(None if rng.random() < 0.3 else int(rng.choice([128, 1024, 4096]))
                         for _ in range(cfg.L))
         cases.append((cfg, windows, int(rng.integers(1, 65536)), float(rng.choice([1, 2]))))
@@ -128,36 +116,36 @@ QUESTIONS = [
     Numeric("ch04.kv_per_token_llama_2_70b", "Cache bytes per token, LLaMA-2 70B (GQA)", 1,
             "the cache holds K key/value heads, not the N query heads",
             reference=lambda: _per_token("llama-2-70b"), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * _cfg("llama-2-70b").G, "you counted the query "
+            mistakes=[Mistake(lambda r: r * get_preset("llama-2-70b").G, "you counted the query "
                               "heads N; only the K KV heads are cached"),
                       Mistake(lambda r: r / 2, _KEYS_ONLY)]),
     Numeric("ch04.kv_per_token_falcon_7b", "Cache bytes per token, Falcon-7B (MQA)", 1,
             "one KV head of H = 64 per layer",
             reference=lambda: _per_token("falcon-7b"), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * _cfg("falcon-7b").N, "you counted the 71 query "
+            mistakes=[Mistake(lambda r: r * get_preset("falcon-7b").N, "you counted the 71 query "
                               "heads; multi-query attention caches one")]),
     Numeric("ch04.l7_sequences_of_512", "Sequences of 512 tokens whose cache equals "
             "Llama-2-7B's weights", 1,
             "bf16 weight bytes / (512 · cache bytes per token), rounded down; the article's "
             "round numbers give too many",
-            reference=lambda: math.floor(_e().param_bytes(_cfg("llama-2-7b"))
+            reference=lambda: math.floor(estimate.param_bytes(get_preset("llama-2-7b"))
                                          / (512 * _per_token("llama-2-7b"))), rel_tol=0),
     Numeric("ch04.a10_batch_4096", "Requests of 4,096 tokens that fit on an A10 "
             "(Llama-2-7B)", 1, "(memory − weights) / cache of one 4,096-token request, "
             "rounded down",
-            reference=lambda: _e().max_batch(_cfg("llama-2-7b"), _chip("A10"), CTX), rel_tol=0),
+            reference=lambda: estimate.max_batch(get_preset("llama-2-7b"), get_chip("A10"), CTX), rel_tol=0),
     Numeric("ch04.a10_tokens_llama_3_8b", "Longest context LLaMA-3 8B can hold on an A10", 1,
             "(memory − bf16 weights) / cache bytes per token, rounded down; one sequence",
-            reference=lambda: _e().kv_capacity_tokens(_cfg("llama-3-8b"), _chip("A10"), 1),
+            reference=lambda: estimate.kv_capacity_tokens(get_preset("llama-3-8b"), get_chip("A10"), 1),
             rel_tol=0.005),
     Numeric("ch04.h100x8_batch_llama_2_70b", "Requests of 4,096 tokens on 8 H100s: "
             "LLaMA-2 70B", 1, "8 × 80 GB minus the weights, over one request's cache",
-            reference=lambda: _e().max_batch(_cfg("llama-2-70b"), _chip("H100 SXM"), CTX, 8),
+            reference=lambda: estimate.max_batch(get_preset("llama-2-70b"), get_chip("H100 SXM"), CTX, 8),
             rel_tol=0),
     Numeric("ch04.h100x8_batch_mha_70b", "The same with multi-head attention (K = N)", 1,
             "the MHA variant's own weights (W_K, W_V grow) and its G times larger cache",
-            reference=lambda: _e().max_batch(_cfg("llama-2-70b").replace(K=64),
-                                              _chip("H100 SXM"), CTX, 8), rel_tol=0),
+            reference=lambda: estimate.max_batch(get_preset("llama-2-70b").replace(K=64),
+                                              get_chip("H100 SXM"), CTX, 8), rel_tol=0),
     Numeric("ch04.mistral_window_32k", "Cache of one 32,768-token sequence, Mistral 7B "
             "(window 4,096 in every layer)", 1,
             "each layer keeps at most W tokens: min(W, S) · 2·K·H·2 bytes per layer",
@@ -169,13 +157,13 @@ QUESTIONS = [
             "in every group of 6 layers 5 keep 1,024 tokens and 1 keeps all; L = 32 is not a "
             "multiple of 6 — build the pattern layer by layer",
             reference=lambda: _windowed("llama-3-8b", 1024, 5)
-            / _e().kv_cache_bytes(_cfg("llama-3-8b"), 1, LONG), rel_tol=0.005),
+            / estimate.kv_cache_bytes(get_preset("llama-3-8b"), 1, LONG), rel_tol=0.005),
     Numeric("ch04.shared_by_3_per_token", "LLaMA-3 8B with groups of 3 adjacent layers "
             "sharing a cache: bytes per token", 1,
             "one cache per group; the last group may be short (32 layers = 10 groups of 3 "
             "and one of 2)", reference=lambda: _shared_per_token(3), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * (_cfg("llama-3-8b").L // 3)
-                              / len(range(0, _cfg("llama-3-8b").L, 3)),
+            mistakes=[Mistake(lambda r: r * (get_preset("llama-3-8b").L // 3)
+                              / len(range(0, get_preset("llama-3-8b").L, 3)),
                               "round the number of groups up: the last two layers share one "
                               "cache too")]),
     Numeric("ch04.int8_bytes_per_element", "Bytes per cached number, int8 with a float32 "
@@ -186,10 +174,10 @@ QUESTIONS = [
     Numeric("ch04.int8_a10_tokens", "Tokens of int8 cache (with scales) beside Llama-2-7B's "
             "bf16 weights on an A10", 1,
             "the bf16 weights stay; each cached number now costs the previous answer",
-            reference=lambda: _e().kv_capacity_tokens(_cfg("llama-2-7b"), _chip("A10"), 1, 2,
+            reference=lambda: estimate.kv_capacity_tokens(get_preset("llama-2-7b"), get_chip("A10"), 1, 2,
                                                       _int8_bpe()), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: _e().kv_capacity_tokens(
-                _cfg("llama-2-7b"), _chip("A10"), 1, 2, 1), "count the scales' bytes")]),
+            mistakes=[Mistake(lambda r: estimate.kv_capacity_tokens(
+                get_preset("llama-2-7b"), get_chip("A10"), 1, 2, 1), "count the scales' bytes")]),
     Numeric("ch04.max_reservation_used", "Fraction of reserved slots holding tokens, "
             "reserving 2,048 per request", 1, "sum of the lengths / (requests × 2,048)",
             reference=lambda: _used([MAX_LEN] * len(LENGTHS)), rel_tol=0.005),
@@ -200,8 +188,8 @@ QUESTIONS = [
     Numeric("ch04.mqa_head_sharded_per_gpu", "Falcon-7B cache per GPU, 8 GPUs sharding by "
             "heads (batch 64, 4,096 tokens)", 1,
             "a head cannot be split: with K = 1 each GPU holds ceil(K / 8) = 1 head of every "
-            "sequence", reference=lambda: _e().kv_cache_bytes_per_shard(
-                _cfg("falcon-7b"), 64, CTX, head_shards=8), rel_tol=0.005,
+            "sequence", reference=lambda: estimate.kv_cache_bytes_per_shard(
+                get_preset("falcon-7b"), 64, CTX, head_shards=8), rel_tol=0.005,
             mistakes=[Mistake(lambda r: r / 8, "that is sharding by sequence (the fix); by "
                               "heads the single head is replicated")]),
     Numeric("ch04.offload_slowdown", "How many times longer: a 4,096-token Llama-2-7B cache "

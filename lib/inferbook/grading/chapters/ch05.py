@@ -17,15 +17,12 @@ import math
 
 from ..compare import allclose
 from ..questions import Exact, Function, Mistake, Numeric
+from ... import estimate
+from ...config import get_preset
 
 A100 = "A100 40GB"
 SAMPLE_CONTEXT, SAMPLE_NEW = 512, 10      # kipply's FasterTransformer runs (exercise 5)
 AWS_BITS_PER_S = 400e9                   # exercise 8: "AWS has 400 Gb/s"
-
-
-def _e():
-    from ... import estimate
-    return estimate
 
 
 def _a100():
@@ -33,17 +30,12 @@ def _a100():
     return get_chip(A100)
 
 
-def _cfg(name):
-    from ...config import get_preset
-    return get_preset(name)
-
-
 def _m52():
-    return _cfg("kipply-52b")
+    return get_preset("kipply-52b")
 
 
 def _gopher():
-    return _cfg("gopher-280b")
+    return get_preset("gopher-280b")
 
 
 def _hers(*keys) -> float:
@@ -64,14 +56,14 @@ def _her_a100():
 
 def _capacity_hers(gpus: int) -> float:
     free = gpus * _a100().hbm_bytes - 2 * _hers("round_parameter_counts", "kipply-52b")
-    return math.floor(free / _e().kv_bytes_per_token(_m52()))
+    return math.floor(free / estimate.kv_bytes_per_token(_m52()))
 
 
 def _forward_memory_bound_while_steps_flop_bound() -> bool:
     """Exercise 3 for the weight matmuls of the 52B model on one A100: is there a batch B and
     context T with the forward pass over B·T tokens memory-bound but a step of B tokens
     FLOP-bound? (2·N·P FLOPs for N tokens against the weight bytes.)"""
-    e, chip = _e(), _a100()
+    e, chip = estimate, _a100()
     P, nbytes = e.param_count(_m52()), e.param_bytes(_m52())
     flop_bound = lambda n: 2 * n * P / chip.bf16_flops_per_s >= nbytes / chip.hbm_bytes_per_s  # noqa: E731
     return any(flop_bound(B) and not flop_bound(B * T)
@@ -80,7 +72,7 @@ def _forward_memory_bound_while_steps_flop_bound() -> bool:
 
 def _sample_time() -> float:
     """Exercise 5: prefill the context, then SAMPLE_NEW decode steps against a growing cache."""
-    e, cfg, chip = _e(), _cfg("kipply-13b"), _a100()
+    e, cfg, chip = estimate, get_preset("kipply-13b"), _a100()
     P, pbytes = e.param_count(cfg), e.param_bytes(cfg)
     steps = sum(e.step_time(P, pbytes, e.kv_cache_bytes(cfg, 1, SAMPLE_CONTEXT + j), 1, chip)
                 for j in range(SAMPLE_NEW))
@@ -96,12 +88,12 @@ def _narrow():
 
 def _saved_cases(rng):
     names = ["kipply-52b", "kipply-13b", "llama-2-7b", "llama-3-8b", "falcon-7b", "tiny"]
-    return [(_cfg(str(rng.choice(names))), int(rng.integers(1, 65)), int(rng.integers(0, 4097)),
+    return [(get_preset(str(rng.choice(names))), int(rng.integers(1, 65)), int(rng.integers(0, 4097)),
              int(rng.integers(1, 257))) for _ in range(8)]
 
 
 def _saved_reference(cfg, batch, context, next_n):
-    e = _e()
+    e = estimate
     return batch * sum(e.kipply_kv_flops_saved(cfg, context + j) for j in range(next_n))
 
 
@@ -117,52 +109,52 @@ _HER_BW = ("you used 1.5e12 B/s, the post's A100 bandwidth; the datasheet (and t
 QUESTIONS = [
     Numeric("ch05.kv_bytes_per_token_52b", "Cache bytes per token of the 52B model", 1,
             "2 (keys and values) · L · K·H · 2 bytes; K·H = D for this model",
-            reference=lambda: _e().kv_bytes_per_token(_m52()), rel_tol=0.005,
+            reference=lambda: estimate.kv_bytes_per_token(_m52()), rel_tol=0.005,
             mistakes=[Mistake(lambda r: r / 2, _ELEMENTS)]),
     Numeric("ch05.flops_per_byte_a100", "The A100's flops-to-bandwidth ratio", 1,
             "peak bf16 FLOP/s over memory bytes/s of the A100 40GB, from the registry",
-            reference=lambda: _e().kipply_flops_per_byte(_a100()), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: _e().kipply_flops_per_byte(_her_a100()), _HER_BW),
+            reference=lambda: estimate.kipply_flops_per_byte(_a100()), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: estimate.kipply_flops_per_byte(_her_a100()), _HER_BW),
                       Mistake(lambda r: 1 / r, "the ratio is FLOPs per byte: FLOP/s on top "
                               "(the post writes the fraction upside down)")]),
     Exact("ch05.min_gpus_52b", "Fewest A100 40GB that hold the 52B weights", 1,
           "bf16 weight bytes / 40 GB, rounded up",
-          reference=lambda: _e().min_chips_for_weights(_m52(), _a100())),
+          reference=lambda: estimate.min_chips_for_weights(_m52(), _a100())),
     Numeric("ch05.capacity_4_gpus", "Tokens of cache beside the 52B weights on 4 A100s", 1,
             "(4 · 40e9 − the preset's bf16 weight bytes) / cache bytes per token, rounded down",
-            reference=lambda: _e().kv_capacity_tokens(_m52(), _a100(), 4), rel_tol=0.005,
+            reference=lambda: estimate.kv_capacity_tokens(_m52(), _a100(), 4), rel_tol=0.005,
             mistakes=[Mistake(lambda r: _capacity_hers(4), "that uses 52e9 parameters; count "
                               "the preset's parameters exactly"),
                       Mistake(lambda r: _hers("published_results", "capacity_tokens_4_gpus"),
                               "the post's 23,000 divides rounded gigabytes; count bytes")]),
     Numeric("ch05.batch_3_gpus", "Largest batch of 2,048-token sequences on 3 A100s (52B)", 1,
             "tokens of cache that fit on 3 GPUs, divided by 2,048, rounded down",
-            reference=lambda: _e().max_batch(_m52(), _a100(), 2048, 3), rel_tol=0),
+            reference=lambda: estimate.max_batch(_m52(), _a100(), 2048, 3), rel_tol=0),
     Numeric("ch05.comm_bytes_4_gpus", "Bytes each GPU sends per token per step (52B, 4 GPUs)",
             1, "4 collectives per layer, each (N − 1)/N · D numbers of 2 bytes",
-            reference=lambda: _e().kipply_comm_bytes_per_token(_m52(), 4), rel_tol=0.005,
+            reference=lambda: estimate.kipply_comm_bytes_per_token(_m52(), 4), rel_tol=0.005,
             mistakes=[Mistake(lambda r: r / 2, _ELEMENTS),
                       Mistake(lambda r: 4 * r / 3, "keep the exact (N − 1)/N here")]),
     Numeric("ch05.gopher_small_batch", "Small-batch latency of the 260B model on 16 A100s", 1,
             "P·2 bytes / (16 · bandwidth) + 4·L · 8 µs (the chip's hop_latency_s)",
-            reference=lambda: _e().kipply_small_batch_latency(_gopher(), _a100(), 16).total_s,
+            reference=lambda: estimate.kipply_small_batch_latency(_gopher(), _a100(), 16).total_s,
             rel_tol=0.01,
-            mistakes=[Mistake(lambda r: r + _e().kipply_small_batch_latency(
+            mistakes=[Mistake(lambda r: r + estimate.kipply_small_batch_latency(
                 _gopher(), _a100(), 16).comms_s, "the post writes 2·4·L·8 µs; its formula "
                 "4·L·latency counts each message once")]),
     Numeric("ch05.gopher_large_batch", "Large-batch latency of the 260B model at batch 512", 1,
             "the larger of batch·2·P / (16 · FLOP/s) and the communication time",
-            reference=lambda: _e().kipply_large_batch_latency(_gopher(), _a100(), 16, 512)
+            reference=lambda: estimate.kipply_large_batch_latency(_gopher(), _a100(), 16, 512)
             .total_s, rel_tol=0.01),
     Numeric("ch05.flops_per_token_24d2", "kipply's FLOPs per token of the 52B model", 1,
             "24·D² per layer: 2 FLOPs × (4·D² attention + 8·D² MLP weights)",
-            reference=lambda: _e().kipply_flops_per_token(_m52()), rel_tol=0.005),
+            reference=lambda: estimate.kipply_flops_per_token(_m52()), rel_tol=0.005),
     Numeric("ch05.intermediate_share_52b", "Share of the step left to element-wise work at "
             "D = 8,192 (43% at D = 1,024)", 1,
             "element-wise time grows like D, matmul time like D²: s·r / (s·r + (1 − s)·r²)",
-            reference=lambda: _e().intermediate_share_at_width(0.43, 1024, 8192),
+            reference=lambda: estimate.intermediate_share_at_width(0.43, 1024, 8192),
             rel_tol=0.01,
-            mistakes=[Mistake(lambda r: _e().kipply_intermediate_share(0.43, 1024, 8192),
+            mistakes=[Mistake(lambda r: estimate.kipply_intermediate_share(0.43, 1024, 8192),
                               "the post's 5% divides by the old matmul time as if it were "
                               "the whole step; the matmuls took 1 − s of it")]),
     Function("ch05.kv_flops_saved_fn", "Exercise 1: FLOPs a KV cache saves", 3,
@@ -173,7 +165,7 @@ QUESTIONS = [
     Numeric("ch05.ex2_kv_read_time", "Exercise 2: time to read the cache per step (52B, "
             "4 A100s, batch 4, 2,048 tokens)", 1,
             "batch · context · cache bytes per token / (4 · memory bandwidth)",
-            reference=lambda: _e().kv_cache_bytes(_m52(), 4, 2048)
+            reference=lambda: estimate.kv_cache_bytes(_m52(), 4, 2048)
             / (4 * _a100().hbm_bytes_per_s), rel_tol=0.01,
             mistakes=[Mistake(lambda r: 4 * r, "the cache is split over the 4 GPUs, and so "
                               "is its read")]),
@@ -185,9 +177,9 @@ QUESTIONS = [
     Numeric("ch05.ex4_latency_16_gpus", "Exercise 4: small-batch latency of 52B on 16 GPUs",
             1, "weights over 16 GPUs' bandwidth, plus 4·L message latencies that do not "
             "shrink with more GPUs",
-            reference=lambda: _e().kipply_small_batch_latency(_m52(), _a100(), 16).total_s,
+            reference=lambda: estimate.kipply_small_batch_latency(_m52(), _a100(), 16).total_s,
             rel_tol=0.01,
-            mistakes=[Mistake(lambda r: _e().kipply_small_batch_latency(_m52(), _a100(), 16)
+            mistakes=[Mistake(lambda r: estimate.kipply_small_batch_latency(_m52(), _a100(), 16)
                               .compute_s, "add the 4·L message latencies")]),
     Numeric("ch05.ex5_sample_time", "Exercise 5: a whole sample, 13B on one A100", 2,
             "estimate.prefill_seconds for the 512-token context, then 10 steps: step j "
@@ -196,11 +188,11 @@ QUESTIONS = [
     Numeric("ch05.ex6_intermediate_share", "Exercise 6: the MLP hidden activation of a "
             "2,048-token prefill, as a fraction of the weights (52B)", 1,
             "[T, F] in bf16 is T·F·2 bytes; divide by the bf16 weight bytes",
-            reference=lambda: 2048 * _m52().F * 2 / _e().param_bytes(_m52()), rel_tol=0.01),
+            reference=lambda: 2048 * _m52().F * 2 / estimate.param_bytes(_m52()), rel_tol=0.01),
     Numeric("ch05.ex7_narrow_o_per_gpu", "Exercise 7: FLOPs per byte sent by the output "
             "projection, D = 512, per GPU of 2", 1,
             "a [B, D] activation (2 bytes each) feeds 2·B·D·D FLOPs; split over 2 GPUs",
-            reference=lambda: _e().kipply_flops_per_comm_byte(_narrow())["o"] / 2,
+            reference=lambda: estimate.kipply_flops_per_comm_byte(_narrow())["o"] / 2,
             rel_tol=0.01,
             mistakes=[Mistake(lambda r: 2 * r, "each GPU does half of the FLOPs")]),
     Numeric("ch05.ex8_aws_comm_intensity", "Exercise 8: FLOPs per byte an A100 must do to "
@@ -212,17 +204,17 @@ QUESTIONS = [
             "every shard (260B, 16 GPUs)", 1,
             "an AllGather of every shard replaces ReduceScatter + AllGather: 2 messages per "
             "layer instead of 4",
-            reference=lambda: _e().kipply_small_batch_latency(_gopher(), _a100(), 16)
+            reference=lambda: estimate.kipply_small_batch_latency(_gopher(), _a100(), 16)
             .comms_s / 2, rel_tol=0.01,
             mistakes=[Mistake(lambda r: 2 * r, "that is the latency of the usual scheme")]),
     Numeric("ch05.ex10_compute", "Exercise 10: 52B on 4 GPUs at batch 256: FLOP time", 1,
             "batch · 2·P / (4 · FLOP/s)",
-            reference=lambda: _e().kipply_large_batch_latency(_m52(), _a100(), 4, 256)
+            reference=lambda: estimate.kipply_large_batch_latency(_m52(), _a100(), 4, 256)
             .compute_s, rel_tol=0.01),
     Numeric("ch05.ex10_comms", "Exercise 10: the same step's communication time", 1,
             "batch · 2 bytes · 4·L·D / A_c, A_c the one-way NVLink bandwidth of all links; "
             "she rounds (N−1)/N to 1",
-            reference=lambda: _e().kipply_large_batch_latency(_m52(), _a100(), 4, 256)
+            reference=lambda: estimate.kipply_large_batch_latency(_m52(), _a100(), 4, 256)
             .comms_s, rel_tol=0.01,
             mistakes=[Mistake(lambda r: r / 2, _ELEMENTS),
                       Mistake(lambda r: 3 * r / 4, "this question follows her formula: "

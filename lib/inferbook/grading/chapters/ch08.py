@@ -9,20 +9,16 @@ comes from the estimator (`estimate.comms`, `estimate.collectives`).
 from __future__ import annotations
 
 from ..questions import Exact, Mistake, Numeric
+from ...config import get_preset
 
 MODEL, BIG, CHIP = "llama-2-7b", "scaling-book-18b", "TPU v5e"
 T_PROMPT, DEVICES, RING = 2048, 8, 4
 
 
-def _cfg(name):
-    from ...config import get_preset
-    return get_preset(name)
-
-
 def _allreduce_bytes_per_layer(m: int = DEVICES) -> float:
     """Bytes of the arrays the 1D layout AllReduces in one layer of a bf16 prefill."""
     from ... import estimate
-    cfg = _cfg(MODEL)
+    cfg = get_preset(MODEL)
     comms = estimate.ws1d_collectives(cfg, 1, T_PROMPT, m, bytes_per_element=2)
     return sum(c.total for c in comms if c.scope in ("attn_out", "mlp_out")) / cfg.L
 
@@ -41,12 +37,12 @@ def _alpha() -> float:
 def _prefill_limit() -> float:
     from ... import estimate
     from ...hardware import get_chip
-    return estimate.prefill_model_parallel_limit(_cfg(BIG), get_chip(CHIP))
+    return estimate.prefill_model_parallel_limit(get_preset(BIG), get_chip(CHIP))
 
 
 def _ring_bytes_per_layer() -> float:
     from ... import estimate
-    cfg = _cfg(MODEL)
+    cfg = get_preset(MODEL)
     comms = estimate.ring_attention_collectives(cfg, 1, T_PROMPT, RING, 1, bytes_per_element=2)
     return sum(c.total for c in comms if c.scope == "ring") / cfg.L
 

@@ -9,6 +9,7 @@ then over the batch, and when a collective is too small to be anything but laten
 from __future__ import annotations
 
 from ..questions import Exact, Mistake, Numeric
+from ...config import get_preset
 
 BIG, LLAMA3, CHIP = "scaling-book-18b", "llama-3-70b", "TPU v5e"
 BATCH_DECODE = 16                      # sequences in the decode batch of the first question
@@ -21,14 +22,9 @@ def _chip():
     return get_chip(CHIP)
 
 
-def _cfg(name):
-    from ...config import get_preset
-    return get_preset(name)
-
-
 def _mp_limit() -> float:
     from ... import estimate
-    return estimate.model_parallel_limit(_cfg(BIG).F, BATCH_DECODE, _chip())
+    return estimate.model_parallel_limit(get_preset(BIG).F, BATCH_DECODE, _chip())
 
 
 def _beta() -> float:
@@ -38,7 +34,7 @@ def _beta() -> float:
 
 def _kv_per_chip() -> float:
     from ... import estimate
-    cfg = _cfg(LLAMA3)
+    cfg = get_preset(LLAMA3)
     heads = min(cfg.K, CHIPS)                     # Y: as far as the KV heads go
     return estimate.kv_cache_bytes_per_shard(cfg, BATCH, CONTEXT, head_shards=heads,
                                              batch_shards=CHIPS // heads)
@@ -46,7 +42,7 @@ def _kv_per_chip() -> float:
 
 def _kv_heads_only() -> float:
     from ... import estimate
-    cfg = _cfg(LLAMA3)
+    cfg = get_preset(LLAMA3)
     return estimate.kv_cache_bytes_per_shard(cfg, BATCH, CONTEXT, head_shards=CHIPS)
 
 
