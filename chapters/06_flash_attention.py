@@ -250,10 +250,12 @@ print("block by block equals the full softmax, for every block size")
 # library's version takes query tiles of `block_q` rows and KV tiles of `block_k` keys, handles
 # grouped-query heads (the $G$ query heads of one KV head share a tile of $K$ and $V$), and
 # builds each tile's piece of the causal, padding and window mask from positions instead of
-# reading a $T \times S$ mask. The update step and the kernel:
+# reading a $T \times S$ mask. The update step, the final division by the running sum, and
+# the kernel:
 
 # %%
 print(inspect.getsource(flash.online_softmax_step))
+print(inspect.getsource(flash.online_softmax_result))
 print(inspect.getsource(flash.flash_attention))
 
 # %% [markdown]

@@ -33,7 +33,15 @@ from jax import lax
 
 from .attention import MASKED, attention_mask
 
-__all__ = ["flash_attention", "online_softmax_step", "kv_tile_range"]
+__all__ = ["flash_attention", "online_softmax_init", "online_softmax_step",
+           "online_softmax_result", "kv_tile_range"]
+
+
+def online_softmax_init(rows: tuple[int, ...], H: int
+                        ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The running (o, m, l) before any tile: nothing accumulated, maximum MASKED, sum 0."""
+    return (jnp.zeros((*rows, H), jnp.float32), jnp.full(rows, MASKED, jnp.float32),
+            jnp.zeros(rows, jnp.float32))
 
 
 def online_softmax_step(carry: tuple[jax.Array, jax.Array, jax.Array], scores_RC: jax.Array,
@@ -52,6 +60,18 @@ def online_softmax_step(carry: tuple[jax.Array, jax.Array, jax.Array], scores_RC
     l_new = alpha * l + p.sum(axis=-1)
     pv = jnp.einsum(dims, p.astype(v_CH.dtype), v_CH, preferred_element_type=jnp.float32)
     return alpha[..., None] * o + pv, m_new, l_new
+
+
+def online_softmax_result(o: jax.Array, m: jax.Array, l: jax.Array, empty: float = MASKED
+                          ) -> tuple[jax.Array, jax.Array]:
+    """Output and log-sum-exp from the final (o, m, l).
+
+    A row that saw no key (l = 0) gets output 0 and log-sum-exp `empty`, so that merging it
+    with other partial results (`attention.merge_partials`) gives it no weight.
+    """
+    seen = l > 0
+    l_safe = jnp.where(seen, l, 1.0)
+    return o / l_safe[..., None], jnp.where(seen, m + jnp.log(l_safe), empty)
 
 
 def kv_tile_range(q_pos: jax.Array, kv_len: jax.Array, block_k: int, num_tiles: int,
@@ -121,15 +141,9 @@ def flash_attention(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
             s = jnp.where(mask.reshape(B, 1, G * bq, bk), s, MASKED)
             return online_softmax_step(carry, s, v_BKCH)
 
-        init = (jnp.zeros((B, K, G * bq, H), jnp.float32),
-                jnp.full((B, K, G * bq), MASKED, jnp.float32),
-                jnp.zeros((B, K, G * bq), jnp.float32))
         lo, hi = kv_tile_range(pos_Bq, kv_len, bk, nk, window)
-        o, m, l = lax.fori_loop(lo, hi, visit, init)
-        seen = l > 0
-        out = o / jnp.where(seen, l, 1.0)[..., None]
-        lse = jnp.where(seen, m + jnp.log(jnp.where(seen, l, 1.0)), MASKED)
-        return out, lse
+        o, m, l = lax.fori_loop(lo, hi, visit, online_softmax_init((B, K, G * bq), H))
+        return online_softmax_result(o, m, l)
 
     out, lse = lax.map(one_q_tile, (q_tiles, pos_tiles))   # [nq, B, K, G·bq, H], [nq, B, K, G·bq]
     out_BTNH = (out.reshape(nq, B, K, G, bq, H).transpose(1, 0, 4, 2, 3, 5)

@@ -36,7 +36,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from .attention import MASKED, attention_mask, reference_at_positions
-from .flash import kv_tile_range, online_softmax_step
+from .flash import (kv_tile_range, online_softmax_init, online_softmax_result,
+                    online_softmax_step)
 
 __all__ = ["gather_blocks", "paged_attention_reference", "paged_attention", "paged_write",
            "blocks_for"]
@@ -94,15 +95,11 @@ def paged_attention(q_BTNH: jax.Array, k_pool: jax.Array, v_pool: jax.Array,
         s = jnp.where(mask.reshape(B, 1, G * T, C), s, MASKED)
         return online_softmax_step(carry, s, v_BKCH)
 
-    init = (jnp.zeros((B, K, G * T, H), jnp.float32),
-            jnp.full((B, K, G * T), MASKED, jnp.float32),
-            jnp.zeros((B, K, G * T), jnp.float32))
     lo, hi = kv_tile_range(q_pos_BT, kv_len, C, J, window)
-    o, m, l = lax.fori_loop(lo, hi, visit, init)
-    seen = l > 0
-    l_safe = jnp.where(seen, l, 1.0)
-    out = (o / l_safe[..., None]).reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4)
-    lse = jnp.where(seen, m + jnp.log(l_safe), MASKED).reshape(B, K, G, T).transpose(0, 3, 1, 2)
+    o, m, l = lax.fori_loop(lo, hi, visit, online_softmax_init((B, K, G * T), H))
+    out, lse = online_softmax_result(o, m, l)
+    out = out.reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4)
+    lse = lse.reshape(B, K, G, T).transpose(0, 3, 1, 2)
     return out.reshape(B, T, N, H).astype(q_BTNH.dtype), lse.reshape(B, T, N)
 
 

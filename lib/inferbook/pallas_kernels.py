@@ -34,7 +34,8 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from .attention import MASKED
-from .flash import kv_tile_range, online_softmax_step
+from .flash import (kv_tile_range, online_softmax_init, online_softmax_result,
+                    online_softmax_step)
 from .flash_decoding import combine_chunks, rows_to_heads
 
 __all__ = ["pallas_flash_attention", "pallas_flash_decoding", "default_interpret"]
@@ -73,12 +74,8 @@ def _attend_tiles(q_RH, k_ref, v_ref, pos_R, kv_len, base, lo, hi, block_k, scal
             mask &= q_R1 - k_1C < window
         return online_softmax_step(carry, jnp.where(mask, s_RC, MASKED), v_CH, "RC,CH->RH")
 
-    init = (jnp.zeros((R, H), jnp.float32), jnp.full((R,), MASKED, jnp.float32),
-            jnp.zeros((R,), jnp.float32))
-    o, m, l = lax.fori_loop(lo, hi, visit, init)
-    seen = l > 0
-    l_safe = jnp.where(seen, l, 1.0)
-    return o / l_safe[:, None], jnp.where(seen, m + jnp.log(l_safe), -jnp.inf)
+    o, m, l = lax.fori_loop(lo, hi, visit, online_softmax_init((R,), H))
+    return online_softmax_result(o, m, l, empty=-jnp.inf)
 
 
 def _flash_kernel(q_ref, k_ref, v_ref, pos_ref, len_ref, o_ref, lse_ref, *, block_k,
