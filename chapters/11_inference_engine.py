@@ -257,14 +257,16 @@ for d, s in summaries.items():
 
 # %% [markdown]
 # The claim of this section, checked: at the same number of slots, continuous batching
-# raises the throughput of static batching by at least half on this trace (by
-# {glue:text}`ch11_gain` in this build) and keeps more of its slots busy. The floor is set
+# delivers at least {glue:text}`ch11_floor` the throughput of static batching on this trace
+# ({glue:text}`ch11_gain` in this build) and keeps more of its slots busy. The floor is set
 # below what a quiet machine shows so that it holds while other programs share the CPU.
 
 # %%
 gain = summaries["continuous"].throughput / summaries["static"].throughput
 gain_inter = summaries["interleaved"].throughput / summaries["static"].throughput
-assert gain >= 1.5, gain
+floor = 1.5
+glue("ch11_floor", fmt_ratio(floor))
+assert gain >= floor, gain
 assert gain_inter > 1.2, gain_inter
 assert summaries["continuous"].ttft_mean_s < summaries["static"].ttft_mean_s
 

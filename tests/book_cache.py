@@ -134,14 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tests/book_cache.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("refresh", help="empty the cache if the library changed")
     run = sub.add_parser("execute", help="execute and cache the pages the cache lacks")
     run.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
-    if args.command == "refresh":
-        if refresh():
-            print("library changed: the notebook cache starts afresh")
-        return 0
     return 1 if execute(args.jobs) else 0
 
 
