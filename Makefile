@@ -60,7 +60,7 @@ chromium:
 
 # The Colab notebooks next to each chapter and exercise, generated from the .py sources.
 notebooks: venv
-	$(PY) -m inferbook.notebooks sync
+	$(PY) -m inferbook.book.notebooks sync
 
 book: venv
 	@# Execute the pages the cache lacks, $(JOBS) at a time (the cache is emptied when the

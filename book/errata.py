@@ -32,11 +32,18 @@ info = inferbook.setup()
 
 from IPython.display import Markdown
 
-from inferbook import bookdata, estimate
-from inferbook.config import get_preset
-from inferbook.hardware import get_chip
-from inferbook.present import (fmt_bytes, fmt_count, fmt_flops, fmt_percent, fmt_rate,
-                               fmt_ratio, fmt_seconds, glue)
+from inferbook.book import bookdata
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_percent,
+    fmt_rate,
+    fmt_seconds,
+    glue,
+)
+from inferbook.model.presets import get_preset
+from inferbook.perf import comm_time, counts, latency, roofline
+from inferbook.perf.hardware import get_chip
 
 book = bookdata.load("scaling_book_published.json")
 kipply = bookdata.load("kipply_assumptions.json")
@@ -61,10 +68,10 @@ bw81, bw82 = used["quiz_and_worked_problems"], used["linear_operations_and_llama
 assert bw81 < v5e.hbm_bytes_per_s < bw82
 spread = bw82 / bw81 - 1
 assert spread < 0.015
-assert abs(estimate.critical_batch(v5e) - book["b_crit"]["TPU v5e"]) < 1
+assert abs(roofline.critical_batch(v5e) - book["b_crit"]["TPU v5e"]) < 1
 glue("err_bw_81", fmt_rate(bw81)); glue("err_bw_82", fmt_rate(bw82))
 glue("err_bw_reg", fmt_rate(v5e.hbm_bytes_per_s))
-glue("err_bcrit_v5e", f"{estimate.critical_batch(v5e):.1f}")
+glue("err_bcrit_v5e", f"{roofline.critical_batch(v5e):.1f}")
 glue("err_bw_spread", fmt_percent(spread, 1));
 
 # %% [markdown]
@@ -86,21 +93,21 @@ llama = get_preset("llama-2-13b")
 S, chips = tab["context"], tab["chips"]
 W_used = tab["bandwidth_used_bytes_per_s"]
 assert W_used == chips * bw82
-kv_1 = estimate.kv_cache_bytes(llama, 1, S)
+kv_1 = counts.kv_cache_bytes(llama, 1, S)
 assert round(kv_1 / 1e9, 1) == tab["kv_gib"][0]           # the "GiB" figure is decimal GB
 assert round(kv_1 / 2 ** 30, 1) != tab["kv_gib"][0]
-weights = estimate.param_bytes(llama)
+weights = counts.param_bytes(llama)
 rows, diffs = [], []
 for variant, kv_cfg, published in (("K = 40", llama, tab),
                                    ("K = 8", llama.replace(K=8), tab["small_kv"])):
     for B, ms in zip(tab["batch"], published["step_ms"]):
-        kv = estimate.kv_cache_bytes(kv_cfg, B, S)
-        ours = estimate.step_time(estimate.param_count(llama), weights, kv, B, v5e, chips)
+        kv = counts.kv_cache_bytes(kv_cfg, B, S)
+        ours = roofline.step_time(counts.param_count(llama), weights, kv, B, v5e, chips)
         diffs.append(abs(ours * 1e3 / ms - 1))
         rows.append(f"| {variant} | {B} | {ms} ms | {fmt_seconds(ours, 2)} |")
 assert max(diffs) < 0.01
-largest = estimate.max_batch(llama, v5e, S, chips)
-total_16 = weights + estimate.kv_cache_bytes(llama, 16, S)
+largest = roofline.max_batch(llama, v5e, S, chips)
+total_16 = weights + counts.kv_cache_bytes(llama, 16, S)
 assert largest == 15 and total_16 > chips * v5e.hbm_bytes
 glue("err_t_bw_used", fmt_rate(W_used, digits=2)); glue("err_t_bw_label", tab["hbm_bandwidth_label"])
 glue("err_t_bw_tib", f"{W_used / 2 ** 40:.2f}")
@@ -129,7 +136,7 @@ Markdown("| KV heads | batch | published step time | library |\n|---|---:|---:|-
 # {glue:text}`err_h100_sparse`.
 
 # %% tags=["hide-input"]
-h100_bcrit = estimate.critical_batch(h100)
+h100_bcrit = roofline.critical_batch(h100)
 assert abs(h100_bcrit - book["b_crit"]["H100"]) / h100_bcrit > 0.04
 glue("err_h100_pub", str(book["b_crit"]["H100"]))
 glue("err_h100_table", book["b_crit"]["h100_table_002"])
@@ -162,19 +169,19 @@ glue("err_h100_sparse", f"{table_flops / h100.hbm_bytes_per_s:,.0f}");
 # %% tags=["hide-input"]
 wp = book["worked_problems"]
 m18 = get_preset("scaling-book-18b")
-P18 = estimate.param_count(m18)
+P18 = counts.param_count(m18)
 assert round(P18 / 1e9, 1) == wp["p1_params"] / 1e9
-kv18 = estimate.kv_bytes_per_token(m18, 1)
+kv18 = counts.kv_bytes_per_token(m18, 1)
 assert kv18 == 2 * m18.L * m18.K * m18.H                    # keys and values, int8
 assert abs(kv18 / wp["p1_kv_bytes_per_token_int8"]["002"] - 1) < 0.001
 assert abs(kv18 / 2 / wp["p1_kv_bytes_per_token_int8"]["000"] - 1) < 0.001
 ctx = int(wp["p2_context"])
-p2 = estimate.max_batch(m18, v5e, ctx, 16, 1, 1)
-p2_k1 = estimate.max_batch(m18.replace(K=1), v5e, ctx, 16, 1, 1)
-p2_131k = estimate.max_batch(m18, v5e, 131072, 16, 1, 1)
+p2 = roofline.max_batch(m18, v5e, ctx, 16, 1, 1)
+p2_k1 = roofline.max_batch(m18.replace(K=1), v5e, ctx, 16, 1, 1)
+p2_131k = roofline.max_batch(m18, v5e, 131072, 16, 1, 1)
 assert (p2, p2_k1) == (wp["p2_max_batch"]["002"], wp["p2_max_batch_k1"]["002"])
 assert p2 != wp["p2_max_batch"]["000"]
-p3 = estimate.param_bytes(m18, 1) / (16 * v5e.hbm_bytes_per_s)
+p3 = counts.param_bytes(m18, 1) / (16 * v5e.hbm_bytes_per_s)
 assert round(p3 * 1e3, 1) == wp["p3_param_load_ms"]["002"]
 glue("err_p1_000", fmt_bytes(wp["p1_kv_bytes_per_token_int8"]["000"], 0))
 glue("err_p1_002", fmt_bytes(wp["p1_kv_bytes_per_token_int8"]["002"], 0))
@@ -197,9 +204,9 @@ glue("err_p3_ours", fmt_seconds(p3, 2)); glue("err_p_params", fmt_count(P18, 2))
 # $2 \cdot$ {glue:text}`err_p5_ours` $\cdot T$.
 
 # %% tags=["hide-input"]
-counts = estimate.param_counts(m18)
-active = P18 + (2 - 1) * counts["mlp"]          # k = 2 expert MLPs per token instead of 1
-total_moe = P18 + (16 - 1) * counts["mlp"]
+parts = counts.param_counts(m18)
+active = P18 + (2 - 1) * parts["mlp"]          # k = 2 expert MLPs per token instead of 1
+total_moe = P18 + (16 - 1) * parts["mlp"]
 assert abs(active / wp["p5_active_params"] - 1) < 0.005      # the source's own count...
 assert abs(total_moe / wp["p5_total_params"] - 1) < 0.005
 assert abs(active / wp["p5_forward_flops_active_param_000"] - 1) > 0.02   # ...not 32.2e9
@@ -217,13 +224,13 @@ glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_
 # {glue:text}`err_c_hop` when the *shard* is below {glue:text}`err_c_shard`, that is when the
 # *whole buffer* of 8 shards is below {glue:text}`err_c_whole`. The example that follows — a
 # batch of 16 activations of width 8,192 in int8, {glue:text}`err_c_example` — is latency-bound
-# on either reading. The library's `estimate.latency_bound_bytes` takes the reading as an
+# on either reading. The library's `comm_time.latency_bound_bytes` takes the reading as an
 # argument, so a number always says which one it means.
 
 # %% tags=["hide-input"]
 c = book["appendix_c_latency_bound_buffer_bytes"]
-per_shard = estimate.latency_bound_bytes(v5e, c["shards"], reading="per-shard")
-whole = estimate.latency_bound_bytes(v5e, c["shards"], reading="whole")
+per_shard = comm_time.latency_bound_bytes(v5e, c["shards"], reading="per-shard")
+whole = comm_time.latency_bound_bytes(v5e, c["shards"], reading="whole")
 assert per_shard == v5e.link_bytes_per_s * v5e.hop_latency_s and whole == c["shards"] * per_shard
 assert whole == c["000"] and per_shard == c["002"]
 example = 16 * 8192 * 1
@@ -241,7 +248,7 @@ glue("err_c_example", fmt_bytes(example, 0));
 # The post's latency formulas use {glue:text}`err_k_bw` for the A100 (40 GB); the datasheet,
 # and the registry, say {glue:text}`err_k_bw_reg` — she notes this herself. Her critical ratio,
 # {glue:text}`err_k_ratio_pub`, is the FLOP rate over the byte rate (she writes the fraction
-# upside down, $A_{bw}/A_f$); with her figures the library's `kipply_flops_per_byte` gives
+# upside down, $A_{bw}/A_f$); with her figures the library's `break_even_tokens` gives
 # {glue:text}`err_k_ratio_hers`, with the datasheet's {glue:text}`err_k_ratio_ours`. Her
 # one-GPU estimate for the 13B model, {glue:text}`err_k_ft_pub`, comes out of the library
 # with her constants and her $12 L D^2$ parameters as {glue:text}`err_k_ft_hers`; the book's
@@ -254,16 +261,16 @@ her_a100 = dataclasses.replace(a100, hbm_bytes_per_s=her["hbm_bytes_per_s"],
                                bf16_flops_per_s=her["bf16_flops_per_s"])
 pub = kipply["published_results"]
 assert her_a100.bf16_flops_per_s == a100.bf16_flops_per_s
-assert round(estimate.kipply_flops_per_byte(her_a100)) == pub["ratio_flops_per_byte"]
+assert round(latency.break_even_tokens(her_a100)) == pub["ratio_flops_per_byte"]
 m13 = get_preset("kipply-13b")
-her_13b = estimate.kipply_small_batch_latency(m13, her_a100, 1,
+her_13b = latency.small_batch_latency(m13, her_a100, 1,
                                               params=12 * m13.L * m13.D ** 2).total_s
-ours_13b = estimate.kipply_small_batch_latency(m13, a100, 1).total_s
+ours_13b = latency.small_batch_latency(m13, a100, 1).total_s
 assert round(her_13b * 1e3, 1) == pub["ft_predicted_ms_per_token"]["1"]
 glue("err_k_bw", fmt_rate(her["hbm_bytes_per_s"])); glue("err_k_bw_reg", fmt_rate(a100.hbm_bytes_per_s, digits=3))
 glue("err_k_ratio_pub", str(pub["ratio_flops_per_byte"]))
-glue("err_k_ratio_hers", f"{estimate.kipply_flops_per_byte(her_a100):.1f}")
-glue("err_k_ratio_ours", f"{estimate.kipply_flops_per_byte(a100):.1f}")
+glue("err_k_ratio_hers", f"{latency.break_even_tokens(her_a100):.1f}")
+glue("err_k_ratio_ours", f"{latency.break_even_tokens(a100):.1f}")
 glue("err_k_ft_pub", fmt_seconds(pub["ft_predicted_ms_per_token"]["1"] / 1e3))
 glue("err_k_ft_hers", fmt_seconds(her_13b, 2)); glue("err_k_ft_ours", fmt_seconds(ours_13b, 2));
 
@@ -286,7 +293,7 @@ glue("err_k_ft_hers", fmt_seconds(her_13b, 2)); glue("err_k_ft_ours", fmt_second
 m52 = get_preset("kipply-52b")
 P_her = kipply["round_parameter_counts"]["kipply-52b"]
 w_her = 2 * P_her
-kv_tok = estimate.kv_bytes_per_token(m52)
+kv_tok = counts.kv_bytes_per_token(m52)
 cap_her = {n: int((n * a100.hbm_bytes - w_her) // kv_tok) for n in (3, 4)}
 div4 = pub["free_gb_4_gpus"] / pub["kv_gb_per_token"]
 assert cap_her[3] // 2048 < pub["batch_3_gpus_at_2048"]
@@ -300,8 +307,8 @@ glue("err_k_b3_pub", str(pub["batch_3_gpus_at_2048"]))
 glue("err_k_free4_pub", fmt_bytes(pub["free_gb_4_gpus"] * 1e9, 0))
 glue("err_k_cap4_pub", f"{pub['capacity_tokens_4_gpus']:,}")
 glue("err_k_div4", f"{div4:,.0f}")
-cap_ours = {n: estimate.kv_capacity_tokens(m52, a100, n) for n in (3, 4)}
-glue("err_k_w_hers", fmt_bytes(w_her, 0)); glue("err_k_w_ours", fmt_bytes(estimate.param_bytes(m52)))
+cap_ours = {n: latency.kv_capacity_tokens(m52, a100, n) for n in (3, 4)}
+glue("err_k_w_hers", fmt_bytes(w_her, 0)); glue("err_k_w_ours", fmt_bytes(counts.param_bytes(m52)))
 glue("err_k_free3", fmt_bytes(3 * a100.hbm_bytes - w_her, 0)); glue("err_k_kvtok", fmt_bytes(kv_tok))
 glue("err_k_cap3_hers", f"{cap_her[3]:,}"); glue("err_k_b3_hers", str(cap_her[3] // 2048))
 glue("err_k_cap4_hers", f"{cap_her[4]:,}")
@@ -312,7 +319,7 @@ glue("err_k_cap3_ours", f"{cap_ours[3]:,}"); glue("err_k_cap4_ours", f"{cap_ours
 #
 # Tensor parallelism sends "$4 (N-1) d_\text{model} / N$ bytes" per layer; that counts numbers,
 # two bytes each in bfloat16, which her large-batch formula then includes (the library's
-# `kipply_comm_bytes_per_token` returns bytes). For the Gopher-sized model on 16 GPUs she
+# `tp_comm_bytes_per_token` returns bytes). For the Gopher-sized model on 16 GPUs she
 # states the small-batch message latency as $4 \cdot n_\text{layers} \cdot t_\text{message}$
 # but computes "{glue:text}`err_k_lat_written`": the first product would be
 # {glue:text}`err_k_lat_double`, the stated formula gives {glue:text}`err_k_lat`. At batch 512
@@ -324,9 +331,9 @@ glue("err_k_cap3_ours", f"{cap_ours[3]:,}"); glue("err_k_cap4_ours", f"{cap_ours
 
 # %% tags=["hide-input"]
 gopher = get_preset("gopher-280b")
-lat = estimate.kipply_small_batch_latency(gopher, a100, 16).comms_s
+lat = latency.small_batch_latency(gopher, a100, 16).comms_s
 assert lat == 4 * gopher.L * a100.hop_latency_s
-big = estimate.kipply_large_batch_latency(gopher, a100, 16, 512)
+big = latency.large_batch_latency(gopher, a100, 16, 512)
 written = pub["gopher_large_batch_total_ms_written"]
 assert round(big.total_s * 1e3) == written[0] != written[1]
 glue("err_k_lat_written", pub["gopher_comms_written"])
@@ -345,12 +352,12 @@ glue("err_k_lat_share", fmt_percent(lat / (lat + big.comms_s)));
 # width {glue:text}`err_i_d2`, the post computes {glue:text}`err_i_hers_formula` ≈
 # {glue:text}`err_i_hers`, dividing by the matmul time as if it had been the whole step. The
 # share of the wider model's step is {glue:text}`err_i_ours_formula` =
-# {glue:text}`err_i_ours` (`estimate.intermediate_share_at_width`).
+# {glue:text}`err_i_ours` (`latency.intermediate_share_at_width`).
 
 # %% tags=["hide-input"]
 inter = kipply["intermediate_share"]
-hers = estimate.kipply_intermediate_share(inter["share"], inter["d_model"], m52.D)
-ours = estimate.intermediate_share_at_width(inter["share"], inter["d_model"], m52.D)
+hers = latency.intermediate_share_approx(inter["share"], inter["d_model"], m52.D)
+ours = latency.intermediate_share_at_width(inter["share"], inter["d_model"], m52.D)
 assert abs(hers - pub["intermediate_share_52b"]) < 1e-9 and ours > 1.5 * hers
 glue("err_i_share", fmt_percent(inter["share"])); glue("err_i_d", f"{inter['d_model']:,}")
 glue("err_i_hers", fmt_percent(hers, 1)); glue("err_i_ours", fmt_percent(ours, 1))

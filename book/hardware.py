@@ -15,7 +15,7 @@
 # # Hardware
 #
 # Every performance number in this book is computed from one table: the library's registry,
-# `inferbook.hardware.CHIPS`. This page renders it. Each chip lists what the roofline model
+# `inferbook.perf.hardware.CHIPS`. This page renders it. Each chip lists what the roofline model
 # needs — memory, memory bandwidth, peak *dense* bfloat16 and int8 throughput, interconnect —
 # and where the figure comes from. NVIDIA's datasheets lead with 2:4-sparse throughput, twice
 # the dense figure; the registry keeps the dense one, because a dense transformer gets no
@@ -29,7 +29,7 @@
 # %% tags=["remove-input"]
 from IPython.display import Markdown
 
-from inferbook.hardware import CHIPS
+from inferbook.perf.hardware import CHIPS
 
 
 def fmt(value, scale, digits=0):
@@ -63,4 +63,4 @@ Markdown("\n".join(f"- **{chip.name}**: {chip.source}." for chip in CHIPS.values
 # {"name": "my-chip", "hbm_bytes": 48e9, "hbm_bandwidth": 9.6e11, "flops": 3.6e14}
 # ```
 #
-# and `inferbook.hardware.chip_from_json(path)` turns it into a `Chip` like the ones above.
+# and `inferbook.perf.hardware.chip_from_json(path)` turns it into a `Chip` like the ones above.

@@ -39,13 +39,22 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook import attention, bench, decode, estimate, kvcache, model
-from inferbook.config import get_preset
-from inferbook.present import (fmt_bytes, fmt_count, fmt_flops, fmt_percent, fmt_rate,
-                               fmt_ratio, fmt_seconds, glue)
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_flops,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    glue,
+)
+from inferbook.model import attention, decode, decoder, kvcache
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, timing
 
 print(info.describe())
-DEVICE = bench.device_name()
+DEVICE = timing.device_name()
 
 # %% [markdown]
 # ## A model to sample from
@@ -56,9 +65,9 @@ DEVICE = bench.device_name()
 
 # %%
 cfg = get_preset("small")
-params = model.init_params(cfg, seed=0)
+params = decoder.init_params(cfg, seed=0)
 n_params = sum(w.size for w in jax.tree.leaves(params))
-assert n_params == estimate.param_count(cfg)      # the estimator counts what the model holds
+assert n_params == counts.param_count(cfg)      # the estimator counts what the model holds
 
 glue("ch1_L", str(cfg.L)); glue("ch1_D", str(cfg.D)); glue("ch1_N", str(cfg.N))
 glue("ch1_K", str(cfg.K)); glue("ch1_V", fmt_count(cfg.V))
@@ -73,7 +82,7 @@ print(cfg)
 # queries of each layer look at; the rest of this chapter is about choosing it well.
 
 # %%
-print(inspect.getsource(model.transformer))
+print(inspect.getsource(decoder.transformer))
 
 # %% [markdown]
 # ## Sampling, naively
@@ -86,7 +95,7 @@ def sample_naively(params, cfg, prompt, n_new):
     """Greedy generation that recomputes the whole sequence for every new token."""
     tokens = list(prompt)
     for _ in range(n_new):
-        logits_TV = model.forward(params, cfg, jnp.asarray([tokens]))[0]   # every position
+        logits_TV = decoder.forward(params, cfg, jnp.asarray([tokens]))[0]   # every position
         tokens.append(int(jnp.argmax(logits_TV[-1])))                     # ... to use the last
     return tokens[len(prompt):]
 
@@ -129,7 +138,7 @@ def keys_and_values(params, tokens_T):
         captured.append((k_BTKH[0], v_BTKH[0]))
         return attention.attend(q_BTNH, k_BTKH.swapaxes(1, 2), v_BTKH.swapaxes(1, 2), mask_BTS)
 
-    model.transformer(params, cfg, tokens_T[None], pos_BT, attend)
+    decoder.transformer(params, cfg, tokens_T[None], pos_BT, attend)
     return captured
 
 
@@ -181,7 +190,7 @@ seqs = [list(p) for p in prompts]
 worst = 0.0
 for step in range(n_new):
     # Recompute from scratch; padding to a fixed width keeps this to a single compilation.
-    full_BTV = model.forward(params, cfg, *map(jnp.asarray, decode.pad_prompts(seqs, 32)))
+    full_BTV = decoder.forward(params, cfg, *map(jnp.asarray, decode.pad_prompts(seqs, 32)))
     last_BV = full_BTV[jnp.arange(len(seqs)), jnp.asarray([len(s) - 1 for s in seqs])]
     worst = max(worst, float(jnp.max(jnp.abs(last_BV - logits_BV))))
     next_B = jnp.argmax(logits_BV, axis=-1).astype(jnp.int32)
@@ -215,17 +224,17 @@ print(f"largest logit difference over {n_new} steps: {worst:.1e}; tokens identic
 T_prompt = 512
 tok_1T = jnp.zeros((1, T_prompt), jnp.int32)
 cache_1 = kvcache.init_cache(cfg, 1, T_prompt + 64)
-prefill_cost = bench.compiled_cost(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]),
+prefill_cost = timing.compiled_cost(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]),
                                    cache_1)
 step_cache = cache_1._replace(lengths=jnp.array([T_prompt]))
-step_cost = bench.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
+step_cost = timing.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
                                 step_cache)
 
 intensity_prefill = prefill_cost["flops"] / prefill_cost["bytes_accessed"]
 intensity_decode = step_cost["flops"] / step_cost["bytes_accessed"]
 # A decode step reads every weight and the cache about once: under one FLOP per byte.
 assert intensity_decode < 1
-assert step_cost["bytes_accessed"] >= estimate.param_bytes(cfg, 4)
+assert step_cost["bytes_accessed"] >= counts.param_bytes(cfg, 4)
 assert intensity_prefill > 10 * intensity_decode
 for name, c in [("prefill, 512 tokens", prefill_cost), ("decode step, batch 1", step_cost)]:
     print(f"{name:22s} {fmt_flops(c['flops']):>14s} {fmt_bytes(c['bytes_accessed']):>10s}  "
@@ -258,15 +267,15 @@ glue("ch1_int_matmul_prefill", f"{2 * T_prompt / 4:,.0f}")
 
 # %%
 lengths = [256, 512, 1024]
-naive_flops = {t: bench.compiled_cost(decode._last_logits, params, cfg,
+naive_flops = {t: timing.compiled_cost(decode._last_logits, params, cfg,
                                       jnp.zeros((1, t), jnp.int32), jnp.array([t]),
                                       optimized=False)["flops"] for t in lengths}
-cached_flops = {t: bench.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
+cached_flops = {t: timing.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
                                        kvcache.init_cache(cfg, 1, t), optimized=False)["flops"]
                 for t in lengths}
 for t in lengths:
-    naive_formula = estimate.forward_flops(cfg, 1, t)                  # all t positions
-    cached_formula = estimate.forward_flops(cfg, 1, 1, kv_len=t + 1)   # cache slots + itself
+    naive_formula = counts.forward_flops(cfg, 1, t)                  # all t positions
+    cached_formula = counts.forward_flops(cfg, 1, 1, kv_len=t + 1)   # cache slots + itself
     assert abs(naive_flops[t] / naive_formula - 1) < 0.05, (t, naive_flops[t], naive_formula)
     assert abs(cached_flops[t] / cached_formula - 1) < 0.05, (t, cached_flops[t], cached_formula)
     print(f"t={t:5d}  naive step {fmt_flops(naive_flops[t]):>14s} (formula "
@@ -286,8 +295,8 @@ p0 = 16
 def total_flops(n, cached):
     steps = np.arange(n)
     if cached:
-        return sum(estimate.forward_flops(cfg, 1, 1, kv_len=p0 + t + 1) for t in steps)
-    return sum(estimate.forward_flops(cfg, 1, p0 + t, logits_for=1) for t in steps)
+        return sum(counts.forward_flops(cfg, 1, 1, kv_len=p0 + t + 1) for t in steps)
+    return sum(counts.forward_flops(cfg, 1, p0 + t, logits_for=1) for t in steps)
 
 
 naive_total = np.array([total_flops(n, False) for n in n_axis])
@@ -327,9 +336,9 @@ plt.show()
 # %%
 naive_time, cached_time = {}, {}
 for t in lengths:
-    naive_time[t] = bench.time_fn(decode._last_logits, params, cfg, jnp.zeros((1, t), jnp.int32),
+    naive_time[t] = timing.time_fn(decode._last_logits, params, cfg, jnp.zeros((1, t), jnp.int32),
                                   jnp.array([t]), repeats=3).median_s
-    cached_time[t] = bench.time_fn(bench.decode_step_timer(params, cfg, 1, t + 1),
+    cached_time[t] = timing.time_fn(timing.decode_step_timer(params, cfg, 1, t + 1),
                                    repeats=15).median_s
     print(f"t={t:5d}  naive step {fmt_seconds(naive_time[t]):>9s}   "
           f"cached step {fmt_seconds(cached_time[t]):>9s}   "
@@ -369,14 +378,14 @@ plt.show()
 
 # %%
 big = get_preset("cpu-336mb")
-big_params = model.init_params(big, seed=0)
-big_step_fn = bench.decode_step_timer(big_params, big, 1, 128)
-bytes_per_step = estimate.param_bytes(big, 4) + estimate.kv_cache_bytes(big, 1, 128, 4)
+big_params = decoder.init_params(big, seed=0)
+big_step_fn = timing.decode_step_timer(big_params, big, 1, 128)
+bytes_per_step = counts.param_bytes(big, 4) + counts.kv_cache_bytes(big, 1, 128, 4)
 # Alternate the two measurements, so that anything else the machine is doing affects both.
 rounds = []
 for _ in range(3):
-    read_bw, _ = bench.memory_bandwidth(repeats=5)
-    big_step = bench.time_fn(big_step_fn, repeats=5)
+    read_bw, _ = timing.memory_bandwidth(repeats=5)
+    big_step = timing.time_fn(big_step_fn, repeats=5)
     rounds.append((read_bw, big_step))
 read_bw = float(np.median([bw for bw, _ in rounds]))
 step_s = float(np.median([s.median_s for _, s in rounds]))
@@ -423,9 +432,9 @@ del big_params
 # apart: decoding several sequences together reads the weights once for all of them.
 
 # %%
-ttft = bench.time_fn(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]), cache_1,
+ttft = timing.time_fn(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]), cache_1,
                      repeats=5).median_s
-tpot = {B: bench.time_fn(bench.decode_step_timer(params, cfg, B, T_prompt + 1),
+tpot = {B: timing.time_fn(timing.decode_step_timer(params, cfg, B, T_prompt + 1),
                          repeats=15).median_s for B in (1, 8)}
 throughput = {B: B / tpot[B] for B in tpot}
 assert throughput[8] > throughput[1]        # batching raises tokens per second ...
@@ -460,12 +469,12 @@ for B in tpot:
 
 # %%
 small_cache = kvcache.init_cache(cfg, 4, 1000)
-assert kvcache.cache_bytes(small_cache) == estimate.kv_cache_bytes(cfg, 4, 1000, 4)
+assert kvcache.cache_bytes(small_cache) == counts.kv_cache_bytes(cfg, 4, 1000, 4)
 
 llama13 = get_preset("llama-2-13b")
-per_token = estimate.kv_bytes_per_token(llama13, 2)
-per_seq_8k = estimate.kv_cache_bytes(llama13, 1, 8192, 2)
-weights_13b = estimate.param_bytes(llama13, 2)
+per_token = counts.kv_bytes_per_token(llama13, 2)
+per_seq_8k = counts.kv_cache_bytes(llama13, 1, 8192, 2)
+weights_13b = counts.param_bytes(llama13, 2)
 caches_to_pass_weights = int(np.ceil(weights_13b / per_seq_8k))
 assert 4 * per_seq_8k > weights_13b     # four 8k-token caches outweigh the whole model
 glue("ch1_13b_per_token", fmt_bytes(per_token)); glue("ch1_13b_8k", fmt_bytes(per_seq_8k))
@@ -480,7 +489,7 @@ print(f"LLaMA-2 13B, bfloat16: {fmt_bytes(per_token)} per token, {fmt_bytes(per_
 # {glue:text}`ch1_13b_weights`, so {glue:text}`ch1_13b_n_caches` such sequences already need
 # more memory than the model itself. And the cache is read in full at every decode step, so it
 # costs bandwidth as well as capacity: a long conversation makes every one of its tokens slower.
-# Chapter 4 measures that cost for popular models and takes apart the ways to shrink it —
+# Chapter 5 measures that cost for popular models and takes apart the ways to shrink it —
 # sharing KV heads, local attention, quantization, eviction, paging.
 #
 # ## Summary

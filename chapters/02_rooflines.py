@@ -35,14 +35,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown
 
-from inferbook import bench, calibrate, estimate
-from inferbook.config import get_preset
-from inferbook.hardware import CHIPS, get_chip
-from inferbook.present import (fmt_bytes, fmt_count, fmt_flops, fmt_percent, fmt_rate,
-                               fmt_ratio, fmt_seconds, glue)
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    glue,
+)
+from inferbook.model.presets import get_preset
+from inferbook.perf import calibration, counts, roofline, timing
+from inferbook.perf.hardware import CHIPS, get_chip
 
 print(info.describe())
-DEVICE = bench.device_name()
+DEVICE = timing.device_name()
 
 # %% [markdown]
 # ## Two roofs
@@ -62,13 +69,13 @@ DEVICE = bench.device_name()
 rows = []
 for chip in CHIPS.values():
     rows.append(f"| {chip.name} | {fmt_rate(chip.bf16_flops_per_s, 'FLOP/s')} | "
-                f"{fmt_rate(chip.hbm_bytes_per_s)} | {estimate.critical_intensity(chip):,.0f} |")
+                f"{fmt_rate(chip.hbm_bytes_per_s)} | {roofline.critical_intensity(chip):,.0f} |")
 Markdown("| chip | C (bf16) | W | C / W (FLOPs per byte) |\n|---|---:|---:|---:|\n"
          + "\n".join(rows))
 
 # %%
 v5e, h100, a100 = get_chip("TPU v5e"), get_chip("H100 SXM"), get_chip("A100 40GB")
-ci = {c.name: estimate.critical_intensity(c) for c in CHIPS.values()}
+ci = {c.name: roofline.critical_intensity(c) for c in CHIPS.values()}
 assert 100 < min(ci.values()) and max(ci.values()) < 1000
 glue("ch2_ci_v5e", f"{ci['TPU v5e']:.0f}")
 glue("ch2_ci_h100", f"{ci['H100 SXM']:.0f}")
@@ -95,7 +102,7 @@ plt.show()
 # {glue:text}`ch2_ci_max` FLOPs per byte before arithmetic becomes its bottleneck:
 # {glue:text}`ch2_ci_v5e` for a TPU v5e, {glue:text}`ch2_ci_a100` for an A100,
 # {glue:text}`ch2_ci_h100` for an H100. (kipply calls the A100's figure the
-# "flops to bandwidth ratio"; chapter 5 follows her argument.)
+# "flops to bandwidth ratio"; chapter 4 follows her argument.)
 #
 # ## Matrix multiplications
 #
@@ -105,8 +112,8 @@ plt.show()
 # moves $2BD + 2DF + 2BF$ bytes (read the activations and the weights, write the result):
 
 # %%
-print(inspect.getsource(estimate.matmul_bytes))
-print(inspect.getsource(estimate.matmul_intensity))
+print(inspect.getsource(roofline.matmul_bytes))
+print(inspect.getsource(roofline.matmul_intensity))
 
 # %% [markdown]
 # When $B$ is small next to $D$ and $F$ — a decode step's batch against a model's width — the
@@ -117,13 +124,13 @@ print(inspect.getsource(estimate.matmul_intensity))
 # $$ B_\text{crit} = \frac{C}{W} \cdot \frac{\text{bytes per weight}}{2}. $$
 
 # %%
-print(inspect.getsource(estimate.critical_batch))
+print(inspect.getsource(roofline.critical_batch))
 
 # %%
 D = F = 8192
 bs = np.arange(1, 1025)
 fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.loglog(bs, [estimate.matmul_intensity(b, D, F) for b in bs], "k", label=f"[B, {D}]·[{D}, {F}]")
+ax.loglog(bs, [roofline.matmul_intensity(b, D, F) for b in bs], "k", label=f"[B, {D}]·[{D}, {F}]")
 for chip in (v5e, h100, a100):
     ax.axhline(ci[chip.name], ls=":", label=f"C / W of {chip.name}",
                color=plt.get_cmap("tab10")(list(CHIPS).index(chip.name) % 10))
@@ -136,8 +143,8 @@ plt.show()
 
 # Where does the curve cross each chip's line? Search, counting activations too.
 for chip in (v5e, h100, a100):
-    crossing = next(b for b in bs if estimate.matmul_intensity(b, D, F) >= ci[chip.name])
-    b_crit = estimate.critical_batch(chip)
+    crossing = next(b for b in bs if roofline.matmul_intensity(b, D, F) >= ci[chip.name])
+    b_crit = roofline.critical_batch(chip)
     assert b_crit <= crossing <= 1.1 * b_crit + 1, (chip.name, crossing, b_crit)
     print(f"{chip.name:10s} B_crit {b_crit:6.1f}   first compute-bound batch {crossing}")
 
@@ -152,14 +159,14 @@ formats = [("bf16 weights, bf16 math", 2, "bf16"), ("int8 weights, bf16 math", 1
            ("int8 weights, int8 math", 1, "int8"), ("int4 weights, bf16 math", 0.5, "bf16")]
 table = "| chip | " + " | ".join(f[0] for f in formats) + " |\n|---|" + "---:|" * len(formats)
 for chip in CHIPS.values():
-    cells = [f"{estimate.critical_batch(chip, wb, math):.0f}" for _, wb, math in formats]
+    cells = [f"{roofline.critical_batch(chip, wb, math):.0f}" for _, wb, math in formats]
     table += f"\n| {chip.name} | " + " | ".join(cells) + " |"
-bc = {label: estimate.critical_batch(v5e, wb, math) for label, wb, math in formats}
+bc = {label: roofline.critical_batch(v5e, wb, math) for label, wb, math in formats}
 assert bc["int8 weights, bf16 math"] == bc["bf16 weights, bf16 math"] / 2
 assert bc["int8 weights, int8 math"] == bc["bf16 weights, bf16 math"]
 glue("ch2_bcrit_v5e", f"{bc['bf16 weights, bf16 math']:.0f}")
 glue("ch2_bcrit_v5e_int8w", f"{bc['int8 weights, bf16 math']:.0f}")
-glue("ch2_bcrit_h100", f"{estimate.critical_batch(h100):.0f}")
+glue("ch2_bcrit_h100", f"{roofline.critical_batch(h100):.0f}")
 Markdown(table)
 
 # %% [markdown]
@@ -183,8 +190,8 @@ Markdown(table)
 # $2BTSNH$ FLOPs:
 
 # %%
-print(inspect.getsource(estimate.attention_cost))
-print(inspect.getsource(estimate.attention_intensity))
+print(inspect.getsource(roofline.attention_cost))
+print(inspect.getsource(roofline.attention_intensity))
 
 # %% [markdown]
 # The batch cancels: $B$ sequences bring $B$ times the FLOPs and $B$ times the bytes. With
@@ -198,9 +205,9 @@ print(inspect.getsource(estimate.attention_intensity))
 # %%
 contexts = np.unique(np.geomspace(1, 131072, 200).astype(int))
 fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.loglog(contexts, [estimate.attention_intensity(s, s) for s in contexts], label="prefill, T = S")
+ax.loglog(contexts, [roofline.attention_intensity(s, s) for s in contexts], label="prefill, T = S")
 for G in (1, 8):
-    ax.loglog(contexts, [estimate.attention_intensity(1, s, G) for s in contexts],
+    ax.loglog(contexts, [roofline.attention_intensity(1, s, G) for s in contexts],
               label=f"generate, T = 1, G = {G}")
 for chip in (v5e, h100):
     ax.axhline(ci[chip.name], ls=":", color="gray")
@@ -213,10 +220,10 @@ ax.grid(True, which="both", alpha=0.3)
 plt.show()
 
 prefill_threshold = next(t for t in range(1, 10_000)
-                         if estimate.attention_intensity(t, t) >= ci["TPU v5e"])
+                         if roofline.attention_intensity(t, t) >= ci["TPU v5e"])
 assert abs(prefill_threshold - 2 * ci["TPU v5e"]) <= 1
-assert all(estimate.attention_intensity(1, s) < 1 for s in contexts)
-assert all(estimate.attention_intensity(1, s, 8) < 8 for s in contexts)
+assert all(roofline.attention_intensity(1, s) < 1 for s in contexts)
+assert all(roofline.attention_intensity(1, s, 8) < 8 for s in contexts)
 glue("ch2_prefill_attention_v5e", f"{prefill_threshold:,}");
 
 # %% [markdown]
@@ -231,8 +238,8 @@ context = 4096
 rows = []
 for name in ("llama-2-13b", "llama-3-8b", "llama-3-70b", "mistral-7b"):
     cfg = get_preset(name)
-    per_seq = estimate.kv_cache_bytes(cfg, 1, context)
-    rows.append((name, cfg.K, per_seq, estimate.param_bytes(cfg) / per_seq))
+    per_seq = counts.kv_cache_bytes(cfg, 1, context)
+    rows.append((name, cfg.K, per_seq, counts.param_bytes(cfg) / per_seq))
 even = {r[0]: r[3] for r in rows}
 assert even["llama-3-8b"] > 3 * even["llama-2-13b"]       # GQA: four times smaller caches
 glue("ch2_even_13b", f"{even['llama-2-13b']:.1f}")
@@ -267,12 +274,12 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 #
 # The three are timed in alternation, so that whatever else runs on the machine affects them
 # alike, and each reports its median over the rounds. Nothing in either prediction is fitted
-# to the decode step. `inferbook.calibrate` does the measuring:
+# to the decode step. `inferbook.perf.calibration` does the measuring:
 
 # %%
-print(inspect.getsource(calibrate.model_matmul_program))
-print(inspect.getsource(calibrate.attention_program))
-print(inspect.getsource(calibrate.decode_sweep))
+print(inspect.getsource(calibration.model_matmul_program))
+print(inspect.getsource(calibration.attention_program))
+print(inspect.getsource(calibration.decode_sweep))
 
 # %% [markdown]
 # The model is the library's `cpu-336mb` preset, {glue:text}`ch2_sweep_params` parameters: big
@@ -281,16 +288,16 @@ print(inspect.getsource(calibrate.decode_sweep))
 
 # %%
 sweep_cfg = get_preset("cpu-336mb")
-glue("ch2_sweep_params", fmt_count(estimate.param_count(sweep_cfg), 0))
+glue("ch2_sweep_params", fmt_count(counts.param_count(sweep_cfg), 0))
 # Five batch sizes keep this cell to about a minute; `inferbook bench` sweeps them all (last
 # section).
-sweep = calibrate.decode_sweep(sweep_cfg, batches=(1, 4, 16, 64, 256), context=128)
+sweep = calibration.decode_sweep(sweep_cfg, batches=(1, 4, 16, 64, 256), context=128)
 B_axis = np.array(sweep.column("batch"))
 measured = np.array(sweep.column("measured_s"))
 predicted = np.array(sweep.column("predicted_s"))
-roofline = np.array(sweep.column("roofline_s"))
+roofline_s = np.array(sweep.column("roofline_s"))
 errors = predicted / measured - 1
-roof_errors = roofline / measured - 1
+roof_errors = roofline_s / measured - 1
 Markdown("| batch | measured | matmuls | attention | calibrated prediction | error | roofline "
          "| error |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(
              f"| {p.batch} | {fmt_seconds(p.measured_s, 2)} | {fmt_seconds(p.matmul_s, 2)} | "
@@ -325,7 +332,7 @@ glue("ch2_attn_share", fmt_percent(attn_bw / sweep.bandwidth))
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
 ax1.loglog(B_axis, measured * 1e3, "o-", label="measured")
 ax1.loglog(B_axis, predicted * 1e3, "s--", label="calibrated prediction")
-ax1.loglog(B_axis, roofline * 1e3, ":", label="roofline (W and C)")
+ax1.loglog(B_axis, roofline_s * 1e3, ":", label="roofline (W and C)")
 ax1.axvline(b_crit_here, color="gray", lw=0.8)
 ax1.annotate("B_crit", (b_crit_here * 1.05, ax1.get_ylim()[0] * 1.2), fontsize=8)
 ax1.set_xlabel("batch size B")
@@ -334,7 +341,7 @@ ax1.legend(fontsize=8)
 ax1.grid(True, which="both", alpha=0.3)
 ax2.semilogx(B_axis, tput, "o-", label="measured")
 ax2.semilogx(B_axis, B_axis / predicted, "s--", label="calibrated prediction")
-ax2.semilogx(B_axis, B_axis / roofline, ":", label="roofline")
+ax2.semilogx(B_axis, B_axis / roofline_s, ":", label="roofline")
 ax2.axvline(b_crit_here, color="gray", lw=0.8)
 ax2.set_xlabel("batch size B")
 ax2.set_ylabel("tokens per second")
@@ -392,7 +399,7 @@ glue("ch2_valley_sentence", valley);
 
 # %% [markdown]
 # At batch {glue:text}`ch2_valley_batch` the matmuls reach only {glue:text}`ch2_valley_share` of
-# what the roofline allows. Accelerators come much closer to both roofs (chapter 5 holds the
+# what the roofline allows. Accelerators come much closer to both roofs (chapter 4 holds the
 # sources' estimates against measurements on A100s), which is why the sources can reason with
 # two constants. The lesson carries over anyway: a roofline is a bound, and the distance to it
 # belongs to the kernels, the shapes and the device — measure it where it matters.
@@ -427,9 +434,9 @@ glue("ch2_valley_sentence", valley);
 # measured step time against the calibrated prediction.
 
 # %%
-from inferbook import benchmark
+from inferbook.perf import bench
 
-records = benchmark.load_results()
+records = bench.load_results()
 fig, ax = plt.subplots(figsize=(6.5, 5))
 for rec in records:
     dec = [r for r in rec["rows"] if r["kind"] == "decode"]
@@ -456,7 +463,7 @@ Markdown("| device | model | date | bandwidth | MBU at batch 1 | median \\|error
 
 # %%
 cpu_runs = [r for r in records if r["platform"] == "cpu" and not r["quick"]
-            and r["model"] == benchmark.default_model("cpu")]
+            and r["model"] == bench.default_model("cpu")]
 assert cpu_runs, "no full CPU benchmark on record"
 for rec in cpu_runs:
     s = rec["summary"]

@@ -34,11 +34,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown
 
-from inferbook import estimate
-from inferbook.config import get_preset
-from inferbook.hardware import get_chip
-from inferbook.present import (fmt_bytes, fmt_count, fmt_flops, fmt_percent, fmt_rate,
-                               fmt_ratio, fmt_seconds, glue)
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    glue,
+)
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, latency, roofline
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 
@@ -70,8 +77,8 @@ print(info.describe())
 # share the model. These are the two functions the estimator uses:
 
 # %%
-print(inspect.getsource(estimate.step_time_lower_bound))
-print(inspect.getsource(estimate.step_time))
+print(inspect.getsource(roofline.step_time_lower_bound))
+print(inspect.getsource(roofline.step_time))
 
 # %% [markdown]
 # ### A quick estimate
@@ -88,7 +95,7 @@ quiz_steps = {}
 for B in (4, 256):
     kv = B * quiz["context"] * quiz["kv_per_token"]
     weights = quiz["params"] * quiz["weight_bytes"]
-    quiz_steps[B] = estimate.step_time(quiz["params"], weights, kv, B, v5e, quiz["chips"])
+    quiz_steps[B] = roofline.step_time(quiz["params"], weights, kv, B, v5e, quiz["chips"])
     flop_time = 2 * B * quiz["params"] / (quiz["chips"] * v5e.bf16_flops_per_s)
     load_time = weights / (quiz["chips"] * v5e.hbm_bytes_per_s)
     print(f"B={B:3d}: KV {fmt_bytes(kv)}, attention {fmt_seconds(kv / (16 * v5e.hbm_bytes_per_s))}"
@@ -96,7 +103,7 @@ for B in (4, 256):
           f" -> step {fmt_seconds(quiz_steps[B])}")
     if B == 4:
         assert flop_time < load_time          # small batch: the weights are a load problem
-        assert quiz_steps[4] == estimate.step_time_lower_bound(weights, kv, v5e, 16)
+        assert quiz_steps[4] == roofline.step_time_lower_bound(weights, kv, v5e, 16)
     else:
         assert flop_time > load_time          # large batch: the matmuls are compute-bound
 kv_seq_quiz = quiz["context"] * quiz["kv_per_token"]
@@ -126,11 +133,11 @@ glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[
 # We chart LLaMA-2 13B on TPU v5e slices of 1 to 128 chips with 2,048-token contexts. Chips
 # share the model by tensor parallelism, so each step also pays two all-reduces per layer over
 # the chips' interconnect: their bytes overlap with the computation, their per-message latency
-# does not (the model of {cite:t}`chen2022arithmetic`, chapter 5). Settings whose weights and
+# does not (the model of {cite:t}`chen2022arithmetic`, chapter 4). Settings whose weights and
 # caches do not fit in the slice's memory are left out.
 
 # %%
-print(inspect.getsource(estimate.tensor_parallel_step_time))
+print(inspect.getsource(latency.tensor_parallel_step_time))
 
 # %%
 llama = get_preset("llama-2-13b")
@@ -144,10 +151,10 @@ def frontier_points(weight_bytes):
     points = []
     for n in chip_counts:
         for B in batches:
-            if not estimate.estimate_decode(llama, v5e, batch=B, context=S_chat, chips=n,
+            if not roofline.estimate_decode(llama, v5e, batch=B, context=S_chat, chips=n,
                                             weight_bytes=weight_bytes).fits:
                 continue
-            t = estimate.tensor_parallel_step_time(llama, v5e, n, B, S_chat, weight_bytes).total_s
+            t = latency.tensor_parallel_step_time(llama, v5e, n, B, S_chat, weight_bytes).total_s
             points.append((t, B / t / n, n, B))
     return points
 
@@ -156,7 +163,7 @@ settings = {"bf16 weights": frontier_points(2), "int8 weights": frontier_points(
 fronts = {}
 for name, pts in settings.items():
     lat, thr = [p[0] for p in pts], [p[1] for p in pts]
-    fronts[name] = [pts[i] for i in estimate.pareto_frontier(lat, thr)]
+    fronts[name] = [pts[i] for i in roofline.pareto_frontier(lat, thr)]
 
 bf16, int8 = fronts["bf16 weights"], fronts["int8 weights"]
 # The fastest settings use the most chips; the cheapest use fewer, with big batches.
@@ -164,8 +171,8 @@ assert bf16[0][2] == max(chip_counts) and bf16[-1][2] < max(chip_counts)
 assert bf16[-1][3] > bf16[0][3]
 # No setting beats the two ceilings on throughput per chip: the FLOP roof C / 2P, and the
 # KV roof W / (KV bytes per sequence), approached when the caches dominate every step.
-kv_seq = S_chat * estimate.kv_bytes_per_token(llama)
-flop_roof = v5e.bf16_flops_per_s / (2 * estimate.param_count(llama))
+kv_seq = S_chat * counts.kv_bytes_per_token(llama)
+flop_roof = v5e.bf16_flops_per_s / (2 * counts.param_count(llama))
 kv_roof = v5e.hbm_bytes_per_s / kv_seq
 for pts in settings.values():
     assert max(p[1] for p in pts) <= min(flop_roof, kv_roof)
@@ -233,12 +240,12 @@ Markdown("| letter | meaning | LLaMA-2 13B |\n|---|---|---|\n" + "\n".join(
 # allocates; the library's tests check that to the byte):
 
 # %%
-counts = estimate.param_counts(llama)
-rows = [("MLP", "3·D·F·L", counts["mlp"]),
-        ("attention", "(2·D·N·H + 2·D·K·H)·L", counts["attention"]),
-        ("embedding and unembedding", "2·V·D", counts["embedding"] + counts["unembedding"]),
-        ("norm gains", "(2L + 1)·D", counts["norms"])]
-total = estimate.param_count(llama)
+parts = counts.param_counts(llama)
+rows = [("MLP", "3·D·F·L", parts["mlp"]),
+        ("attention", "(2·D·N·H + 2·D·K·H)·L", parts["attention"]),
+        ("embedding and unembedding", "2·V·D", parts["embedding"] + parts["unembedding"]),
+        ("norm gains", "(2L + 1)·D", parts["norms"])]
+total = counts.param_count(llama)
 assert sum(r[2] for r in rows) == total
 Markdown("| component | formula | parameters |\n|---|---|---|\n"
          + "\n".join(f"| {a} | {b} | {fmt_count(c, 2)} |" for a, b, c in rows)
@@ -246,18 +253,18 @@ Markdown("| component | formula | parameters |\n|---|---|---|\n"
 
 # %%
 S = 8192
-weights_bf16 = estimate.param_bytes(llama, 2)
-kv_8k = estimate.kv_cache_bytes(llama, 1, S)
+weights_bf16 = counts.param_bytes(llama, 2)
+kv_8k = counts.kv_cache_bytes(llama, 1, S)
 activations_8k = S * llama.D * 2          # one [T, D] bfloat16 activation for an 8k prefill
 caches_to_exceed = int(np.ceil(weights_bf16 / kv_8k))
 assert kv_8k == 2 * 2 * llama.H * llama.K * llama.L * S
 assert 4 * kv_8k > weights_bf16 and caches_to_exceed == 4
 assert activations_8k < 0.01 * weights_bf16
 glue("ch3_total_params", fmt_count(total, 1))
-glue("ch3_mlp_share", fmt_percent(counts["mlp"] / total))
+glue("ch3_mlp_share", fmt_percent(parts["mlp"] / total))
 glue("ch3_weights_bf16", fmt_bytes(weights_bf16))
 glue("ch3_kv_8k", fmt_bytes(kv_8k))
-glue("ch3_kv_per_token", fmt_bytes(estimate.kv_bytes_per_token(llama)))
+glue("ch3_kv_per_token", fmt_bytes(counts.kv_bytes_per_token(llama)))
 glue("ch3_activations", fmt_bytes(activations_8k, 0))
 glue("ch3_caches_to_exceed", str(caches_to_exceed));
 
@@ -276,7 +283,7 @@ glue("ch3_caches_to_exceed", str(caches_to_exceed));
 # the 2 counting keys and values. LLaMA-2 13B stores {glue:text}`ch3_kv_per_token` per token,
 # so one 8,192-token sequence needs {glue:text}`ch3_kv_8k`: {glue:text}`ch3_caches_to_exceed`
 # such sequences need more memory than the weights. LLaMA-2 13B uses plain multi-head
-# attention, $K = N$, the most expensive choice; chapter 4 is about the cheaper ones.
+# attention, $K = N$, the most expensive choice; chapter 5 is about the cheaper ones.
 #
 # ## LLaMA-2 13B on eight TPU v5e chips
 #
@@ -289,7 +296,7 @@ chips = 8
 glue("ch3_v5e_hbm", fmt_bytes(chips * v5e.hbm_bytes, 0))
 glue("ch3_v5e_bw", fmt_rate(chips * v5e.hbm_bytes_per_s))
 glue("ch3_v5e_flops", fmt_rate(chips * v5e.bf16_flops_per_s, "FLOP/s"))
-b_crit = estimate.critical_batch(v5e)
+b_crit = roofline.critical_batch(v5e)
 glue("ch3_bcrit", f"{b_crit:.0f}")
 table_batches = [1, 8, 16, 32, 64, int(b_crit)]
 
@@ -299,12 +306,12 @@ def llama_table(cfg_kv, label):
     KV cache of `cfg_kv`)."""
     rows = []
     for B in table_batches:
-        kv = estimate.kv_cache_bytes(cfg_kv, B, S)
-        step = estimate.step_time(total, weights_bf16, kv, B, v5e, chips)
-        lower = estimate.step_time_lower_bound(weights_bf16, kv, v5e, chips)
+        kv = counts.kv_cache_bytes(cfg_kv, B, S)
+        step = roofline.step_time(total, weights_bf16, kv, B, v5e, chips)
+        lower = roofline.step_time_lower_bound(weights_bf16, kv, v5e, chips)
         rows.append(dict(B=B, kv=kv, total=weights_bf16 + kv,
                          fits=weights_bf16 + kv <= chips * v5e.hbm_bytes, step=step,
-                         lower=lower, tput=estimate.tokens_per_s(B, step)))
+                         lower=lower, tput=roofline.tokens_per_s(B, step)))
     text = (f"**{label}**\n\n| batch | KV cache | weights + KV | fits in "
             f"{fmt_bytes(chips * v5e.hbm_bytes, 0)} | step time | tokens/s |\n|---:|---:|---:|:-:|---:|---:|\n")
     text += "\n".join(f"| {r['B']} | {fmt_bytes(r['kv'])} | {fmt_bytes(r['total'])} | "
@@ -319,7 +326,7 @@ assert all(np.isclose(r["step"], r["lower"], rtol=1e-12) for r in mha_rows)
 Markdown(mha_text)
 
 # %%
-max_b = estimate.max_batch(llama, v5e, S, chips)
+max_b = roofline.max_batch(llama, v5e, S, chips)
 assert not mha_rows[2]["fits"] and mha_rows[1]["fits"]           # batch 16 does not fit
 assert max_b == 15
 tput = {r["B"]: r["tput"] for r in mha_rows}
@@ -333,7 +340,7 @@ glue("ch3_tput_8", f"{tput[8]:,.0f}")
 glue("ch3_tput_64", f"{tput[64]:,.0f}")
 glue("ch3_tput_bcrit", f"{tput[int(b_crit)]:,.0f}")
 glue("ch3_bcrit_int", str(int(b_crit)))
-kv_bcrit = estimate.kv_cache_bytes(llama, int(b_crit), S)
+kv_bcrit = counts.kv_cache_bytes(llama, int(b_crit), S)
 glue("ch3_kv_bcrit", fmt_bytes(kv_bcrit))
 glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 
@@ -355,13 +362,13 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 # Suppose the same model — same weights, same step — but a KV cache five times smaller:
 # {glue:text}`ch3_gqa_K` key and value heads shared by the {glue:text}`ch3_gqa_N` query heads
 # (grouped-query attention with $G =$ {glue:text}`ch3_gqa_G`, the kind of choice LLaMA-2 70B
-# and LLaMA-3 made; chapter 4). We keep the weight bytes of the original to
+# and LLaMA-3 made; chapter 5). We keep the weight bytes of the original to
 # isolate the effect of the cache.
 
 # %%
 gqa = llama.replace(K=8, name="llama-2-13b, K=8")
 glue("ch3_gqa_K", str(gqa.K)); glue("ch3_gqa_N", str(gqa.N)); glue("ch3_gqa_G", str(gqa.G))
-assert estimate.kv_bytes_per_token(llama) == 5 * estimate.kv_bytes_per_token(gqa)
+assert counts.kv_bytes_per_token(llama) == 5 * counts.kv_bytes_per_token(gqa)
 gqa_rows, gqa_text = llama_table(gqa, "The same with K = 8 KV heads (5× smaller cache)")
 Markdown(gqa_text)
 
@@ -375,17 +382,17 @@ assert all(gqa_step[B] < step[B] and gqa_tput[B] > tput[B] for B in table_batche
 assert gqa_tput[64] / gqa_tput[8] > 2
 glue("ch3_gqa_fit", str(gqa_fit))
 glue("ch3_gqa_tput_64", f"{gqa_tput[64]:,.0f}")
-glue("ch3_gqa_best_vs_mha_best", fmt_ratio(gqa_tput[64] / estimate.tokens_per_s(
-    max_b, estimate.step_time(total, weights_bf16, estimate.kv_cache_bytes(llama, max_b, S),
+glue("ch3_gqa_best_vs_mha_best", fmt_ratio(gqa_tput[64] / roofline.tokens_per_s(
+    max_b, roofline.step_time(total, weights_bf16, counts.kv_cache_bytes(llama, max_b, S),
                               max_b, v5e, chips))))
 
 bs = np.unique(np.geomspace(1, 256, 60).astype(int))
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for cfg_kv, label in ((llama, "K = 40 (MHA)"), (gqa, "K = 8 (GQA, 5× smaller cache)")):
-    t = [estimate.tokens_per_s(B, estimate.step_time(total, weights_bf16,
-                                                     estimate.kv_cache_bytes(cfg_kv, B, S), B,
+    t = [roofline.tokens_per_s(B, roofline.step_time(total, weights_bf16,
+                                                     counts.kv_cache_bytes(cfg_kv, B, S), B,
                                                      v5e, chips)) for B in bs]
-    fit = int((chips * v5e.hbm_bytes - weights_bf16) // (S * estimate.kv_bytes_per_token(cfg_kv)))
+    fit = int((chips * v5e.hbm_bytes - weights_bf16) // (S * counts.kv_bytes_per_token(cfg_kv)))
     line, = ax.plot(bs, t, label=label)
     ax.plot(bs[bs <= fit], np.array(t)[bs <= fit], lw=3, color=line.get_color(), alpha=0.5)
     ax.axvline(fit, color=line.get_color(), ls=":", lw=1)
@@ -412,6 +419,6 @@ plt.show()
 #   fastest settings use many chips and small batches; the cheapest use large batches on as few
 #   chips as memory allows.
 # - Past a few thousand tokens of context, the KV cache — not the weights — decides how large
-#   a batch fits and how much throughput a chip can deliver. Shrinking it (chapter 4) pays off
+#   a batch fits and how much throughput a chip can deliver. Shrinking it (chapter 5) pays off
 #   in latency, throughput and maximum batch at once.
 # ```

@@ -42,15 +42,25 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook import bench, bookdata, flash, kernel_bench
-from inferbook.attention import reference_at_positions
-from inferbook.hardware import get_chip
-from inferbook.pallas_kernels import pallas_flash_attention
-from inferbook.present import (fmt_bytes, fmt_count, fmt_flops, fmt_ratio, fmt_percent, fmt_rate,
-                               fmt_seconds, glue)
+from inferbook.book import bookdata
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_flops,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    glue,
+)
+from inferbook.kernels import flash, kernel_bench
+from inferbook.kernels.pallas import pallas_flash_attention
+from inferbook.model.attention import reference_at_positions
+from inferbook.perf import timing
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
-DEVICE = bench.device_name()
+DEVICE = timing.device_name()
 on_chip = bookdata.load("gpu_on_chip.json")
 chip_data = {c["chip"]: c for c in on_chip["chips"]}
 
@@ -142,7 +152,7 @@ glue("ch6_n_ex", f"{n_ex:,}")
 ref = jax.jit(reference_at_positions)
 xla_bytes, xla_flops = {}, {}
 for n in (1024, 2048):
-    cost = bench.compiled_cost(ref, *kernel_bench.attention_inputs(1, n, n, 1, 1, 64, "float32"))
+    cost = timing.compiled_cost(ref, *kernel_bench.attention_inputs(1, n, n, 1, 1, 64, "float32"))
     xla_bytes[n], xla_flops[n] = cost["bytes_accessed"], cost["flops"]
     print(f"n={n:5d}: XLA counts {fmt_bytes(xla_bytes[n])} moved, {fmt_flops(xla_flops[n])}; "
           f"the three-kernel count is {fmt_bytes(standard_io_bytes(n, n, 64, 4))}")
@@ -368,10 +378,10 @@ glue("ch6_square_16k", fmt_bytes(16384 ** 2 * 4))
 # %%
 time_ref, time_flash = {}, {}
 for n in [512, 1024, 2048, 4096]:
-    time_ref[n] = bench.time_fn(jax.jit(reference_at_positions),
+    time_ref[n] = timing.time_fn(jax.jit(reference_at_positions),
                                 *kernel_bench.attention_inputs(1, n, n, 1, 1, 64), repeats=3)
 for n in [512, 1024, 2048, 4096, 8192, 16384]:
-    time_flash[n] = bench.time_fn(jax.jit(blockwise),
+    time_flash[n] = timing.time_fn(jax.jit(blockwise),
                                   *kernel_bench.attention_inputs(1, n, n, 1, 1, 64), repeats=3)
 for n in time_flash:
     r = fmt_seconds(time_ref[n].min_s) if n in time_ref else "(not run)"
@@ -448,7 +458,7 @@ def fa2_step(o, m, l, s_RC, v_CH):
 R, C, Hs = 128, 128, 64
 tile = [jax.ShapeDtypeStruct(s, jnp.float32) for s in [(R, Hs), (R,), (R,), (R, C), (C, Hs)]]
 matmul = 2 * R * C * Hs
-extra = {name: bench.compiled_cost(jax.jit(f), *tile)["flops"] - matmul
+extra = {name: timing.compiled_cost(jax.jit(f), *tile)["flops"] - matmul
          for name, f in [("FA1", fa1_step), ("FA2", fa2_step)]}
 assert extra["FA2"] < extra["FA1"]
 print({k: fmt_flops(v) for k, v in extra.items()}, "non-matmul FLOPs per tile (XLA's count)")
@@ -500,7 +510,7 @@ print(f"Pallas kernel (grid {grid}, interpreted: {jax.default_backend() == 'cpu'
 # FlashAttention-1 {glue:text}`ch6_fa1_blocks` thread blocks for the A100's
 # {glue:text}`ch6_a100_sms` SMs — {glue:text}`ch6_busy_fa1` of the chip at most — and
 # FlashAttention-2 {glue:text}`ch6_fa2_blocks`. The library's Pallas kernel
-# (`inferbook.pallas_kernels`) is written with that grid, one program per (batch row, query
+# (`inferbook.kernels.pallas`) is written with that grid, one program per (batch row, query
 # head, query tile) — {glue:text}`ch6_pallas_grid` programs for the small problem above, which
 # Pallas' interpreter ran on this CPU and which matches the reference. On a GPU the same code
 # is compiled by Triton.

@@ -40,16 +40,26 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook import bench, bookdata, estimate, flash_decoding, kernel_bench, model, paged
-from inferbook.attention import attend, attention_mask, reference_at_positions
-from inferbook.config import get_preset
-from inferbook.hardware import get_chip
-from inferbook.pallas_kernels import pallas_flash_decoding
-from inferbook.present import (fmt_bytes, fmt_count, fmt_percent, fmt_rate, fmt_ratio,
-                               fmt_seconds, glue)
+from inferbook.book import bookdata
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    glue,
+)
+from inferbook.kernels import flash_decoding, kernel_bench, paged
+from inferbook.kernels.pallas import pallas_flash_decoding
+from inferbook.model import decoder
+from inferbook.model.attention import attend, attention_mask, reference_at_positions
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, timing
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
-DEVICE = bench.device_name()
+DEVICE = timing.device_name()
 glue("ch7_device", DEVICE)
 on_chip = {c["chip"]: c for c in bookdata.load("gpu_on_chip.json")["chips"]}
 reference = jax.jit(reference_at_positions, static_argnames=("window",))
@@ -172,7 +182,7 @@ glue("ch7_pallas_grid", f"{B} × {K} × 4")
 print(f"Pallas Flash-Decoding (interpreted: {jax.default_backend() == 'cpu'}) equals the reference")
 
 # %% [markdown]
-# The library's Pallas version (`inferbook.pallas_kernels.pallas_flash_decoding`) has exactly
+# The library's Pallas version (`inferbook.kernels.pallas.pallas_flash_decoding`) has exactly
 # this grid — {glue:text}`ch7_pallas_grid` programs above — and each program loads its
 # queries once and walks its chunk in tiles; with `num_splits=1` it is the unsplit kernel, one
 # program per (sequence, KV head). On a CPU it runs in Pallas' interpreter, which is how the
@@ -199,9 +209,9 @@ read_bw = 0.0
 for _ in range(3):
     for S_ in contexts:
         for name, fn in jitted.items():
-            t = bench.time_fn(fn, *inputs[S_], repeats=3).min_s
+            t = timing.time_fn(fn, *inputs[S_], repeats=3).min_s
             times[name][S_] = min(times[name][S_], t)
-    read_bw = max(read_bw, bench.memory_bandwidth(1 << 28, repeats=3)[0])
+    read_bw = max(read_bw, timing.memory_bandwidth(1 << 28, repeats=3)[0])
 del inputs
 kv_bytes = {S_: 2 * Km * S_ * Hm * 4 for S_ in contexts}
 achieved = {name: {S_: kv_bytes[S_] / t for S_, t in ts.items()} for name, ts in times.items()}
@@ -328,7 +338,7 @@ f16 = np.finfo(np.float16)
 C_fdpp = 64
 a_lo, b_hi = float(np.log(f16.smallest_normal)), float(np.log(float(f16.max) / C_fdpp))
 small_cfg = get_preset("small")
-small_params = model.init_params(small_cfg, seed=0)
+small_params = decoder.init_params(small_cfg, seed=0)
 
 
 @jax.jit
@@ -343,7 +353,7 @@ def layer_qkv(params, tokens_BT):
         got.append((q_BTNH, k_BTKH.swapaxes(1, 2), v_BTKH.swapaxes(1, 2)))
         return attend(q_BTNH, k_BTKH.swapaxes(1, 2), v_BTKH.swapaxes(1, 2), mask)
 
-    model.transformer(params, small_cfg, tokens_BT, pos, capture)
+    decoder.transformer(params, small_cfg, tokens_BT, pos, capture)
     return got
 
 
@@ -437,8 +447,8 @@ paged_use = req_lengths.sum() / (np.ceil(req_lengths / block) * block).sum()
 assert paged_use > 0.99 > 0.6 > contiguous_use
 llama7 = get_preset("llama-2-7b")
 a100_80 = get_chip("A100 80GB")
-kv_budget = a100_80.hbm_bytes - estimate.param_bytes(llama7, 2)
-per_token = estimate.kv_bytes_per_token(llama7, 2)
+kv_budget = a100_80.hbm_bytes - counts.param_bytes(llama7, 2)
+per_token = counts.kv_bytes_per_token(llama7, 2)
 seqs_contiguous = int(kv_budget // (max_len * per_token))
 seqs_paged = int(kv_budget // (req_lengths.mean() / paged_use * per_token))
 glue("ch7_contig_use", fmt_percent(contiguous_use)); glue("ch7_paged_use", fmt_percent(paged_use, 1))
@@ -458,7 +468,7 @@ print(f"LLaMA-2 7B on an A100 80GB: {seqs_contiguous} sequences (contiguous) vs 
 # weights once for the whole batch, nearly that factor in throughput. Blocks can also be shared
 # between sequences that start with the same prompt; chapter 12 builds prefix caching on that.
 #
-# The library's layout (`inferbook.paged`, which the engine's block manager and the KV-cache
+# The library's layout (`inferbook.kernels.paged`, which the engine's block manager and the KV-cache
 # chapter build on) is a pool of `[num_blocks, K, block_size, H]` per layer — each block
 # head-major, like the contiguous cache — and an int32 table `[B, max_blocks]`. The reference
 # gathers each sequence's blocks into a contiguous cache and calls `attention_reference`; the
@@ -566,8 +576,8 @@ gain = fd / base
 f_kernel = 2.0
 share = (1 - 1 / gain) / (1 - 1 / f_kernel)
 # Attention's share of a Mistral-7B decode step's bytes: the cache against weights + cache.
-weights_m = estimate.param_bytes(mistral, 2)
-kv_tok = estimate.kv_bytes_per_token(mistral, 2)
+weights_m = counts.param_bytes(mistral, 2)
+kv_tok = counts.kv_bytes_per_token(mistral, 2)
 tokens_for_share = share / (1 - share) * weights_m / kv_tok
 l4 = get_chip("L4")
 max_cached = (l4.hbm_bytes - weights_m) / kv_tok

@@ -48,15 +48,23 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook import decode, estimate, hlo, kvcache, model, sequence_parallel
-from inferbook import sharded_decode as sd
-from inferbook import weight_stationary
-from inferbook.config import ModelConfig, get_preset
-from inferbook.hardware import get_chip
-from inferbook.mesh import named_mesh
-from inferbook.present import (fmt_bytes, fmt_count, fmt_flops, fmt_percent, fmt_ratio,
-                               fmt_seconds, glue)
-from inferbook.sharding import make_plan, param_specs, shard_params
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_flops,
+    fmt_percent,
+    fmt_ratio,
+    glue,
+)
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.config import ModelConfig
+from inferbook.model.presets import get_preset
+from inferbook.parallel import collectives, hlo, sequence_parallel, weight_stationary
+from inferbook.parallel import sharded_decode as sd
+from inferbook.parallel.mesh import named_mesh
+from inferbook.parallel.sharding import make_plan, param_specs, shard_params
+from inferbook.perf import comm_time, counts
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 
@@ -71,14 +79,14 @@ print(info.describe())
 
 # %%
 cfg = ModelConfig(L=2, D=512, F=2048, N=8, K=8, H=64, V=1024, name="demo-512")
-params = model.init_params(cfg, seed=0)
+params = decoder.init_params(cfg, seed=0)
 print(cfg)
 mesh8 = named_mesh("8")
 plan = make_plan(cfg, mesh8, "1d-ws")
 print(plan.describe())
 layer_specs = param_specs(cfg, plan)["layers"][0]
 for name in ("wq", "wk", "wo", "w_gate", "w_down", "attn_norm"):
-    shape = model.param_shapes(cfg)["layers"][0][name]
+    shape = decoder.param_shapes(cfg)["layers"][0][name]
     print(f"  {name:9s} {str(shape):16s} -> {layer_specs[name]}")
 
 # %% [markdown]
@@ -135,7 +143,7 @@ print(f"largest logit difference {logit_err:.1e}, cache {cache_err:.1e}; "
 #
 # ### The communication, read from the program
 #
-# What does this program send between devices? `inferbook.hlo` reads every collective out of
+# What does this program send between devices? `inferbook.parallel.hlo` reads every collective out of
 # the optimized program XLA compiled, with the label the layout gave it, its shape, the bytes
 # of the array it works on and the size of the device groups. Beside it, the estimator's
 # inventory of the 1D layout, computed from the model's dimensions alone.
@@ -143,13 +151,13 @@ print(f"largest logit difference {logit_err:.1e}, cache {cache_err:.1e}; "
 # %%
 colls = hlo.collectives(prefill_1d)
 print(hlo.format_table(colls))
-predicted = estimate.ws1d_collectives(cfg, B, T, m=8, bytes_per_element=4)
+predicted = collectives.ws1d_collectives(cfg, B, T, m=8, bytes_per_element=4)
 print()
-print(estimate.format_comms(predicted, hlo.bytes_by_scope(colls)))
-assert hlo.bytes_by_scope(colls) == estimate.total_bytes(predicted, by="scope")
+print(collectives.format_comms(predicted, hlo.bytes_by_scope(colls)))
+assert hlo.bytes_by_scope(colls) == collectives.total_bytes(predicted, by="scope")
 
 flops_device = hlo.flops(prefill_1d)
-flops_model = estimate.forward_flops(cfg, B, T, T, logits_for=1)
+flops_model = counts.forward_flops(cfg, B, T, T, logits_for=1)
 assert abs(flops_device / (flops_model / 8) - 1) < 0.05
 comm_1d = sum(c.bytes for c in colls)
 glue("ch8_flops_device", fmt_flops(flops_device))
@@ -178,8 +186,8 @@ for m in (2, 4, 8):
                                                      lengths_B, c_m)
     cs = hlo.collectives(prog)
     rows.append((m, hlo.flops(prog), sum(c.bytes for c in cs), sum(c.wire_bytes for c in cs)))
-    assert hlo.bytes_by_scope(cs) == estimate.total_bytes(
-        estimate.ws1d_collectives(cfg, B, T, m=m, bytes_per_element=4), by="scope")
+    assert hlo.bytes_by_scope(cs) == collectives.total_bytes(
+        collectives.ws1d_collectives(cfg, B, T, m=m, bytes_per_element=4), by="scope")
 for m, f, b, w in rows:
     print(f"M={m}:  FLOPs per device {fmt_flops(f):>14s}   collective bytes {fmt_bytes(b):>9s}"
           f"   sent per device (ring) {fmt_bytes(w):>9s}")
@@ -205,18 +213,18 @@ assert rows[0][2] == rows[2][2]                              # ... the collectiv
 
 # %%
 chip = get_chip("TPU v5e")
-W_ici = estimate.ici_bandwidth(chip)                        # one axis, both directions
+W_ici = comm_time.ici_bandwidth(chip)                        # one axis, both directions
 alpha = chip.bf16_flops_per_s / W_ici
 big = get_preset("scaling-book-18b")
 T_big = 8192
-m_star = estimate.prefill_model_parallel_limit(big, chip)
+m_star = comm_time.prefill_model_parallel_limit(big, chip)
 
 
 def prefill_times(cfg_, m, tokens):
     """Per-device arithmetic and communication time of a bf16 prefill (1D layout, one axis)."""
-    flops = estimate.forward_flops(cfg_, 1, tokens, tokens, logits_for=1)
+    flops = counts.forward_flops(cfg_, 1, tokens, tokens, logits_for=1)
     t_math = flops / (m * chip.bf16_flops_per_s)
-    comms = estimate.ws1d_collectives(cfg_, 1, tokens, m, bytes_per_element=2)
+    comms = collectives.ws1d_collectives(cfg_, 1, tokens, m, bytes_per_element=2)
     t_comm = sum((2 if c.kind == "all-reduce" else 1) * c.total / W_ici for c in comms)
     return t_math, t_comm
 
@@ -316,8 +324,8 @@ assert sp_err < 1e-4, sp_err
 
 colls_sp = hlo.collectives(prefill_sp)
 print(hlo.format_table(colls_sp))
-predicted_sp = estimate.ring_attention_collectives(cfg, B, T, Q=2, m=4, bytes_per_element=4)
-assert hlo.bytes_by_scope(colls_sp) == estimate.total_bytes(predicted_sp, by="scope")
+predicted_sp = collectives.ring_attention_collectives(cfg, B, T, Q=2, m=4, bytes_per_element=4)
+assert hlo.bytes_by_scope(colls_sp) == collectives.total_bytes(predicted_sp, by="scope")
 ring_bytes = sum(c.bytes for c in colls_sp if c.scope == "ring")
 glue("ch8_sp_err", f"{sp_err:.1e}")
 glue("ch8_ring_bytes", fmt_bytes(ring_bytes))
@@ -384,10 +392,10 @@ len_wg = jax.ShapeDtypeStruct((B_wg,), jnp.int32)
 prefill_wg = hlo.compile_fn(sd.prefill, p_wg, cfg, plan_wg, tok_wg, len_wg, c_wg)
 colls_wg = hlo.collectives(prefill_wg)
 wg_bytes = sum(c.bytes for c in colls_wg)
-assert hlo.bytes_by_scope(colls_wg) == estimate.total_bytes(
-    estimate.weight_gathered_collectives(cfg, 8, bytes_per_param=4), by="scope")
-assert wg_bytes <= estimate.param_bytes(cfg, 4)
-one_d = estimate.total_bytes(estimate.ws1d_collectives(cfg, B_wg, T, 8, bytes_per_element=4))
+assert hlo.bytes_by_scope(colls_wg) == collectives.total_bytes(
+    collectives.weight_gathered_collectives(cfg, 8, bytes_per_param=4), by="scope")
+assert wg_bytes <= counts.param_bytes(cfg, 4)
+one_d = collectives.total_bytes(collectives.ws1d_collectives(cfg, B_wg, T, 8, bytes_per_element=4))
 glue("ch8_wg_bytes", fmt_bytes(wg_bytes))
 glue("ch8_wg_1d_bytes", fmt_bytes(sum(one_d.values())))
 print(f"weight-gathered: {len(colls_wg)} AllGathers, {fmt_bytes(wg_bytes)}; "
@@ -402,9 +410,9 @@ print(f"weight-gathered: {len(colls_wg)} AllGathers, {fmt_bytes(wg_bytes)}; "
 
 # %%
 tokens_axis = np.geomspace(256, 1 << 20, 60)
-wg_s = sum(c.total for c in estimate.weight_gathered_collectives(big, 8)) / W_ici
+wg_s = sum(c.total for c in collectives.weight_gathered_collectives(big, 8)) / W_ici
 ws_s = np.array([sum((2 if c.kind == "all-reduce" else 1) * c.total
-                     for c in estimate.ws1d_collectives(big, 1, int(t), 8)) / W_ici
+                     for c in collectives.ws1d_collectives(big, 1, int(t), 8)) / W_ici
                  for t in tokens_axis])
 cross_tokens = float(np.interp(wg_s, ws_s, tokens_axis))
 assert ws_s[0] < wg_s < ws_s[-1]

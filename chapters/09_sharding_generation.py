@@ -48,13 +48,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from inferbook import decode, estimate, hlo, kv_sharding, model
-from inferbook import sharded_decode as sd
-from inferbook.config import ModelConfig, get_preset
-from inferbook.hardware import get_chip
-from inferbook.mesh import named_mesh, shard_map
-from inferbook.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
-from inferbook.sharding import make_plan, shard_params
+from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
+from inferbook.model import decode, decoder
+from inferbook.model.config import ModelConfig
+from inferbook.model.presets import get_preset
+from inferbook.parallel import collectives, hlo, kv_sharding
+from inferbook.parallel import sharded_decode as sd
+from inferbook.parallel.mesh import named_mesh, shard_map
+from inferbook.parallel.sharding import make_plan, shard_params
+from inferbook.perf import comm_time, counts
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 
@@ -68,7 +71,7 @@ print(info.describe())
 
 # %%
 cfg = ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
-params = model.init_params(cfg, seed=0)
+params = decoder.init_params(cfg, seed=0)
 prompts = [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, cfg.V)]
            for b, n in enumerate([5, 9, 3, 16, 12, 7, 1, 10])]
 n_new = 8
@@ -128,8 +131,8 @@ print(f"tokens identical to the single-device run; cache block per device: {bloc
 colls_1d = hlo.collectives(step_1d)
 print(hlo.format_table(colls_1d))
 Y = plan.size(plan.kv_heads)
-predicted = estimate.ws1d_collectives(cfg, B, 1, plan.m, Y, bytes_per_element=4)
-assert hlo.bytes_by_scope(colls_1d) == estimate.total_bytes(predicted, by="scope")
+predicted = collectives.ws1d_collectives(cfg, B, 1, plan.m, Y, bytes_per_element=4)
+assert hlo.bytes_by_scope(colls_1d) == collectives.total_bytes(predicted, by="scope")
 step_bytes_1d = sum(c.bytes for c in colls_1d)
 
 # The same step with the weights gathered instead (FSDP): compiled from shapes alone.
@@ -158,10 +161,10 @@ print(f"1D step moves {fmt_bytes(step_bytes_1d)}; weight-gathered step {fmt_byte
 # %%
 chip = get_chip("TPU v5e")
 glue("ch9_chip", chip.name)
-W_ici = estimate.ici_bandwidth(chip)
+W_ici = comm_time.ici_bandwidth(chip)
 big = get_preset("scaling-book-18b")
 chips, batch = 16, 32
-weights = estimate.param_bytes(big, 1)
+weights = counts.param_bytes(big, 1)
 t_model = weights / (chips * chip.hbm_bytes_per_s)                 # each chip reads 1/16
 t_data = weights / chip.hbm_bytes_per_s                            # each replica reads it all
 t_fsdp = weights * (chips - 1) / chips / W_ici                     # ship 15/16 of it per step
@@ -194,10 +197,10 @@ glue("ch9_t_fsdp", fmt_seconds(t_fsdp))
 
 # %%
 beta = chip.hbm_bytes_per_s / W_ici
-y_star = estimate.model_parallel_limit(big.F, batch, chip)
+y_star = comm_time.model_parallel_limit(big.F, batch, chip)
 Ys = np.geomspace(1, 512, 50)
 t_hbm = 2 * big.D * big.F / (Ys * chip.hbm_bytes_per_s)
-t_ici = np.full_like(Ys, estimate.ws1d_comm_time(batch, big.D, W_ici, bytes_per_element=1))
+t_ici = np.full_like(Ys, comm_time.ws1d_comm_time(batch, big.D, W_ici, bytes_per_element=1))
 assert t_hbm[Ys < y_star * 0.99].min() > t_ici[0] > t_hbm[Ys > y_star * 1.01].max()
 glue("ch9_beta", f"{beta:.1f}")
 SOURCE_BETA = 8                      # the scaling book's round figure for TPU v5e and v6e
@@ -330,8 +333,8 @@ tokens_seq, _, step_seq, cache_seq = sharded_greedy(plan_seq)
 assert tokens_seq == reference
 colls_seq = hlo.collectives(step_seq)
 print(hlo.format_table(colls_seq))
-assert hlo.bytes_by_scope(colls_seq) == estimate.total_bytes(
-    estimate.seq_sharded_decode_collectives(cfg, B, 2, 4, bytes_per_element=4), by="scope")
+assert hlo.bytes_by_scope(colls_seq) == collectives.total_bytes(
+    collectives.seq_sharded_decode_collectives(cfg, B, 2, 4, bytes_per_element=4), by="scope")
 combine = sum(c.bytes for c in colls_seq if c.scope == "combine")
 glue("ch9_combine", fmt_bytes(combine))
 glue("ch9_seq_block", str(cache_seq.k[0].addressable_shards[0].data.shape))
@@ -361,11 +364,11 @@ glue("ch9_seq_block", str(cache_seq.k[0].addressable_shards[0].data.shape))
 
 # %%
 n8 = 8
-whole = estimate.latency_bound_bytes(chip, n8)
-per_shard = estimate.latency_bound_bytes(chip, n8, reading="per-shard")
+whole = comm_time.latency_bound_bytes(chip, n8)
+per_shard = comm_time.latency_bound_bytes(chip, n8, reading="per-shard")
 assert whole == n8 * per_shard
 # At the threshold both terms of appendix C's formula are equal.
-assert estimate.collective_time(whole, chip, n8) == chip.hop_latency_s * n8 / 2
+assert comm_time.collective_time(whole, chip, n8) == chip.hop_latency_s * n8 / 2
 B_ex, D_ex = 16, 8192                                        # the sources' example, int8
 example = B_ex * D_ex
 glue("ch9_B_ex", str(B_ex))
@@ -378,18 +381,18 @@ glue("ch9_example_shard", fmt_bytes(example / n8))
 glue("ch9_y_latency", f"{example / per_shard:.1f}")
 
 sizes = np.geomspace(1e3, 1e8, 200)
-step_colls = estimate.ws1d_collectives(big, B_ex, 1, n8, kv_heads=8, bytes_per_element=1)
+step_colls = collectives.ws1d_collectives(big, B_ex, 1, n8, kv_heads=8, bytes_per_element=1)
 points = {}                                  # (kind, bytes) -> labels of the step's collectives
 for c in step_colls:
     if c.group > 1:
         points.setdefault((c.kind, c.bytes), []).append(c.scope)
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for kind, color in (("all-gather", "C0"), ("all-reduce", "C1")):
-    t = [estimate.collective_time(x, chip, n8, kind) * 1e6 for x in sizes]
+    t = [comm_time.collective_time(x, chip, n8, kind) * 1e6 for x in sizes]
     ax.loglog(sizes, t, color=color, label=f"{kind} over {n8} chips (appendix C)")
     for (k, nbytes), labels in points.items():
         if k == kind:
-            y = estimate.collective_time(nbytes, chip, n8, kind) * 1e6
+            y = comm_time.collective_time(nbytes, chip, n8, kind) * 1e6
             ax.plot(nbytes, y, "o", color=color)
             ax.annotate(", ".join(dict.fromkeys(labels)), (nbytes, y),
                         textcoords="offset points", xytext=(5, -12), fontsize=8)

@@ -44,14 +44,15 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook import decode, estimate, hlo, model
-from inferbook import sharded_decode as sd
-from inferbook import weight_stationary
-from inferbook.config import ModelConfig
-from inferbook.hardware import get_chip
-from inferbook.mesh import named_mesh
-from inferbook.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
-from inferbook.sharding import make_plan, param_specs, shard_params
+from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
+from inferbook.model import decode, decoder
+from inferbook.model.config import ModelConfig
+from inferbook.parallel import collectives, hlo, weight_stationary
+from inferbook.parallel import sharded_decode as sd
+from inferbook.parallel.mesh import named_mesh
+from inferbook.parallel.sharding import make_plan, param_specs, shard_params
+from inferbook.perf import comm_time, counts
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 
@@ -89,7 +90,7 @@ print(inspect.getsource(weight_stationary.mlp_2d))
 
 # %%
 cfg = ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
-params = model.init_params(cfg, seed=0)
+params = decoder.init_params(cfg, seed=0)
 prompts = [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, cfg.V)]
            for b, n in enumerate([5, 9, 3, 16, 12, 7, 1, 10])]
 n_new = 8
@@ -127,12 +128,12 @@ print(f"tokens identical to the single-device run; cache block per device {block
 # %%
 colls = hlo.collectives(step)
 print(hlo.format_table(colls))
-predicted = estimate.ws2d_collectives(cfg, B, 1, X=2, YZ=4, kv_heads=4, bytes_per_element=4)
+predicted = collectives.ws2d_collectives(cfg, B, 1, X=2, YZ=4, kv_heads=4, bytes_per_element=4)
 print()
-print(estimate.format_comms(predicted, hlo.bytes_by_scope(colls)))
-assert hlo.bytes_by_scope(colls) == estimate.total_bytes(predicted, by="scope")
+print(collectives.format_comms(predicted, hlo.bytes_by_scope(colls)))
+assert hlo.bytes_by_scope(colls) == collectives.total_bytes(predicted, by="scope")
 flops_step = hlo.flops(step)
-flops_model = estimate.forward_flops(cfg, B, 1, S + 1)
+flops_model = counts.forward_flops(cfg, B, 1, S + 1)
 assert abs(flops_step / (flops_model / 8) - 1) < 0.1
 glue("ch10_n_colls", str(len(colls)))
 
@@ -164,15 +165,15 @@ glue("ch10_n_colls", str(len(colls)))
 
 # %%
 D_, F_ = 4096, 4 * 4096
-n_star = estimate.ws2d_crossover_chips(D_, F_)
+n_star = comm_time.ws2d_crossover_chips(D_, F_)
 grid = np.geomspace(0.1, 100, 100001)
 for n in (64, 256, 1024):
-    x_opt = estimate.ws2d_optimal_x(n, D_, F_)
-    brute = grid[np.argmin([estimate.ws2d_comm_time(1, D_, F_, x, n / x, 1.0) for x in grid])]
+    x_opt = comm_time.ws2d_optimal_x(n, D_, F_)
+    brute = grid[np.argmin([comm_time.ws2d_comm_time(1, D_, F_, x, n / x, 1.0) for x in grid])]
     assert abs(brute / x_opt - 1) < 1e-3 and abs(x_opt / np.sqrt(n / 8) - 1) < 1e-12
 assert abs(n_star - 128 * (3 / 4) ** 2) < 1e-9
 glue("ch10_nstar", f"{n_star:.0f}")
-glue("ch10_nstar_gated", f"{estimate.ws2d_crossover_chips(D_, 2 * F_):.0f}")
+glue("ch10_nstar_gated", f"{comm_time.ws2d_crossover_chips(D_, 2 * F_):.0f}")
 print(f"crossover at n* = {n_star:.1f} chips")
 
 # %% [markdown]
@@ -191,7 +192,7 @@ print(f"crossover at n* = {n_star:.1f} chips")
 
 # %%
 chip = get_chip("TPU v5e")
-W = estimate.ici_bandwidth(chip)                  # one axis, both directions
+W = comm_time.ici_bandwidth(chip)                  # one axis, both directions
 mlp_cfg = ModelConfig(L=1, D=1024, F=4096, N=128, K=128, H=8, V=256, mlp="plain",
                       activation="gelu", name="mlp-4d")
 B_tok = 16
@@ -222,7 +223,7 @@ def mlp_block(layout, shape, names, x_axes=None):
     plan_ = make_plan(mlp_cfg, mesh_, layout, x=x_axes)
     specs = param_specs(mlp_cfg, plan_)["layers"][0]
     layer = {k: jax.ShapeDtypeStruct(s, jnp.float32, sharding=jax.NamedSharding(mesh_, specs[k]))
-             for k, s in model.param_shapes(mlp_cfg)["layers"][0].items()}
+             for k, s in decoder.param_shapes(mlp_cfg)["layers"][0].items()}
     x = jax.ShapeDtypeStruct((B_tok, 1, mlp_cfg.D), jnp.float32)
     return priced(hlo.compile_fn(weight_stationary.mlp_program(mlp_cfg, plan_), layer, x), mesh_)
 
@@ -231,10 +232,10 @@ chips_axis = [8, 16, 32, 64, 128]
 rows = []
 for n in chips_axis:
     t1, b1 = mlp_block("1d-ws", split3(n, 3), ("x", "y", "z"))
-    X, YZ = estimate.ws2d_best_split(n, mlp_cfg.D, mlp_cfg.F)
+    X, YZ = comm_time.ws2d_best_split(n, mlp_cfg.D, mlp_cfg.F)
     t2, b2 = mlp_block("2d-ws", [X, *split3(YZ, 2)], ("x", "y", "z"), x_axes="x")
-    f1 = estimate.ws1d_comm_time(B_tok, mlp_cfg.D, W, bytes_per_element=4, axes=3)
-    f2 = estimate.ws2d_comm_time(B_tok, mlp_cfg.D, mlp_cfg.F, X, YZ, W, bytes_per_element=4)
+    f1 = comm_time.ws1d_comm_time(B_tok, mlp_cfg.D, W, bytes_per_element=4, axes=3)
+    f2 = comm_time.ws2d_comm_time(B_tok, mlp_cfg.D, mlp_cfg.F, X, YZ, W, bytes_per_element=4)
     assert abs(t1 / f1 - 1) < 1e-9 and abs(t2 / f2 - 1) < 1e-9, (n, t1, f1, t2, f2)
     # Bytes per device, kind by kind: 1D an AllReduce of [B, D]; 2D an AllGather and a
     # ReduceScatter of [B, D_X] over YZ and, when X > 1, an AllReduce of [B, F_YZ] over X.
@@ -271,11 +272,11 @@ glue("ch10_gain_128", fmt_ratio(rows[-1][3] / rows[-1][4]))
 
 # %%
 n_cont = np.geomspace(10, 1024, 200)
-t2_cont = [estimate.ws2d_comm_time(B_tok, mlp_cfg.D, mlp_cfg.F,
-                                   estimate.ws2d_optimal_x(n, mlp_cfg.D, mlp_cfg.F),
-                                   n / estimate.ws2d_optimal_x(n, mlp_cfg.D, mlp_cfg.F), W,
+t2_cont = [comm_time.ws2d_comm_time(B_tok, mlp_cfg.D, mlp_cfg.F,
+                                   comm_time.ws2d_optimal_x(n, mlp_cfg.D, mlp_cfg.F),
+                                   n / comm_time.ws2d_optimal_x(n, mlp_cfg.D, mlp_cfg.F), W,
                                    bytes_per_element=4) for n in n_cont]
-t1_flat = estimate.ws1d_comm_time(B_tok, mlp_cfg.D, W, bytes_per_element=4, axes=3)
+t1_flat = comm_time.ws1d_comm_time(B_tok, mlp_cfg.D, W, bytes_per_element=4, axes=3)
 
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.loglog(n_cont, np.full_like(n_cont, t1_flat * 1e6), color="C0", label="1D formula")

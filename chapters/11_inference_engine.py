@@ -39,16 +39,27 @@ info = inferbook.setup()
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook import bench, decode, estimate, model
-from inferbook.config import get_preset
-from inferbook.engine import (CostTimer, LinearCost, MedianClock, MockEngine, ModelEngine,
-                              Request, api, mock_stream, serve, warm_up)
-from inferbook.engine.workloads import mixed_trace
-from inferbook.hardware import get_chip
-from inferbook.present import fmt_bytes, fmt_percent, fmt_rate, fmt_ratio, fmt_seconds, glue
+from inferbook.book.present import fmt_bytes, fmt_percent, fmt_rate, fmt_ratio, fmt_seconds, glue
+from inferbook.model import decode, decoder
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, phase_time, timing
+from inferbook.perf.hardware import get_chip
+from inferbook.serving import (
+    CostTimer,
+    LinearCost,
+    MedianClock,
+    MockEngine,
+    ModelEngine,
+    Request,
+    api,
+    mock_stream,
+    serve,
+    warm_up,
+)
+from inferbook.serving.workloads import mixed_trace
 
 print(info.describe())
-DEVICE = bench.device_name()
+DEVICE = timing.device_name()
 glue("ch11_device", DEVICE)
 
 # %% [markdown]
@@ -85,7 +96,7 @@ print(inspect.getsource(ModelEngine.insert))
 
 # %%
 cfg = get_preset("small")
-params = model.init_params(cfg, seed=0)
+params = decoder.init_params(cfg, seed=0)
 # Prompts are padded to 16, 32, 64, ... tokens (powers of two times min_bucket), so each
 # length bucket compiles one prefill program.
 engine = ModelEngine(cfg, slots=8, max_len=192, min_bucket=16)
@@ -373,7 +384,7 @@ glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
 disagg = runs["disaggregated"]
 transfers = [e for e in disagg.events if e.kind == "transfer"]
 for e in transfers:
-    expected = estimate.kv_transfer_seconds(cfg, e.tokens, link_chip.link_bytes_per_s, 4)
+    expected = phase_time.kv_transfer_seconds(cfg, e.tokens, link_chip.link_bytes_per_s, 4)
     assert np.isclose(e.end - e.start, expected)
 # The generate server never runs a prefill; every prefill runs on the prefill server.
 assert {e.kind for e in disagg.events if e.server == "generate"} <= {"insert", "generate"}
@@ -426,12 +437,12 @@ plt.show()
 # %%
 llama = get_preset("llama-2-13b")
 prompt_tokens = 2000
-kv = prompt_tokens * estimate.kv_bytes_per_token(llama, 2)
+kv = prompt_tokens * counts.kv_bytes_per_token(llama, 2)
 rows = []
 for name in ("TPU v5e", "H100 SXM", "L4"):
     chip = get_chip(name)
-    t = estimate.kv_transfer_seconds(llama, prompt_tokens, chip.link_bytes_per_s, 2)
-    prefill = estimate.prefill_seconds(llama, chip, prompt_tokens)
+    t = phase_time.kv_transfer_seconds(llama, prompt_tokens, chip.link_bytes_per_s, 2)
+    prefill = phase_time.prefill_seconds(llama, chip, prompt_tokens)
     rows.append((name, chip.interconnect, t, prefill))
     print(f"{name:9s} one {chip.interconnect} link: transfer {fmt_seconds(t)}; "
           f"prefill on one chip (roofline) {fmt_seconds(prefill)}")
@@ -450,7 +461,7 @@ assert rows[1][2] > rows[1][3]                              # H100, one NVLink l
 # prefill; on an L4 the same holds. An H100 computes the prefill so fast that one of its
 # NVLink links would need {glue:text}`ch11_h100_ratio` the prefill time to ship the result: a
 # disaggregated H100 deployment spreads the transfer over many links (the chip has
-# {glue:text}`ch11_h100_links`) or a fast network. Smaller KV caches (chapter 4) make every
+# {glue:text}`ch11_h100_links`) or a fast network. Smaller KV caches (chapter 5) make every
 # transfer cheaper.
 #
 # ## How JetStream arranges it
@@ -466,7 +477,7 @@ assert rows[1][2] > rows[1][3]                              # H100, one NVLink l
 # rules about when to call which operation:
 
 # %%
-from inferbook.engine.scheduler import Interleaved  # noqa: E402
+from inferbook.serving.scheduler import Interleaved  # noqa: E402
 
 print(inspect.getsource(Interleaved.run))
 

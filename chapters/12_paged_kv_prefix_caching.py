@@ -16,7 +16,7 @@
 #
 # A serving engine's scarcest resource is usually not arithmetic but the memory that holds the
 # KV cache: it decides how many sequences can decode together, and so the throughput
-# (chapters 3 and 4). This chapter is about spending that memory well. The first half is
+# (chapters 3 and 5). This chapter is about spending that memory well. The first half is
 # *paging*: allocate KV memory in small fixed-size blocks as sequences grow, instead of
 # reserving a maximal contiguous region per request, so that almost nothing is wasted
 # {cite:p}`kwon2023pagedattention`. The second half is *prefix caching*: keep the KV blocks of
@@ -37,17 +37,31 @@ info = inferbook.setup()
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook import bench, bookdata, estimate, model
-from inferbook.config import get_preset
-from inferbook.engine import (BlockManager, CostTimer, HashChainCache, LinearCost, MedianClock,
-                              MockEngine, ModelEngine, RadixCache, Usage, mock_stream,
-                              paged_usage, serve, warm_up)
-from inferbook.engine.workloads import few_shot_trace, multi_turn_trace, route
-from inferbook.hardware import get_chip
-from inferbook.present import fmt_bytes, fmt_percent, fmt_ratio, fmt_seconds, glue
+from inferbook.book import bookdata
+from inferbook.book.present import fmt_bytes, fmt_percent, fmt_ratio, fmt_seconds, glue
+from inferbook.model import decoder
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, phase_time, timing
+from inferbook.perf.hardware import get_chip
+from inferbook.serving import (
+    BlockManager,
+    CostTimer,
+    HashChainCache,
+    LinearCost,
+    MedianClock,
+    MockEngine,
+    ModelEngine,
+    RadixCache,
+    Usage,
+    mock_stream,
+    paged_usage,
+    serve,
+    warm_up,
+)
+from inferbook.serving.workloads import few_shot_trace, multi_turn_trace, route
 
 print(info.describe())
-DEVICE = bench.device_name()
+DEVICE = timing.device_name()
 glue("ch12_device", DEVICE)
 
 # %% [markdown]
@@ -130,7 +144,7 @@ glue("ch12_reported_before", fmt_percent(before)); glue("ch12_reported_paged",
 
 # %%
 cfg = get_preset("small")
-params = model.init_params(cfg, seed=0)
+params = decoder.init_params(cfg, seed=0)
 engine = ModelEngine(cfg, slots=8, max_len=384, min_bucket=32)
 BLOCK = 16
 trace = few_shot_trace(24, cfg.V, shared=256, question=(8, 32), output=(8, 24), rate=30.0,
@@ -306,7 +320,7 @@ rng = np.random.default_rng(0)
 templates = [list(rng.integers(0, 97, 48)) for _ in range(2)]
 alternating = [dict(prompt=templates[i % 2] + list(rng.integers(0, 97, 4)), n=6)
                for i in range(24)]
-from inferbook.engine import Request  # noqa: E402
+from inferbook.serving import Request  # noqa: E402
 
 alt_trace = [Request(i, a["prompt"], a["n"]) for i, a in enumerate(alternating)]
 toy = MockEngine(slots=2, max_len=64)
@@ -379,24 +393,24 @@ glue("ch12_route_load", str(routing["affinity"][1]))
 # %%
 llama = get_preset("llama-2-13b")
 history = 2000
-kv_history = history * estimate.kv_bytes_per_token(llama, 2)
+kv_history = history * counts.kv_bytes_per_token(llama, 2)
 for name in ("L4", "A10"):
     chip = get_chip(name)
     load = kv_history / chip.link_bytes_per_s           # over the chip's PCIe link
-    recompute = estimate.prefill_seconds(llama, chip, history)
+    recompute = phase_time.prefill_seconds(llama, chip, history)
     assert load < recompute
     print(f"{name}: read {fmt_bytes(kv_history)} of cached KV from host memory over "
           f"{chip.interconnect}: {fmt_seconds(load)}; recompute it: {fmt_seconds(recompute)}")
 l4 = get_chip("L4")
 glue("ch12_hist_kv", fmt_bytes(kv_history))
 glue("ch12_l4_load", fmt_seconds(kv_history / l4.link_bytes_per_s))
-glue("ch12_l4_recompute", fmt_seconds(estimate.prefill_seconds(llama, l4, history)))
+glue("ch12_l4_recompute", fmt_seconds(phase_time.prefill_seconds(llama, l4, history)))
 
 # %% [markdown]
 # Fetching {glue:text}`ch12_hist_kv` over an L4's PCIe link takes
 # {glue:text}`ch12_l4_load`; recomputing it takes {glue:text}`ch12_l4_recompute` by the
 # roofline estimate. Host memory is too slow to decode from, but fast enough to refill a
-# prefix. Smaller KV caches (chapter 4) make every option cheaper: more prefixes fit, and each
+# prefix. Smaller KV caches (chapter 5) make every option cheaper: more prefixes fit, and each
 # moves faster.
 #
 # ## What PagedAttention and RadixAttention are not
@@ -406,7 +420,7 @@ glue("ch12_l4_recompute", fmt_seconds(estimate.prefill_seconds(llama, l4, histor
 # changes where those keys and values sit in memory, so that less of it is wasted; the radix
 # tree changes how long they are kept and who may reuse them. That is why this chapter could
 # assert that every request gets the same tokens with and without a cache, and why both
-# combine freely with the kernels of chapters 6 and 7 and the compression of chapter 4.
+# combine freely with the kernels of chapters 6 and 7 and the compression of chapter 5.
 #
 # ## Summary
 #

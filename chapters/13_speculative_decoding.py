@@ -40,17 +40,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import chisquare
 
-from inferbook import bench, decode, estimate, kvcache, model
-from inferbook.config import get_preset
-from inferbook.engine import speculative
-from inferbook.engine.draft import PromptLookup, truncated_draft
-from inferbook.engine.speculative import probabilities, speculative_generate, verify
-from inferbook.hardware import get_chip
-from inferbook.present import fmt_percent, fmt_ratio, fmt_seconds, glue
-from inferbook.sampling import Sampler
+from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.presets import get_preset
+from inferbook.model.sampling import Sampler
+from inferbook.perf import phase_time, speculation, timing
+from inferbook.perf.hardware import get_chip
+from inferbook.serving import speculative
+from inferbook.serving.draft import PromptLookup, truncated_draft
+from inferbook.serving.speculative import speculative_generate, verify
 
 print(info.describe())
-DEVICE = bench.device_name()
+DEVICE = timing.device_name()
 glue("ch13_device", DEVICE)
 
 # %% [markdown]
@@ -66,11 +67,11 @@ glue("ch13_device", DEVICE)
 target_cfg, draft_cfg = get_preset("llama-2-70b"), get_preset("llama-2-7b")
 chip = get_chip("H200")
 context = 1000
-step = estimate.generate_step_seconds(target_cfg, chip, 1, context)
-verify_s = {g: estimate.prefill_seconds(target_cfg, chip, g + 1, context) for g in range(1, 9)}
+step = phase_time.generate_step_seconds(target_cfg, chip, 1, context)
+verify_s = {g: phase_time.prefill_seconds(target_cfg, chip, g + 1, context) for g in range(1, 9)}
 for g, t in verify_s.items():
     print(f"gamma={g}: score {g + 1} tokens in {fmt_seconds(t)}  ({t / step:.2f}× one step)")
-draft_step = estimate.generate_step_seconds(draft_cfg, chip, 1, context)
+draft_step = phase_time.generate_step_seconds(draft_cfg, chip, 1, context)
 c_h200 = draft_step / step
 assert max(verify_s.values()) < 1.1 * step          # scoring 9 tokens costs ~ one step
 glue("ch13_h200_step", fmt_seconds(step))
@@ -123,7 +124,7 @@ accept = np.minimum(p, q)
 residual = np.maximum(p - q, 0)
 emitted = accept + (1 - accept.sum()) * residual / residual.sum()
 assert np.allclose(emitted, p)          # the rule reproduces p, whatever q is
-alpha_pq = estimate.acceptance_rate(p, q)
+alpha_pq = speculation.acceptance_rate(p, q)
 
 N = 50_000
 keys = jax.random.split(jax.random.key(1), N)
@@ -179,14 +180,14 @@ plt.show()
 # analysis and, as we just saw, about 1 on an accelerator.
 
 # %%
-print(inspect.getsource(estimate.speculative_speedup))
+print(inspect.getsource(speculation.speculative_speedup))
 gammas = np.arange(0, 11)
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 best = {}
 for a in (0.6, 0.7, 0.8, 0.9):
-    ax.plot(gammas, [estimate.speculative_speedup(a, g, c_h200) for g in gammas], "o-",
+    ax.plot(gammas, [speculation.speculative_speedup(a, g, c_h200) for g in gammas], "o-",
             ms=3, label=f"α = {a}")
-    best[a] = estimate.optimal_gamma(a, c_h200)
+    best[a] = speculation.optimal_gamma(a, c_h200)
 ax.axhline(1, color="grey", lw=0.8)
 ax.set_xlabel("draft tokens per step, γ"); ax.set_ylabel("expected speedup")
 ax.set_title(f"LLaMA-2 70B with a 7B draft on an {chip.name} (estimator, c = {c_h200:.2f})",
@@ -195,7 +196,7 @@ ax.legend(fontsize=8)
 plt.show()
 assert best[0.9] > best[0.6]
 glue("ch13_best_06", str(best[0.6])); glue("ch13_best_09", str(best[0.9]))
-glue("ch13_speedup_08", fmt_ratio(estimate.speculative_speedup(0.8, best[0.8], c_h200)))
+glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8], c_h200)))
 print(best)
 
 # %% [markdown]
@@ -218,7 +219,7 @@ print(best)
 
 # %%
 cfg = get_preset("small")
-params = model.init_params(cfg, seed=0)
+params = decoder.init_params(cfg, seed=0)
 draft = truncated_draft(params, cfg, 1)
 GAMMA, N_NEW = 4, 64
 prompts = [list(range(1, 33)), [7, 300, 12, 5] * 6]
@@ -247,7 +248,7 @@ drafted = sum((s.drafted for _, s in runs), [])
 pooled = speculative.SpecStats(GAMMA, drafted, accepted)
 alpha = pooled.acceptance_rate
 measured_tpr = pooled.tokens_per_round
-predicted_tpr = estimate.expected_tokens_per_step(alpha, GAMMA)
+predicted_tpr = speculation.expected_tokens_per_step(alpha, GAMMA)
 assert abs(measured_tpr / predicted_tpr - 1) < 0.1, (measured_tpr, predicted_tpr)
 assert alpha > alpha_greedy
 glue("ch13_alpha", f"{alpha:.2f}"); glue("ch13_rounds", str(pooled.rounds))
@@ -283,17 +284,17 @@ S = 256
 cache = kvcache.init_cache(cfg, 1, S)._replace(lengths=jnp.array([64], jnp.int32))
 dcache = kvcache.init_cache(draft.cfg, 1, S)._replace(lengths=jnp.array([64], jnp.int32))
 one = jnp.zeros((1, 1), jnp.int32)
-t_target = bench.time_fn(decode.extend, params, cfg, one, cache, repeats=10).median_s
-t_draft = bench.time_fn(decode.extend, draft.params, draft.cfg, one, dcache, repeats=10).median_s
-t_verify = bench.time_fn(decode.extend, params, cfg, jnp.zeros((1, GAMMA + 1), jnp.int32),
+t_target = timing.time_fn(decode.extend, params, cfg, one, cache, repeats=10).median_s
+t_draft = timing.time_fn(decode.extend, draft.params, draft.cfg, one, dcache, repeats=10).median_s
+t_verify = timing.time_fn(decode.extend, params, cfg, jnp.zeros((1, GAMMA + 1), jnp.int32),
                          cache, repeats=10).median_s
 c_cpu, v_cpu = t_draft / t_target, t_verify / t_target
-predicted = estimate.speculative_speedup(alpha, GAMMA, c_cpu, v_cpu)
+predicted = speculation.speculative_speedup(alpha, GAMMA, c_cpu, v_cpu)
 
-plain = bench.time_fn(lambda: decode.generate(params, cfg, prompts[:1], N_NEW, sampler=SAMPLER,
+plain = timing.time_fn(lambda: decode.generate(params, cfg, prompts[:1], N_NEW, sampler=SAMPLER,
                                               key=jax.random.key(0)).tokens,
                       repeats=3, warmup=0)
-spec = bench.time_fn(lambda: speculative_generate(params, cfg, prompts[0], N_NEW, draft,
+spec = timing.time_fn(lambda: speculative_generate(params, cfg, prompts[0], N_NEW, draft,
                                                   gamma=GAMMA, sampler=SAMPLER,
                                                   key=jax.random.key(0))[0], repeats=3, warmup=0)
 measured = plain.median_s / spec.median_s

@@ -40,10 +40,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from inferbook import estimate
-from inferbook.config import get_preset
 from inferbook.grading import check, summary
-from inferbook.hardware import get_chip
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 summary("ch01")
@@ -64,14 +64,14 @@ bloom = get_preset("bloom-176b")
 a10 = get_chip("A10")
 for cfg in (llama, bloom):
     print(f"{cfg.name:11s} L={cfg.L}, K={cfg.K}, H={cfg.H}, D={cfg.D}, V={cfg.V}; "
-          f"{estimate.param_count(cfg):,} parameters")
+          f"{counts.param_count(cfg):,} parameters")
 print(f"{a10.name}: hbm_bytes={a10.hbm_bytes:,.0f}  hbm_bytes_per_s={a10.hbm_bytes_per_s:,.0f}")
 print(f"     bf16_flops_per_s={a10.bf16_flops_per_s:,.0f}")
 
 # %% [markdown]
 # **1.1** How many bytes of cache does one token of Llama-2-7B take, at 2 bytes per number?
 # Write the formula with the preset's fields rather than reading the answer off
-# `estimate.kv_bytes_per_token` (the check compares with it).
+# `counts.kv_bytes_per_token` (the check compares with it).
 
 # %%
 # BEGIN SOLUTION
@@ -94,12 +94,12 @@ check("ch01.kv_bytes_per_token_bloom_176b", kv_bytes_bloom)
 
 # %% [markdown]
 # **1.3** Load Llama-2-7B's weights (2 bytes each) onto an A10. How many tokens of cache fit in
-# the memory that is left? Count the parameters exactly (`estimate.param_count`), and round
+# the memory that is left? Count the parameters exactly (`counts.param_count`), and round
 # down: a token's keys and values are stored whole or not at all.
 
 # %%
 # BEGIN SOLUTION
-weight_bytes = estimate.param_count(llama) * 2
+weight_bytes = counts.param_count(llama) * 2
 a10_tokens = (a10.hbm_bytes - weight_bytes) // kv_bytes_llama
 # END SOLUTION
 
@@ -114,7 +114,7 @@ check("ch01.a10_tokens_after_weights", a10_tokens)
 
 # %%
 # BEGIN SOLUTION
-tokens_like_weights = estimate.param_count(llama) * 2 / kv_bytes_llama
+tokens_like_weights = counts.param_count(llama) * 2 / kv_bytes_llama
 # END SOLUTION
 
 # %%
@@ -146,7 +146,7 @@ check("ch01.prompt_kv_bytes", prompt_kv_bytes)
 
 # %%
 # BEGIN SOLUTION
-multiplying = estimate.param_count(llama) - llama.V * llama.D - (2 * llama.L + 1) * llama.D
+multiplying = counts.param_count(llama) - llama.V * llama.D - (2 * llama.L + 1) * llama.D
 prompt_flops = 2 * multiplying * 1000
 # END SOLUTION
 

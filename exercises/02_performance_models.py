@@ -17,7 +17,7 @@
 # These exercises go with the three chapters on performance models:
 # [rooflines](../chapters/02_rooflines.py), [latency, throughput and
 # memory](../chapters/03_latency_throughput_memory.py) and [transformer inference
-# arithmetic](../chapters/05_inference_arithmetic.py). Part 1 asks when each piece of a
+# arithmetic](../chapters/04_inference_arithmetic.py). Part 1 asks when each piece of a
 # transformer is compute-bound; part 2 works the step-time quiz, the LLaMA-2 13B tables and all
 # seven worked problems of the scaling book's inference chapter {cite:p}`austin2025scaling`;
 # part 3 goes through kipply's post and her exercises {cite:p}`chen2022arithmetic`.
@@ -27,8 +27,8 @@
 # *passed*, *failed* (with a hint) or *not attempted*. The notebook runs top to bottom at any
 # stage; `summary` at the end of each part adds up your points, with each question's tolerance.
 #
-# **Conventions.** Chips come from `inferbook.hardware` and models from the presets in
-# `inferbook.config`, in decimal units (16 GB = 16e9 bytes). The sources round some of these
+# **Conventions.** Chips come from `inferbook.perf.hardware` and models from the presets in
+# `inferbook.perf.hardware`, in decimal units (16 GB = 16e9 bytes). The sources round some of these
 # figures differently — 8.1e11 B/s for a TPU v5e in the scaling book's quiz, 1.5e12 B/s for
 # an A100 and 52e9 parameters in kipply's post — and a few of their answers contain slips
 # (the book's [errata](../book/errata.py) lists them). The checks use the registry and exact
@@ -42,10 +42,10 @@ info = inferbook.setup()
 
 import math
 
-from inferbook import estimate
-from inferbook.config import get_preset
 from inferbook.grading import check, summary
-from inferbook.hardware import get_chip
+from inferbook.model.presets import get_preset
+from inferbook.perf import comm_time, counts, phase_time
+from inferbook.perf.hardware import get_chip
 
 v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
 a100 = get_chip("A100 40GB")
@@ -158,7 +158,7 @@ llama13 = get_preset("llama-2-13b")
 
 # %%
 # BEGIN SOLUTION
-even_batch = estimate.param_count(llama13) * 2 / (
+even_batch = counts.param_count(llama13) * 2 / (
     4096 * 2 * llama13.L * llama13.K * llama13.H * 2)
 # END SOLUTION
 
@@ -168,7 +168,7 @@ check("ch02.even_batch_llama_2_13b", even_batch)
 # %% [markdown]
 # **1.8 Write the critical batch.** Given a chip's peak FLOP/s, its bandwidth and the bytes per
 # weight, return $B_\text{crit}$ (a float, no rounding). The check compares with
-# `estimate.critical_batch` on random chips.
+# `roofline.critical_batch` on random chips.
 
 # %%
 def critical_batch(flops_per_s, hbm_bytes_per_s, weight_bytes):
@@ -366,13 +366,13 @@ check("ch03.wp3_load_time", wp3)
 # **Problem 4.** How to shard it? Two numbers decide. In decoding, 1D tensor parallelism over
 # $Y$ chips reads $2DF/Y$ weight bytes per MLP block and all-reduces $[B, D]$ activations; the
 # all-reduce stops hiding behind the weight load when $Y > F / (B \beta)$ with
-# $\beta = W_\text{hbm} / W_\text{ici}$ (`estimate.ici_bandwidth(v5e)` gives $W_\text{ici}$ of one
+# $\beta = W_\text{hbm} / W_\text{ici}$ (`comm_time.ici_bandwidth(v5e)` gives $W_\text{ici}$ of one
 # axis). What is that limit at batch 32? Second: with the cache sharded over all chips, what is
 # the floor on a step at problem 2's batch of 128,000-token sequences?
 
 # %%
 # BEGIN SOLUTION
-beta = v5e.hbm_bytes_per_s / estimate.ici_bandwidth(v5e)
+beta = v5e.hbm_bytes_per_s / comm_time.ici_bandwidth(v5e)
 wp4_limit = m18.F / (32 * beta)
 wp4_step = (p18 + wp2 * 128_000 * kv18) / (16 * v5e.hbm_bytes_per_s)
 # END SOLUTION
@@ -436,7 +436,7 @@ check("ch03.wp6_min_chips", wp6_chips)
 
 # %%
 # BEGIN SOLUTION
-W_ici = estimate.ici_bandwidth(v5e)
+W_ici = comm_time.ici_bandwidth(v5e)
 wp7_time = 2 * 128 * m18.D / (8 * W_ici) + 4 * 128 * m18.F / (32 * W_ici)
 wp7_x = math.sqrt(256 * m18.D / (2 * m18.F))
 # 4D/3 = 2·sqrt(2·D·F/n)  =>  n = 18·F/D
@@ -462,7 +462,7 @@ summary("ch03")
 m52, gopher, m13 = get_preset("kipply-52b"), get_preset("gopher-280b"), get_preset("kipply-13b")
 for cfg in (m52, gopher, m13):
     print(f"{cfg.name:12s} L={cfg.L} D={cfg.D} F={cfg.F} N={cfg.N} K={cfg.K} H={cfg.H} "
-          f"V={cfg.V}  {estimate.param_count(cfg):,} parameters")
+          f"V={cfg.V}  {counts.param_count(cfg):,} parameters")
 print(f"A100 40GB: NVLink {a100.interconnect_bytes_per_s:.3g} B/s one way, "
       f"message latency {a100.hop_latency_s:g} s")
 
@@ -477,8 +477,8 @@ ratio_a100 = a100.bf16_flops_per_s / a100.hbm_bytes_per_s
 # END SOLUTION
 
 # %%
-check("ch05.kv_bytes_per_token_52b", kv52)
-check("ch05.flops_per_byte_a100", ratio_a100)
+check("ch04.kv_bytes_per_token_52b", kv52)
+check("ch04.flops_per_byte_a100", ratio_a100)
 
 # %% [markdown]
 # **3.2 Capacity.** How many A100 40GB at least hold the 52B model's bfloat16 weights? On four
@@ -487,16 +487,16 @@ check("ch05.flops_per_byte_a100", ratio_a100)
 
 # %%
 # BEGIN SOLUTION
-w52 = estimate.param_count(m52) * 2
+w52 = counts.param_count(m52) * 2
 min_gpus = math.ceil(w52 / a100.hbm_bytes)
 capacity4 = math.floor((4 * a100.hbm_bytes - w52) / kv52)
 batch3 = math.floor((3 * a100.hbm_bytes - w52) / (2048 * kv52))
 # END SOLUTION
 
 # %%
-check("ch05.min_gpus_52b", min_gpus)
-check("ch05.capacity_4_gpus", capacity4)
-check("ch05.batch_3_gpus", batch3)
+check("ch04.min_gpus_52b", min_gpus)
+check("ch04.capacity_4_gpus", capacity4)
+check("ch04.batch_3_gpus", batch3)
 
 # %% [markdown]
 # **3.3 Tensor parallelism.** Each layer all-reduces a $[B, D]$ activation twice, each
@@ -509,7 +509,7 @@ comm4 = m52.L * 4 * (4 - 1) / 4 * m52.D * 2
 # END SOLUTION
 
 # %%
-check("ch05.comm_bytes_4_gpus", comm4)
+check("ch04.comm_bytes_4_gpus", comm4)
 
 # %% [markdown]
 # **3.4 Latency.** At small batch a step reads the weights (spread over $N$ GPUs) and then pays
@@ -520,15 +520,15 @@ check("ch05.comm_bytes_4_gpus", comm4)
 
 # %%
 # BEGIN SOLUTION
-Pg = estimate.param_count(gopher)
+Pg = counts.param_count(gopher)
 gopher_small = 2 * Pg / (16 * a100.hbm_bytes_per_s) + 4 * gopher.L * a100.hop_latency_s
 gopher_large = max(512 * 2 * Pg / (16 * a100.bf16_flops_per_s),
                    512 * 2 * 4 * gopher.L * gopher.D / a100.interconnect_bytes_per_s)
 # END SOLUTION
 
 # %%
-check("ch05.gopher_small_batch", gopher_small)
-check("ch05.gopher_large_batch", gopher_large)
+check("ch04.gopher_small_batch", gopher_small)
+check("ch04.gopher_large_batch", gopher_large)
 
 # %% [markdown]
 # **3.5 Counting FLOPs.** Her rule counts $24 D^2$ FLOPs per layer and token (two per weight of
@@ -544,8 +544,8 @@ share_8192 = s * r / (s * r + (1 - s) * r ** 2)
 # END SOLUTION
 
 # %%
-check("ch05.flops_per_token_24d2", flops_24d2)
-check("ch05.intermediate_share_52b", share_8192)
+check("ch04.flops_per_token_24d2", flops_24d2)
+check("ch04.intermediate_share_52b", share_8192)
 
 # %% [markdown]
 # ### kipply's exercises
@@ -566,7 +566,7 @@ def kv_flops_saved(cfg, batch, context, next_n):
 
 
 # %%
-check("ch05.kv_flops_saved_fn", kv_flops_saved)
+check("ch04.kv_flops_saved_fn", kv_flops_saved)
 
 # %% [markdown]
 # **Exercise 2.** What does the cache add to each step's memory time? For the 52B model on 4
@@ -578,7 +578,7 @@ kv_read = 4 * 2048 * kv52 / (4 * a100.hbm_bytes_per_s)
 # END SOLUTION
 
 # %%
-check("ch05.ex2_kv_read_time", kv_read)
+check("ch04.ex2_kv_read_time", kv_read)
 
 # %% [markdown]
 # **Exercise 3.** Can the forward pass over the context be memory-bound while every sampling
@@ -591,7 +591,7 @@ forward_memory_steps_flops = False   # the forward pass multiplies each weight b
 # END SOLUTION
 
 # %%
-check("ch05.ex3_forward_memory_steps_flops", forward_memory_steps_flops)
+check("ch04.ex3_forward_memory_steps_flops", forward_memory_steps_flops)
 
 # %% [markdown]
 # **Exercise 4.** More GPUs than capacity needs: the 52B model on 16 GPUs instead of 4. What is
@@ -604,25 +604,25 @@ latency16 = w52 / (16 * a100.hbm_bytes_per_s) + 4 * m52.L * a100.hop_latency_s
 # END SOLUTION
 
 # %%
-check("ch05.ex4_latency_16_gpus", latency16)
+check("ch04.ex4_latency_16_gpus", latency16)
 
 # %% [markdown]
 # **Exercise 5.** The time of a whole sample: prefill the context, then decode. For the 13B
 # model on one A100 with 512 tokens of context and 10 new tokens (her FasterTransformer run):
-# the prefill takes `estimate.prefill_seconds(m13, a100, 512)`, then decode step $j$
+# the prefill takes `phase_time.prefill_seconds(m13, a100, 512)`, then decode step $j$
 # ($j = 0, \dots, 9$) takes the step time of 2.1 with the cache of $512 + j$ tokens.
 
 # %%
 # BEGIN SOLUTION
-P13, w13 = estimate.param_count(m13), estimate.param_bytes(m13)
-kv13 = estimate.kv_bytes_per_token(m13)
-sample = estimate.prefill_seconds(m13, a100, 512) + sum(
+P13, w13 = counts.param_count(m13), counts.param_bytes(m13)
+kv13 = counts.kv_bytes_per_token(m13)
+sample = phase_time.prefill_seconds(m13, a100, 512) + sum(
     step_time(P13, w13, (512 + j) * kv13, 1, a100.bf16_flops_per_s, a100.hbm_bytes_per_s)
     for j in range(10))
 # END SOLUTION
 
 # %%
-check("ch05.ex5_sample_time", sample)
+check("ch04.ex5_sample_time", sample)
 
 # %% [markdown]
 # **Exercise 6.** How small are the intermediate activations? The largest one of a 2,048-token
@@ -635,7 +635,7 @@ intermediate_share = 2048 * m52.F * 2 / w52
 # END SOLUTION
 
 # %%
-check("ch05.ex6_intermediate_share", intermediate_share)
+check("ch04.ex6_intermediate_share", intermediate_share)
 
 # %% [markdown]
 # **Exercise 7.** A matmul whose $[B, D]$ input must be communicated (2 bytes per number) does
@@ -650,7 +650,7 @@ narrow_o = 2 * 512 / 2 / 2
 # END SOLUTION
 
 # %%
-check("ch05.ex7_narrow_o_per_gpu", narrow_o)
+check("ch04.ex7_narrow_o_per_gpu", narrow_o)
 
 # %% [markdown]
 # **Exercise 8.** Across hosts, AWS offers 400 Gb/s. How many FLOPs must an A100 do per byte it
@@ -662,7 +662,7 @@ aws_intensity = a100.bf16_flops_per_s / (400e9 / 8)
 # END SOLUTION
 
 # %%
-check("ch05.ex8_aws_comm_intensity", aws_intensity)
+check("ch04.ex8_aws_comm_intensity", aws_intensity)
 
 # %% [markdown]
 # **Exercise 9.** Instead of reduce-scatter then all-gather, each GPU could gather every shard
@@ -675,7 +675,7 @@ allgather_latency = 2 * gopher.L * a100.hop_latency_s
 # END SOLUTION
 
 # %%
-check("ch05.ex9_latency_all_gather", allgather_latency)
+check("ch04.ex9_latency_all_gather", allgather_latency)
 
 # %% [markdown]
 # **Exercise 10.** The large-batch latency of the 52B model on 4 GPUs at batch 256: the FLOP
@@ -684,14 +684,14 @@ check("ch05.ex9_latency_all_gather", allgather_latency)
 
 # %%
 # BEGIN SOLUTION
-P52 = estimate.param_count(m52)
+P52 = counts.param_count(m52)
 ex10_compute = 256 * 2 * P52 / (4 * a100.bf16_flops_per_s)
 ex10_comms = 256 * 2 * 4 * m52.L * m52.D / a100.interconnect_bytes_per_s
 # END SOLUTION
 
 # %%
-check("ch05.ex10_compute", ex10_compute)
-check("ch05.ex10_comms", ex10_comms)
+check("ch04.ex10_compute", ex10_compute)
+check("ch04.ex10_comms", ex10_comms)
 
 # %% [markdown]
 # **Exercise 11.** The last step multiplies the final vector by the unembedding matrix and
@@ -705,11 +705,11 @@ unembed_read = m52.D * m52.V * 2 / a100.hbm_bytes_per_s
 # END SOLUTION
 
 # %%
-check("ch05.ex11_unembedding_read", unembed_read)
+check("ch04.ex11_unembedding_read", unembed_read)
 
 # %% [markdown]
 # Exercise 12 — how to shard the embeddings, the unembedding and the norms — asks for a design
 # rather than a number; chapter 9 shows the library's answer.
 
 # %%
-summary("ch05")
+summary("ch04")

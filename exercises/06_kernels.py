@@ -39,10 +39,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from inferbook import bookdata
-from inferbook.config import get_preset
+from inferbook.book import bookdata
 from inferbook.grading import check, summary
-from inferbook.hardware import get_chip
+from inferbook.model.presets import get_preset
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 summary("ch06")

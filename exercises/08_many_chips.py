@@ -39,11 +39,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from inferbook import estimate
-from inferbook.config import get_preset
 from inferbook.grading import check, summary
-from inferbook.hardware import get_chip
-from inferbook.mesh import named_mesh, shard_map
+from inferbook.model.presets import get_preset
+from inferbook.parallel.mesh import named_mesh, shard_map
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 summary("ch08")

@@ -38,10 +38,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from inferbook import estimate
-from inferbook.config import get_preset
 from inferbook.grading import check, summary
-from inferbook.hardware import get_chip
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts
+from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 summary("ch11")
@@ -106,8 +106,8 @@ check("ch11.interleaved_steps", interleaved_steps)
 # shipping a prompt's KV cache costs its bytes over the link.
 #
 # **1.3** One decode step of Llama-2-7B on a TPU v5e: a batch of 32 sequences with 2,048
-# tokens of context each, weights and cache in bfloat16. Use `estimate.param_bytes`,
-# `estimate.kv_bytes_per_token` and `estimate.forward_flops(cfg, batch, 1, 0, logits_for=1)`.
+# tokens of context each, weights and cache in bfloat16. Use `counts.param_bytes`,
+# `counts.kv_bytes_per_token` and `counts.forward_flops(cfg, batch, 1, 0, logits_for=1)`.
 
 # %%
 llama = get_preset("llama-2-7b")
@@ -115,9 +115,9 @@ v5e = get_chip("TPU v5e")
 
 # %%
 # BEGIN SOLUTION
-kv_read = 32 * 2048 * estimate.kv_bytes_per_token(llama, 2) / v5e.hbm_bytes_per_s
-weights_read = estimate.param_bytes(llama, 2) / v5e.hbm_bytes_per_s
-matmuls = estimate.forward_flops(llama, 32, 1, 0, logits_for=1) / v5e.bf16_flops_per_s
+kv_read = 32 * 2048 * counts.kv_bytes_per_token(llama, 2) / v5e.hbm_bytes_per_s
+weights_read = counts.param_bytes(llama, 2) / v5e.hbm_bytes_per_s
+matmuls = counts.forward_flops(llama, 32, 1, 0, logits_for=1) / v5e.bf16_flops_per_s
 decode_step = kv_read + max(weights_read, matmuls)
 # END SOLUTION
 
@@ -126,13 +126,13 @@ check("ch11.decode_step_seconds", decode_step)
 
 # %% [markdown]
 # **1.4** The prefill of one 4,096-token prompt on the same chip (no cached prefix): FLOPs
-# from `estimate.forward_flops(cfg, 1, 4096, 4096, logits_for=1)`; bytes: the weights, plus
+# from `counts.forward_flops(cfg, 1, 4096, 4096, logits_for=1)`; bytes: the weights, plus
 # the new tokens' KV cache written.
 
 # %%
 # BEGIN SOLUTION
-prefill_flops = estimate.forward_flops(llama, 1, 4096, 4096, logits_for=1)
-prefill_bytes = estimate.param_bytes(llama, 2) + 4096 * estimate.kv_bytes_per_token(llama, 2)
+prefill_flops = counts.forward_flops(llama, 1, 4096, 4096, logits_for=1)
+prefill_bytes = counts.param_bytes(llama, 2) + 4096 * counts.kv_bytes_per_token(llama, 2)
 prefill_s = max(prefill_flops / v5e.bf16_flops_per_s, prefill_bytes / v5e.hbm_bytes_per_s)
 # END SOLUTION
 

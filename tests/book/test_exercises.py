@@ -24,9 +24,9 @@ from inferbook.grading.grader import grade_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "exercises").glob("[0-9]*.py"))
-CORRECT = ('from inferbook import estimate\nfrom inferbook.config import get_preset\n'
+CORRECT = ('from inferbook.perf import counts\nfrom inferbook.model.presets import get_preset\n'
            'check("ch01.kv_bytes_per_token_llama_2_7b", '
-           'estimate.kv_bytes_per_token(get_preset("llama-2-7b"), 2))')
+           'counts.kv_bytes_per_token(get_preset("llama-2-7b"), 2))')
 
 
 def by_id(report):
@@ -99,7 +99,7 @@ def plant(source: Path, question_id: str, template: str, tmp_path: Path) -> Path
     # keys only, as seed 000 counts them
     ("02_performance_models", "ch03.wp1_kv_int8", "{} / 2", ""),
     # -1 for "none fits"
-    ("04_kv_cache_size", "ch04.max_batch_fn", "lambda *a: {0}(*a) or -1", ""),
+    ("05_kv_cache_size", "ch05.max_batch_fn", "lambda *a: {0}(*a) or -1", ""),
     # (lse, out) instead of (out, lse)
     ("06_kernels", "ch07.combine_chunks", "lambda *a: {}(*a)[::-1]", "shape"),
     # the cache split over heads only: two chips hold copies of each head

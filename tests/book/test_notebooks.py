@@ -15,7 +15,7 @@ import nbformat
 import pytest
 import yaml
 
-from inferbook import notebooks
+from inferbook.book import notebooks
 
 ROOT = Path(__file__).resolve().parents[2]
 

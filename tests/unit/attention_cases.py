@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
 
-from inferbook.attention import attention_mask, reference_at_positions
+from inferbook.model.attention import attention_mask, reference_at_positions
 
 
 class Case(NamedTuple):

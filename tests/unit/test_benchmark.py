@@ -11,10 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inferbook import benchmark, model
 from inferbook.cli import main
-from inferbook.config import get_preset
-from inferbook.kvcache import init_cache
+from inferbook.model import decoder
+from inferbook.model.kvcache import init_cache
+from inferbook.model.presets import get_preset
+from inferbook.perf import bench
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH, CONTEXT, PROMPT = 2, 16, 16
@@ -65,8 +66,8 @@ def cli_run(tmp_path_factory):
 def test_json_names_the_device_versions_and_every_configuration(cli_run):
     record, _ = cli_run
     import inferbook
-    from inferbook import bench
-    assert record["device"] == bench.device_name()
+    from inferbook.perf import timing
+    assert record["device"] == timing.device_name()
     assert record["platform"] == jax.devices()[0].platform
     assert record["jax_version"] == jax.__version__
     assert record["inferbook_version"] == inferbook.__version__
@@ -98,7 +99,7 @@ def _matmul_weight_bytes(params, cfg):
 def test_mbu_and_mfu_follow_from_bytes_flops_and_time(cli_run):
     record, _ = cli_run
     cfg = get_preset("tiny")
-    params = model.init_params(cfg, 0, jnp.float32)
+    params = decoder.init_params(cfg, 0, jnp.float32)
     cache = init_cache(cfg, BATCH, CONTEXT, jnp.float32)
     kv = sum(a.nbytes for a in jax.tree.leaves((cache.k, cache.v)))
     decode, prefill = record["rows"]
@@ -127,9 +128,9 @@ def test_mbu_and_mfu_follow_from_bytes_flops_and_time(cli_run):
 
 
 def test_utilisation_is_none_without_a_roof():
-    assert benchmark.mbu(1e9, 0.5, None) is None and benchmark.mfu(1e9, 0.5, None) is None
-    assert benchmark.mbu(1e9, 0.5, 4e9) == pytest.approx(0.5)
-    assert benchmark.mfu(3e12, 2.0, 1e13) == pytest.approx(0.15)
+    assert bench.mbu(1e9, 0.5, None) is None and bench.mfu(1e9, 0.5, None) is None
+    assert bench.mbu(1e9, 0.5, 4e9) == pytest.approx(0.5)
+    assert bench.mfu(3e12, 2.0, 1e13) == pytest.approx(0.15)
 
 
 def test_summary_takes_batch_one_and_the_median_and_worst_error():
@@ -139,7 +140,7 @@ def test_summary_takes_batch_one_and_the_median_and_worst_error():
                                                        errors)]
     rows.append(dict(kind="prefill", batch=1, context=64, roofline_error=9.0))
     rows[2].update(bytes=6e9, measured_s=2.0)
-    s = benchmark.summary({"rows": rows, "read_bytes_per_s": 4e9})
+    s = bench.summary({"rows": rows, "read_bytes_per_s": 4e9})
     assert (s["batch"], s["context"], s["mbu_measured"]) == (1, 128, pytest.approx(0.1))
     assert s["mbu_microbenchmark"] == pytest.approx(6e9 / 2.0 / 4e9)
     assert s["median_abs_error"] == pytest.approx(statistics.median(map(abs, errors)))
@@ -149,15 +150,15 @@ def test_summary_takes_batch_one_and_the_median_and_worst_error():
 def test_the_results_file_round_trips_and_is_indexed(cli_run):
     record, out = cli_run
     saved = Path(record.pop("saved_to"))
-    assert saved.parent == out and saved.name == benchmark.results_name(record)
+    assert saved.parent == out and saved.name == bench.results_name(record)
     assert saved.name.endswith(f"_{record['date'][:10]}.json")
     assert json.loads(saved.read_text()) == record
     assert json.loads((out / "index.json").read_text()) == [saved.name]
-    assert benchmark.load_results(out) == [record]
+    assert bench.load_results(out) == [record]
 
 
 def test_results_name_is_a_plain_file_name():
-    name = benchmark.results_name({"device": "CPU: AMD EPYC 7B13 (2 cores)",
+    name = bench.results_name({"device": "CPU: AMD EPYC 7B13 (2 cores)",
                                    "date": "2031-02-03T04:05:06+00:00"})
     assert name == "cpu-amd-epyc-7b13-2-cores_2031-02-03.json"
 
@@ -167,7 +168,7 @@ def test_the_books_results_are_all_indexed_and_load():
     files = sorted(p.name for p in directory.glob("*.json") if p.name != "index.json")
     assert files, "no benchmark results on record"
     assert json.loads((directory / "index.json").read_text()) == files
-    records = benchmark.load_results()
+    records = bench.load_results()
     assert len(records) == len(files)
     for r in records:
         assert r["source"] and r["device"] and r["jax_version"] and r["inferbook_version"]
@@ -176,9 +177,9 @@ def test_the_books_results_are_all_indexed_and_load():
 
 def test_the_loader_reads_from_the_repository_without_a_checkout(tmp_path, monkeypatch):
     """On Colab there is no book/data/: index.json and each file come through bookdata."""
-    from inferbook import bookdata
+    from inferbook.book import bookdata
     monkeypatch.chdir(tmp_path)
     served = {"bench/index.json": ["a.json"],
               "bench/a.json": {"source": "x", "date": "2031-01-01", "rows": []}}
     monkeypatch.setattr(bookdata, "load", lambda name: served[name])
-    assert benchmark.load_results() == [served["bench/a.json"]]
+    assert bench.load_results() == [served["bench/a.json"]]

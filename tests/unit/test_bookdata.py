@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from inferbook import bookdata
+from inferbook.book import bookdata
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = sorted((ROOT / "book" / "data").glob("*.*"))

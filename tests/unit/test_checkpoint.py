@@ -8,9 +8,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from inferbook import checkpoint, model
-from inferbook.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from inferbook.config import ConfigError, ModelConfig
+from inferbook.model import checkpoint, decoder
+from inferbook.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from inferbook.model.config import ConfigError, ModelConfig
 
 CFG = ModelConfig(L=2, D=32, F=48, N=4, K=2, H=8, V=40)
 
@@ -44,7 +44,7 @@ def test_bfloat16_round_trips(tmp_path):
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 def test_save_then_load_gives_back_the_same_model(tmp_path, dtype):
-    params = model.init_params(CFG, seed=1, dtype=dtype)
+    params = decoder.init_params(CFG, seed=1, dtype=dtype)
     save_checkpoint(tmp_path / "m", CFG, params)
     cfg, loaded = load_checkpoint(tmp_path / "m")
     assert (cfg.L, cfg.D, cfg.F, cfg.N, cfg.K, cfg.H, cfg.V) == (CFG.L, CFG.D, CFG.F, CFG.N,
@@ -59,7 +59,7 @@ def _leaves(params):
 
 
 def test_sharded_checkpoints_with_an_index_load(tmp_path):
-    params = model.init_params(CFG, seed=2)
+    params = decoder.init_params(CFG, seed=2)
     save_checkpoint(tmp_path / "m", CFG, params)
     tensors = checkpoint.read_safetensors(tmp_path / "m" / "model.safetensors")
     names = sorted(tensors)
@@ -76,7 +76,7 @@ def test_sharded_checkpoints_with_an_index_load(tmp_path):
 
 
 def _saved(tmp_path):
-    save_checkpoint(tmp_path / "m", CFG, model.init_params(CFG))
+    save_checkpoint(tmp_path / "m", CFG, decoder.init_params(CFG))
     return tmp_path / "m"
 
 

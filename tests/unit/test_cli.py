@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from inferbook import model
-from inferbook.checkpoint import save_checkpoint
 from inferbook.cli import main
-from inferbook.config import get_preset
-from inferbook.decode import generate
+from inferbook.model import decoder
+from inferbook.model.checkpoint import save_checkpoint
+from inferbook.model.decode import generate
+from inferbook.model.presets import get_preset
 
 
 def run_cli(capsys, *argv):
@@ -26,7 +26,7 @@ def test_json_output_holds_the_new_tokens_of_each_prompt(capsys):
     assert code == 0, err
     tokens = json.loads(out)["tokens"]
     cfg = get_preset("tiny")
-    expected = generate(model.init_params(cfg, 3), cfg, [[1, 2, 3], [4, 5]], 5).tokens
+    expected = generate(decoder.init_params(cfg, 3), cfg, [[1, 2, 3], [4, 5]], 5).tokens
     assert tokens == expected
 
 
@@ -40,7 +40,7 @@ def test_sampling_flags_are_deterministic_in_the_seed(capsys):
 
 def test_a_checkpoint_directory_generates_like_the_preset_it_was_saved_from(capsys, tmp_path):
     cfg = get_preset("tiny")
-    save_checkpoint(tmp_path / "ckpt", cfg, model.init_params(cfg, 5))
+    save_checkpoint(tmp_path / "ckpt", cfg, decoder.init_params(cfg, 5))
     from_ckpt = run_cli(capsys, "generate", "--checkpoint", str(tmp_path / "ckpt"),
                         "--prompt-ids", "9,8,7", "--max-new-tokens", "4", "--json")[1]
     from_preset = run_cli(capsys, "generate", "--model", "tiny", "--seed", "5",

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from inferbook.cli import main
-from inferbook.config import PRESETS
-from inferbook.hardware import CHIPS
+from inferbook.model.presets import PRESETS
+from inferbook.perf.hardware import CHIPS
 
 
 def run_cli(capsys, *argv):

@@ -20,10 +20,11 @@ def run_cli(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def unsharded():
-    from inferbook.decode import generate
-    from inferbook.config import get_preset
-    from inferbook.model import init_params
     import jax
+
+    from inferbook.model.decode import generate
+    from inferbook.model.decoder import init_params
+    from inferbook.model.presets import get_preset
     cfg = get_preset("tiny")
     return generate(init_params(cfg, 2), cfg, [[1, 2, 3], [4, 5]], 4,
                     key=jax.random.key(2)).tokens

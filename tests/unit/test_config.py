@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from inferbook.config import PRESETS, ConfigError, ModelConfig, from_hf_config, get_preset
+from inferbook.model.config import ConfigError, ModelConfig
+from inferbook.model.hf_config import from_hf_config
+from inferbook.model.presets import PRESETS, get_preset
 
 
 def test_derived_sizes():

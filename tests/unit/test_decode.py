@@ -1,6 +1,6 @@
 """Cached decoding must equal recomputation: the KV cache is an optimisation, not a model change.
 
-The reference is `model.forward`, which recomputes attention over the whole sequence with no
+The reference is `decoder.forward`, which recomputes attention over the whole sequence with no
 cache. Prefill + decode steps (teacher-forced on the same tokens) must give the same logits at
 every position, and `generate` must give the same greedy tokens as `naive_generate`, for MHA,
 GQA and MQA, gated and plain MLPs, and ragged batches.
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferbook import decode, kvcache, model
-from inferbook.config import ModelConfig
-from inferbook.sampling import Sampler
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.config import ModelConfig
+from inferbook.model.sampling import Sampler
 
 
 @st.composite
@@ -60,12 +60,12 @@ def teacher_forced_logits(params, cfg, seqs, n_prompt):
 @settings(max_examples=6)      # each example compiles a new model: seconds apiece
 @given(cfg=configs(), data=st.data())
 def test_prefill_and_decode_steps_match_recomputation(cfg, data):
-    params = model.init_params(cfg, seed=data.draw(st.integers(0, 3)))
+    params = decoder.init_params(cfg, seed=data.draw(st.integers(0, 3)))
     seqs = data.draw(ragged_prompts(cfg.V))
     n_prompt = [data.draw(st.integers(1, len(s))) for s in seqs]
     cached = teacher_forced_logits(params, cfg, seqs, n_prompt)
     tokens, lengths = decode.pad_prompts(seqs)
-    full = np.asarray(model.forward(params, cfg, jnp.asarray(tokens), jnp.asarray(lengths)))
+    full = np.asarray(decoder.forward(params, cfg, jnp.asarray(tokens), jnp.asarray(lengths)))
     for b, (s, n) in enumerate(zip(seqs, n_prompt)):
         expected = full[b, n - 1:len(s)]
         np.testing.assert_allclose(np.stack(cached[b]), expected, rtol=1e-4, atol=1e-4)
@@ -74,7 +74,7 @@ def test_prefill_and_decode_steps_match_recomputation(cfg, data):
 @settings(max_examples=6)      # each example compiles a new model: seconds apiece
 @given(cfg=configs(), data=st.data())
 def test_generate_gives_the_tokens_of_naive_generation(cfg, data):
-    params = model.init_params(cfg, seed=1)
+    params = decoder.init_params(cfg, seed=1)
     prompts = data.draw(ragged_prompts(cfg.V))
     n = data.draw(st.integers(1, 6))
     cached = decode.generate(params, cfg, prompts, n)
@@ -85,7 +85,7 @@ def test_generate_gives_the_tokens_of_naive_generation(cfg, data):
 
 def test_a_ragged_batch_decodes_each_prompt_as_if_alone():
     cfg = ModelConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=50)
-    params = model.init_params(cfg, seed=3)
+    params = decoder.init_params(cfg, seed=3)
     prompts = [[1, 2, 3, 4, 5, 6, 7], [8], [9, 10, 11]]
     together = decode.generate(params, cfg, prompts, 6).tokens
     alone = [decode.generate(params, cfg, [p], 6).tokens[0] for p in prompts]
@@ -94,7 +94,7 @@ def test_a_ragged_batch_decodes_each_prompt_as_if_alone():
 
 def test_sampled_generation_matches_naive_with_the_same_key():
     cfg = ModelConfig(L=2, D=32, F=64, N=4, K=1, H=8, V=40)
-    params = model.init_params(cfg, seed=4)
+    params = decoder.init_params(cfg, seed=4)
     sampler = Sampler(temperature=0.9, top_k=10, top_p=0.9)
     prompts = [[1, 2, 3], [4, 5]]
     a = decode.generate(params, cfg, prompts, 8, sampler=sampler, key=jax.random.key(7))
@@ -105,7 +105,7 @@ def test_sampled_generation_matches_naive_with_the_same_key():
 
 def test_generation_stops_at_eos():
     cfg = ModelConfig(L=1, D=16, F=32, N=2, K=1, H=8, V=30)
-    params = model.init_params(cfg, seed=0)
+    params = decoder.init_params(cfg, seed=0)
     free = decode.generate(params, cfg, [[1, 2], [3]], 10).tokens
     eos = free[0][3]                         # the 4th token of the first sequence
     stopped = decode.generate(params, cfg, [[1, 2], [3]], 10, eos_id=eos).tokens
@@ -119,12 +119,12 @@ def test_generation_stops_at_eos():
 def test_extend_handles_a_chunk_of_several_tokens():
     """Appending T > 1 tokens to a cache (chunked prefill) gives the logits of recomputation."""
     cfg = ModelConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=50)
-    params = model.init_params(cfg, seed=5)
+    params = decoder.init_params(cfg, seed=5)
     seq = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
     cache = kvcache.init_cache(cfg, 1, 16)
     _, cache = decode.prefill(params, cfg, jnp.asarray([seq[:4]]), jnp.asarray([4]), cache)
     logits, (new_k, new_v) = decode.extend(params, cfg, jnp.asarray([seq[4:]]), cache)
-    full = model.forward(params, cfg, jnp.asarray([seq]))
+    full = decoder.forward(params, cfg, jnp.asarray([seq]))
     np.testing.assert_allclose(logits[0], full[0, 4:], rtol=1e-4, atol=1e-4)
     # extend reads the cache but leaves it alone; appending gives the cache of the whole text.
     assert int(cache.lengths[0]) == 4
@@ -138,7 +138,7 @@ def test_extend_handles_a_chunk_of_several_tokens():
 
 def test_a_ragged_chunk_appends_only_its_real_tokens():
     cfg = ModelConfig(L=1, D=16, F=32, N=2, K=1, H=8, V=30)
-    params = model.init_params(cfg, seed=6)
+    params = decoder.init_params(cfg, seed=6)
     cache = kvcache.init_cache(cfg, 2, 12)
     _, cache = decode.prefill(params, cfg, jnp.asarray([[1, 2, 3], [4, 0, 0]]),
                               jnp.asarray([3, 1]), cache)
@@ -146,7 +146,7 @@ def test_a_ragged_chunk_appends_only_its_real_tokens():
     logits, (k, v) = decode.extend(params, cfg, chunk, cache, jnp.asarray([2, 1]))
     cache = kvcache.append(cache, k, v, jnp.asarray([2, 1]))
     np.testing.assert_array_equal(cache.lengths, [5, 2])
-    full = model.forward(params, cfg, jnp.asarray([[1, 2, 3, 5, 6], [4, 7, 0, 0, 0]]),
+    full = decoder.forward(params, cfg, jnp.asarray([[1, 2, 3, 5, 6], [4, 7, 0, 0, 0]]),
                          jnp.asarray([5, 2]))
     np.testing.assert_allclose(logits[0], full[0, 3:5], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(logits[1, 0], full[1, 1], rtol=1e-4, atol=1e-4)
@@ -161,7 +161,7 @@ def test_writes_past_the_end_of_the_cache_are_dropped_not_clamped():
 
 def test_generate_rejects_bad_input():
     cfg = ModelConfig(L=1, D=16, F=32, N=2, K=1, H=8, V=30)
-    params = model.init_params(cfg)
+    params = decoder.init_params(cfg)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         decode.generate(params, cfg, [[1, 30]], 3)
     with pytest.raises(ValueError, match="at least one token"):
@@ -172,13 +172,13 @@ def test_generate_rejects_bad_input():
 
 def test_bfloat16_decoding_runs_and_agrees_with_float32_on_the_first_token():
     cfg = ModelConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=50)
-    p32 = model.init_params(cfg, seed=2)
-    p16 = model.cast_params(p32, jnp.bfloat16)
+    p32 = decoder.init_params(cfg, seed=2)
+    p16 = decoder.cast_params(p32, jnp.bfloat16)
     assert p16["embed"].dtype == jnp.bfloat16
     out16 = decode.generate(p16, cfg, [[1, 2, 3]], 4).tokens
     assert len(out16[0]) == 4
-    logits32 = model.forward(p32, cfg, jnp.asarray([[1, 2, 3]]))[0, -1]
-    logits16 = model.forward(p16, cfg, jnp.asarray([[1, 2, 3]]))[0, -1]
+    logits32 = decoder.forward(p32, cfg, jnp.asarray([[1, 2, 3]]))[0, -1]
+    logits16 = decoder.forward(p16, cfg, jnp.asarray([[1, 2, 3]]))[0, -1]
     assert logits16.dtype == jnp.float32
     # bfloat16 keeps 8 bits of mantissa: agreement to a few percent of the logit scale.
     assert float(jnp.max(jnp.abs(logits16 - logits32))) < 0.1 * float(jnp.max(jnp.abs(logits32)))

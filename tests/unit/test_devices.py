@@ -6,7 +6,7 @@ import sys
 import jax
 
 import inferbook
-from inferbook.devices import make_mesh, mesh_devices
+from inferbook.parallel.devices import make_mesh, mesh_devices
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -15,8 +15,8 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_importing_the_library_starts_no_backend():
-    r = run_python("import inferbook, inferbook.model, inferbook.decode\n"
-                   "from inferbook.devices import backend_started\n"
+    r = run_python("import inferbook, inferbook.model.decoder, inferbook.model.decode\n"
+                   "from inferbook.parallel.devices import backend_started\n"
                    "print(backend_started())")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
@@ -33,7 +33,7 @@ def test_setup_after_jax_started_with_too_few_devices_says_to_restart():
     r = run_python("import jax; jax.devices()\n"
                    "import inferbook\n"
                    "try:\n    inferbook.setup(8)\n"
-                   "except inferbook.devices.DeviceSetupError as e:\n    print('ERR', e)")
+                   "except inferbook.parallel.devices.DeviceSetupError as e:\n    print('ERR', e)")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("ERR") and "restart" in r.stdout
 

@@ -11,10 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook.engine.block_manager import (BlockManager, OutOfBlocks, blocks_for,
-                                            contiguous_usage, paged_usage)
-from inferbook.engine.prefix_cache import HashChainCache, RadixCache
-from inferbook.engine.workloads import affinity_route
+from inferbook.serving.block_manager import (
+    BlockManager,
+    OutOfBlocks,
+    blocks_for,
+    contiguous_usage,
+    paged_usage,
+)
+from inferbook.serving.prefix_cache import HashChainCache, RadixCache
+from inferbook.serving.workloads import affinity_route
 
 
 def weak_hash(parent, tokens):

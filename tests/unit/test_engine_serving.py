@@ -13,12 +13,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferbook import decode, model
-from inferbook.config import ModelConfig
-from inferbook.engine import (CostTimer, LinearCost, MockEngine, ModelEngine, Request,
-                              mock_stream, serve)
-from inferbook.engine.mock import mock_next
-from inferbook.sampling import Sampler
+from inferbook.model import decode, decoder
+from inferbook.model.config import ModelConfig
+from inferbook.model.sampling import Sampler
+from inferbook.serving import (
+    CostTimer,
+    LinearCost,
+    MockEngine,
+    ModelEngine,
+    Request,
+    mock_stream,
+    serve,
+)
+from inferbook.serving.mock import mock_next
 
 V = 97
 SLOTS, MAX_LEN = 3, 48
@@ -144,7 +151,7 @@ def test_requests_that_cannot_fit_are_refused():
 # The real model ---------------------------------------------------------------------------
 
 CFG = ModelConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=61)
-PARAMS = model.init_params(CFG, seed=1)
+PARAMS = decoder.init_params(CFG, seed=1)
 SAMPLER = Sampler(temperature=0.8, top_k=20)
 
 

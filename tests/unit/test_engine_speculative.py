@@ -20,11 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from inferbook import decode, estimate, kvcache, model
-from inferbook.config import ModelConfig
-from inferbook.engine.draft import DraftModel, PromptLookup, _draft_round, truncated_draft
-from inferbook.engine.speculative import probabilities, speculative_generate, verify
-from inferbook.sampling import GREEDY, Sampler
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.config import ModelConfig
+from inferbook.model.sampling import Sampler
+from inferbook.perf import speculation
+from inferbook.serving.draft import DraftModel, PromptLookup, _draft_round, truncated_draft
+from inferbook.serving.speculative import probabilities, speculative_generate, verify
 
 ALPHA_TEST = 1e-3
 
@@ -83,7 +84,7 @@ def test_rejection_sampling_reproduces_the_target_distribution(onehot_draft):
     p1, p2 = np.asarray(tables[0]), np.asarray(tables[1])
     assert goodness_of_fit(observed, p1[:, None] * p2, N) > ALPHA_TEST
     # The first draft survives with probability Σ min(p, q) (the acceptance rate α).
-    alpha = estimate.acceptance_rate(p1, np.asarray(tables[3]))
+    alpha = speculation.acceptance_rate(p1, np.asarray(tables[3]))
     accepted = float(np.mean(np.asarray(n) >= 1))
     assert abs(accepted - alpha) < 4 * np.sqrt(alpha * (1 - alpha) / N) + 1e-9
 
@@ -107,15 +108,15 @@ def test_a_wrong_rule_is_caught():
 # The whole loop on the library's models ----------------------------------------------------
 
 CFG = ModelConfig(L=2, D=32, F=64, N=4, K=2, H=8, V=40)
-PARAMS = model.init_params(CFG, seed=2)
+PARAMS = decoder.init_params(CFG, seed=2)
 
 
 def test_model_draft_rounds_sample_from_the_target():
     """Two vmapped draft-and-verify rounds with an unrelated draft model (γ = 2)."""
     cfg = CFG.replace(V=6)
-    target = model.init_params(cfg, seed=5)
+    target = decoder.init_params(cfg, seed=5)
     dcfg = cfg.replace(L=1, D=16, F=32)
-    draft = model.init_params(dcfg, seed=6)
+    draft = decoder.init_params(dcfg, seed=6)
     sampler, gamma, N = Sampler(temperature=1.0, top_k=5), 2, 4000
     prompt, last = [1, 2, 3, 4], 5
     dstate = DraftModel(draft, dcfg).start(prompt, 32)
@@ -146,7 +147,7 @@ def test_model_draft_rounds_sample_from_the_target():
     observed = np.zeros((cfg.V, cfg.V))
     np.add.at(observed, (z1, z2), 1)
     seqs = np.array([prompt + [last, z] for z in range(cfg.V)])
-    probs = np.asarray(probabilities(model.forward(target, cfg, seqs)[:, -2:], sampler))
+    probs = np.asarray(probabilities(decoder.forward(target, cfg, seqs)[:, -2:], sampler))
     p1, p2 = probs[0, 0], probs[:, 1]
     assert 0 < (n >= 1).mean() < 1, "both acceptance and rejection must occur"
     assert goodness_of_fit(observed, p1[:, None] * p2, N) > ALPHA_TEST
@@ -158,7 +159,7 @@ def test_model_draft_rounds_sample_from_the_target():
 def test_greedy_speculative_decoding_equals_greedy_decoding(prompt, gamma, kind):
     layers = truncated_draft(PARAMS, CFG, 1)
     # An unrelated draft of the same shape (and config, so the compiled round is shared).
-    other = DraftModel(model.init_params(layers.cfg, seed=9), layers.cfg)
+    other = DraftModel(decoder.init_params(layers.cfg, seed=9), layers.cfg)
     drafter = {"layers": layers, "other": other, "lookup": PromptLookup()}[kind]
     out, stats = speculative_generate(PARAMS, CFG, prompt, 12, drafter, gamma=gamma)
     assert out == decode.generate(PARAMS, CFG, [prompt], 12).tokens[0]
@@ -192,8 +193,8 @@ def test_expected_tokens_formula_matches_the_iid_model():
         for gamma in (1, 4):
             p_n = [alpha ** k * (1 - alpha) for k in range(gamma)] + [alpha ** gamma]
             exact = sum((k + 1) * p for k, p in enumerate(p_n))
-            assert estimate.expected_tokens_per_step(alpha, gamma) == pytest.approx(exact)
-    assert estimate.speculative_speedup(0.8, 4, 0.0) == pytest.approx(
-        estimate.expected_tokens_per_step(0.8, 4))
-    assert estimate.optimal_gamma(0.0, 0.1) == 0
-    assert estimate.optimal_gamma(0.9, 0.05) > 3
+            assert speculation.expected_tokens_per_step(alpha, gamma) == pytest.approx(exact)
+    assert speculation.speculative_speedup(0.8, 4, 0.0) == pytest.approx(
+        speculation.expected_tokens_per_step(0.8, 4))
+    assert speculation.optimal_gamma(0.0, 0.1) == 0
+    assert speculation.optimal_gamma(0.9, 0.05) > 3

@@ -25,9 +25,11 @@ from hypothesis import strategies as st
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from inferbook import decode, estimate, kvcache, model
-from inferbook.config import PRESETS, ModelConfig
-from inferbook.devices import make_mesh
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.config import ModelConfig
+from inferbook.model.presets import PRESETS
+from inferbook.parallel.devices import make_mesh
+from inferbook.perf import counts, latency
 
 
 def allocated_bytes(tree) -> int:
@@ -55,20 +57,20 @@ def test_param_bytes_equal_the_allocated_bytes_of_every_preset(name, dtype):
     """abstract_params is the model's layout without memory; where init_params is willing to
     draw the weights, its (abstract) output must have the very same leaves."""
     cfg = PRESETS[name]
-    shapes = model.abstract_params(cfg, dtype)
+    shapes = decoder.abstract_params(cfg, dtype)
     itemsize = jnp.dtype(dtype).itemsize
-    assert estimate.param_bytes(cfg, itemsize) == allocated_bytes(shapes)
-    assert estimate.param_count(cfg) == sum(int(np.prod(x.shape)) for x in jax.tree.leaves(shapes))
-    if estimate.param_bytes(cfg, 4) <= model.MAX_RANDOM_INIT_BYTES and cfg.D <= 1024:
-        drawn = jax.eval_shape(partial(model.init_params, cfg, 0, dtype))
+    assert counts.param_bytes(cfg, itemsize) == allocated_bytes(shapes)
+    assert counts.param_count(cfg) == sum(int(np.prod(x.shape)) for x in jax.tree.leaves(shapes))
+    if counts.param_bytes(cfg, 4) <= decoder.MAX_RANDOM_INIT_BYTES and cfg.D <= 1024:
+        drawn = jax.eval_shape(partial(decoder.init_params, cfg, 0, dtype))
         assert jax.tree.structure(drawn) == jax.tree.structure(shapes)
         assert allocated_bytes(drawn) == allocated_bytes(shapes)
 
 
 @given(cfg=configs(), dtype=st.sampled_from([jnp.float32, jnp.bfloat16]))
 def test_param_bytes_equal_the_allocated_bytes_of_random_configs(cfg, dtype):
-    shapes = jax.eval_shape(partial(model.init_params, cfg, 0, dtype))
-    assert estimate.param_bytes(cfg, jnp.dtype(dtype).itemsize) == allocated_bytes(shapes)
+    shapes = jax.eval_shape(partial(decoder.init_params, cfg, 0, dtype))
+    assert counts.param_bytes(cfg, jnp.dtype(dtype).itemsize) == allocated_bytes(shapes)
 
 
 @given(cfg=configs(), batch=st.integers(1, 8), seq=st.integers(1, 300),
@@ -76,15 +78,15 @@ def test_param_bytes_equal_the_allocated_bytes_of_random_configs(cfg, dtype):
 def test_kv_cache_bytes_equal_the_allocated_cache(cfg, batch, seq, dtype):
     cache = jax.eval_shape(partial(kvcache.init_cache, cfg, batch, seq, dtype))
     itemsize = jnp.dtype(dtype).itemsize
-    assert estimate.kv_cache_bytes(cfg, batch, seq, itemsize) == allocated_bytes((cache.k, cache.v))
-    assert estimate.kv_bytes_per_token(cfg, itemsize) * batch * seq == allocated_bytes((cache.k, cache.v))
+    assert counts.kv_cache_bytes(cfg, batch, seq, itemsize) == allocated_bytes((cache.k, cache.v))
+    assert counts.kv_bytes_per_token(cfg, itemsize) * batch * seq == allocated_bytes((cache.k, cache.v))
 
 
 @pytest.mark.parametrize("name", ["llama-2-13b", "llama-3-70b", "mistral-7b", "kipply-52b"])
 def test_kv_cache_bytes_of_big_presets(name):
     cfg = PRESETS[name]
     cache = jax.eval_shape(partial(kvcache.init_cache, cfg, 4, 8192, jnp.bfloat16))
-    assert estimate.kv_cache_bytes(cfg, 4, 8192, 2) == allocated_bytes((cache.k, cache.v))
+    assert counts.kv_cache_bytes(cfg, 4, 8192, 2) == allocated_bytes((cache.k, cache.v))
 
 
 @pytest.mark.parametrize("K, shards", [(4, 1), (4, 2), (4, 4), (8, 8), (2, 8), (1, 8)])
@@ -101,25 +103,25 @@ def test_kv_bytes_per_shard_equal_one_device_of_a_head_sharded_cache(K, shards):
     device0 = mesh.devices.flat[0]
     on_device0 = sum(s.data.nbytes for a in jax.tree.leaves(placed)
                      for s in a.addressable_shards if s.device == device0)
-    assert on_device0 == estimate.kv_cache_bytes_per_shard(cfg, B, S, head_shards=shards,
+    assert on_device0 == counts.kv_cache_bytes_per_shard(cfg, B, S, head_shards=shards,
                                                            bytes_per_element=4)
-    assert on_device0 == B * S * estimate.kv_bytes_per_token_per_shard(cfg, shards, 4)
+    assert on_device0 == B * S * counts.kv_bytes_per_token_per_shard(cfg, shards, 4)
 
 
 def test_batch_sharding_divides_what_head_sharding_cannot():
     cfg = ModelConfig(L=2, D=64, F=128, N=8, K=2, H=16, V=64)
-    per_chip = estimate.kv_cache_bytes_per_shard(cfg, 8, 10, head_shards=2, batch_shards=4)
-    assert per_chip * 8 == estimate.kv_cache_bytes(cfg, 8, 10)
+    per_chip = counts.kv_cache_bytes_per_shard(cfg, 8, 10, head_shards=2, batch_shards=4)
+    assert per_chip * 8 == counts.kv_cache_bytes(cfg, 8, 10)
 
 
 def test_quantization_is_bytes_per_element():
-    assert estimate.dtype_bytes("bfloat16") == jnp.dtype(jnp.bfloat16).itemsize
-    assert estimate.dtype_bytes(jnp.float32) == jnp.dtype(jnp.float32).itemsize
-    assert estimate.dtype_bytes("int8") == jnp.dtype(jnp.int8).itemsize
-    assert estimate.dtype_bytes("int4") * 2 == estimate.dtype_bytes("int8")
-    assert estimate.dtype_bytes(0.5) == 0.5
+    assert counts.dtype_bytes("bfloat16") == jnp.dtype(jnp.bfloat16).itemsize
+    assert counts.dtype_bytes(jnp.float32) == jnp.dtype(jnp.float32).itemsize
+    assert counts.dtype_bytes("int8") == jnp.dtype(jnp.int8).itemsize
+    assert counts.dtype_bytes("int4") * 2 == counts.dtype_bytes("int8")
+    assert counts.dtype_bytes(0.5) == 0.5
     with pytest.raises(ValueError):
-        estimate.dtype_bytes("float7")
+        counts.dtype_bytes("float7")
 
 
 # FLOPs --------------------------------------------------------------------------------------
@@ -135,10 +137,10 @@ def xla_flops(lowered) -> float:
 @given(cfg=configs(widths=(128, 256), heads=(32, 64)), batch=st.integers(1, 3),
        t=st.sampled_from([4, 16, 32]))
 def test_forward_flops_agree_with_xla_within_5_percent(cfg, batch, t):
-    params = model.abstract_params(cfg)
+    params = decoder.abstract_params(cfg)
     tokens = jax.ShapeDtypeStruct((batch, t), jnp.int32)
-    measured = xla_flops(model.forward.lower(params, cfg, tokens))
-    predicted = estimate.forward_flops(cfg, batch, t)
+    measured = xla_flops(decoder.forward.lower(params, cfg, tokens))
+    predicted = counts.forward_flops(cfg, batch, t)
     assert predicted <= measured <= 1.05 * predicted
 
 
@@ -147,26 +149,26 @@ def test_forward_flops_agree_with_xla_within_5_percent(cfg, batch, t):
        cached=st.sampled_from([8, 64, 128]))
 def test_decode_step_flops_agree_with_xla_within_5_percent(cfg, batch, cached):
     """A decode step attends to every slot of the cache plus its own new token."""
-    params = model.abstract_params(cfg)
+    params = decoder.abstract_params(cfg)
     cache = jax.eval_shape(partial(kvcache.init_cache, cfg, batch, cached))
     tokens = jax.ShapeDtypeStruct((batch, 1), jnp.int32)
     measured = xla_flops(decode.extend.lower(params, cfg, tokens, cache))
-    predicted = estimate.forward_flops(cfg, batch, 1, kv_len=cached + 1)
+    predicted = counts.forward_flops(cfg, batch, 1, kv_len=cached + 1)
     assert predicted <= measured <= 1.05 * predicted
 
 
 def test_two_flops_per_parameter_is_the_forward_pass_without_attention():
     cfg = PRESETS["llama-2-13b"]
-    no_attention = estimate.forward_flops(cfg, 1, 1, kv_len=0)
-    assert no_attention == estimate.flops_per_token(cfg)
+    no_attention = counts.forward_flops(cfg, 1, 1, kv_len=0)
+    assert no_attention == counts.flops_per_token(cfg)
     # 2P with P = all parameters overcounts by the embedding table and the norms only.
-    assert 2 * estimate.param_count(cfg) - no_attention == 2 * (
+    assert 2 * counts.param_count(cfg) - no_attention == 2 * (
         cfg.V * cfg.D + (2 * cfg.L + 1) * cfg.D)
 
 
 def test_kipply_24_d_squared_is_exact_for_her_layer_shapes():
     cfg = PRESETS["kipply-52b"]
-    layers = estimate.param_counts(cfg)
-    assert estimate.kipply_flops_per_token(cfg) == 2 * (layers["attention"] + layers["mlp"])
-    breakdown = estimate.kipply_flop_breakdown(cfg)
-    assert sum(breakdown.values()) * cfg.L == estimate.kipply_flops_per_token(cfg)
+    layers = counts.param_counts(cfg)
+    assert counts.approx_flops_per_token(cfg) == 2 * (layers["attention"] + layers["mlp"])
+    breakdown = latency.layer_flop_breakdown(cfg)
+    assert sum(breakdown.values()) * cfg.L == counts.approx_flops_per_token(cfg)

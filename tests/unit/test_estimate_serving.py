@@ -2,31 +2,31 @@
 
 import pytest
 
-from inferbook import estimate
-from inferbook.config import get_preset
-from inferbook.engine import CostTimer, MockEngine, Request, RooflineCost, serve
-from inferbook.hardware import get_chip
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, phase_time
+from inferbook.perf.hardware import get_chip
+from inferbook.serving import CostTimer, MockEngine, Request, RooflineCost, serve
 
 CFG = get_preset("llama-2-13b")
 CHIP = get_chip("TPU v5e")
 
 
 def test_kv_transfer_is_bytes_over_bandwidth_plus_latency():
-    t = estimate.kv_transfer_seconds(CFG, 1000, 1e10, kv_bytes=2, latency_s=1e-3)
+    t = phase_time.kv_transfer_seconds(CFG, 1000, 1e10, kv_bytes=2, latency_s=1e-3)
     assert t == pytest.approx(1e-3 + 1000 * 2 * CFG.L * CFG.K * CFG.H * 2 / 1e10)
 
 
 def test_long_prefills_are_compute_bound_and_decode_steps_memory_bound():
-    long = estimate.prefill_seconds(CFG, CHIP, 4096)
-    flops = estimate.forward_flops(CFG, 1, 4096, 4096, logits_for=1)
+    long = phase_time.prefill_seconds(CFG, CHIP, 4096)
+    flops = counts.forward_flops(CFG, 1, 4096, 4096, logits_for=1)
     assert long == pytest.approx(flops / CHIP.bf16_flops_per_s)
-    step = estimate.generate_step_seconds(CFG, CHIP, 1, 0)
-    assert step == pytest.approx(estimate.param_bytes(CFG, 2) / CHIP.hbm_bytes_per_s)
+    step = phase_time.generate_step_seconds(CFG, CHIP, 1, 0)
+    assert step == pytest.approx(counts.param_bytes(CFG, 2) / CHIP.hbm_bytes_per_s)
     # Batching is nearly free until the matmuls catch up with the weight reads ...
-    assert estimate.generate_step_seconds(CFG, CHIP, 16, 0) == pytest.approx(step)
+    assert phase_time.generate_step_seconds(CFG, CHIP, 16, 0) == pytest.approx(step)
     # ... while every sequence's KV cache must still be read.
-    with_kv = estimate.generate_step_seconds(CFG, CHIP, 16, 16 * 2048)
-    assert with_kv - step == pytest.approx(16 * 2048 * estimate.kv_bytes_per_token(CFG, 2)
+    with_kv = phase_time.generate_step_seconds(CFG, CHIP, 16, 16 * 2048)
+    assert with_kv - step == pytest.approx(16 * 2048 * counts.kv_bytes_per_token(CFG, 2)
                                            / CHIP.hbm_bytes_per_s)
 
 
@@ -37,9 +37,9 @@ def test_roofline_clock_charges_each_engine_call_its_estimate():
     for e in run.events:
         if e.kind == "prefill":
             assert e.end - e.start == pytest.approx(
-                estimate.prefill_seconds(CFG, CHIP, e.tokens))
+                phase_time.prefill_seconds(CFG, CHIP, e.tokens))
         if e.kind == "generate":     # weights once, plus the KV of at most 2 × 64 tokens
-            lo = estimate.generate_step_seconds(CFG, CHIP, 2, 0)
-            hi = estimate.generate_step_seconds(CFG, CHIP, 2, 2 * 64)
+            lo = phase_time.generate_step_seconds(CFG, CHIP, 2, 0)
+            hi = phase_time.generate_step_seconds(CFG, CHIP, 2, 2 * 64)
             assert lo < e.end - e.start <= hi
     assert run.summary.makespan_s > 0

@@ -17,11 +17,16 @@ from attention_cases import assert_matches_reference, cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferbook.attention import (MASKED, attention_mask, attention_reference, merge_partials,
-                                 reference_at_positions)
-from inferbook.flash import flash_attention, kv_tile_range
-from inferbook.flash_decoding import combine_chunks, flash_decoding, unified_max_attention
-from inferbook.kernel_bench import program_memory
+from inferbook.kernels.flash import flash_attention, kv_tile_range
+from inferbook.kernels.flash_decoding import combine_chunks, flash_decoding, unified_max_attention
+from inferbook.kernels.kernel_bench import program_memory
+from inferbook.model.attention import (
+    MASKED,
+    attention_mask,
+    attention_reference,
+    merge_partials,
+    reference_at_positions,
+)
 
 flash = jax.jit(flash_attention, static_argnames=("window", "block_q", "block_k"))
 decoding = jax.jit(flash_decoding, static_argnames=("num_splits", "window"))

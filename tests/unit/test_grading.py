@@ -13,19 +13,18 @@ import subprocess
 import sys
 import time
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook import attention, kvcache, sampling
 from inferbook.grading import check, evaluate, registry
 from inferbook.grading import feedback as check_module
 from inferbook.grading.compare import allclose
 from inferbook.grading.questions import Exact, Function, Mistake, Numeric
 from inferbook.grading.timelimit import call_with_time_limit
+from inferbook.model import attention, kvcache, sampling
 
 NUMBER = Numeric("ch99.number", "a number", 2, "think harder", reference=lambda: 1000.0,
                  rel_tol=0.01, mistakes=[Mistake(lambda r: r / 2, "only half")])
@@ -255,7 +254,7 @@ def test_chapter_1_references_are_the_library():
 
 
 def test_the_kv_article_numbers_match_the_formula():
-    from inferbook.config import get_preset
+    from inferbook.model.presets import get_preset
     for name in ("llama-2-7b", "bloom-176b"):
         cfg = get_preset(name)
         q = registry.get(f"ch01.kv_bytes_per_token_{name.replace('-', '_')}")

@@ -57,7 +57,7 @@ def test_every_coding_check_passes_the_reference_and_fails_a_wrong_answer(set_id
 
 
 def _ws2d(body):
-    from inferbook.mesh import named_mesh, shard_map
+    from inferbook.parallel.mesh import named_mesh, shard_map
     return jax.jit(shard_map(body, named_mesh((2, 4)),
                              in_specs=(P(None, ("x", "y")), P("x", "y"), P("y", "x")),
                              out_specs=P(None, ("x", "y"))))
@@ -80,7 +80,7 @@ def test_the_2d_check_needs_every_collective():
 
 
 def test_the_prefix_match_reference_agrees_with_the_radix_tree_and_brute_force():
-    from inferbook.engine import BlockManager, RadixCache
+    from inferbook.serving import BlockManager, RadixCache
     q = registry.get("ch12.prefix_match")
 
     def radix(cached, prompt, bs):
@@ -111,7 +111,8 @@ def test_the_prefix_match_reference_agrees_with_the_radix_tree_and_brute_force()
 
 def test_accept_is_the_rule_verify_applies():
     import jax.numpy as jnp
-    from inferbook.engine.speculative import accept, verify
+
+    from inferbook.serving.speculative import accept, verify
     rng = np.random.default_rng(0)
     G, V = 4, 6
     for seed in range(5):

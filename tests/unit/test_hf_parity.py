@@ -12,8 +12,8 @@ transformers = pytest.importorskip("transformers")
 
 import jax.numpy as jnp  # noqa: E402
 
-from inferbook import decode, model  # noqa: E402
-from inferbook.checkpoint import load_checkpoint  # noqa: E402
+from inferbook.model import decode, decoder
+from inferbook.model.checkpoint import load_checkpoint  # noqa: E402
 
 pytestmark = pytest.mark.hf
 
@@ -52,7 +52,7 @@ def test_last_position_logits_match(hf_checkpoint):
     hf, path = hf_checkpoint
     cfg, params = load_checkpoint(path, dtype=jnp.float32)
     tokens, lengths = decode.pad_prompts(PROMPTS)
-    ours = np.asarray(model.forward(params, cfg, jnp.asarray(tokens), jnp.asarray(lengths)))
+    ours = np.asarray(decoder.forward(params, cfg, jnp.asarray(tokens), jnp.asarray(lengths)))
     for b, prompt in enumerate(PROMPTS):
         np.testing.assert_allclose(ours[b, len(prompt) - 1], hf_last_logits(hf, prompt),
                                    atol=1e-4, rtol=0)
@@ -61,7 +61,7 @@ def test_last_position_logits_match(hf_checkpoint):
 def test_prefill_logits_match(hf_checkpoint):
     hf, path = hf_checkpoint
     cfg, params = load_checkpoint(path, dtype=jnp.float32)
-    from inferbook import kvcache
+    from inferbook.model import kvcache
     tokens, lengths = decode.pad_prompts(PROMPTS)
     cache = kvcache.init_cache(cfg, len(PROMPTS), tokens.shape[1])
     logits, _ = decode.prefill(params, cfg, jnp.asarray(tokens), jnp.asarray(lengths), cache)

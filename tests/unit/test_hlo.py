@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from inferbook import estimate, hlo
-from inferbook import sharded_decode as sd
-from inferbook.config import ModelConfig
-from inferbook.mesh import named_mesh, shard_map
-from inferbook.sharding import make_plan
+from inferbook.model.config import ModelConfig
+from inferbook.parallel import collectives, hlo
+from inferbook.parallel import sharded_decode as sd
+from inferbook.parallel.mesh import named_mesh, shard_map
+from inferbook.parallel.sharding import make_plan
+from inferbook.perf import counts
 
 B, T, S = 8, 32, 64
 
@@ -91,15 +92,15 @@ def expected(cfg, plan, phase):
     tokens = T if phase == "prefill" else 1
     Y = plan.size(plan.kv_heads)
     if plan.layout == "weight-gathered":
-        return estimate.weight_gathered_collectives(cfg, plan.devices, Y, 4)
+        return collectives.weight_gathered_collectives(cfg, plan.devices, Y, 4)
     if plan.seq:
         Q = plan.size(plan.seq)
         if phase == "prefill":
-            return estimate.ring_attention_collectives(cfg, B, T, Q, plan.m, 4)
-        return estimate.seq_sharded_decode_collectives(cfg, B, Q, plan.m, 4)
+            return collectives.ring_attention_collectives(cfg, B, T, Q, plan.m, 4)
+        return collectives.seq_sharded_decode_collectives(cfg, B, Q, plan.m, 4)
     if plan.layout == "1d-ws":
-        return estimate.ws1d_collectives(cfg, B, tokens, plan.m, Y, 4)
-    return estimate.ws2d_collectives(cfg, B, tokens, plan.size(plan.x), plan.m, Y, 4)
+        return collectives.ws1d_collectives(cfg, B, tokens, plan.m, Y, 4)
+    return collectives.ws2d_collectives(cfg, B, tokens, plan.size(plan.x), plan.m, Y, 4)
 
 
 PROGRAMS = [
@@ -122,9 +123,9 @@ def test_communication_in_the_compiled_program_equals_the_estimator(layout, mesh
                                                                     mlp, seq):
     cfg, plan, compiled = program(layout, mesh, K, phase, mlp, seq)
     colls, predicted = hlo.collectives(compiled), expected(cfg, plan, phase)
-    assert hlo.bytes_by_kind(colls) == estimate.total_bytes(predicted)
+    assert hlo.bytes_by_kind(colls) == collectives.total_bytes(predicted)
     # Line by line: each labelled part of the layout moves what its formula says.
-    assert hlo.bytes_by_scope(colls) == estimate.total_bytes(predicted, by="scope")
+    assert hlo.bytes_by_scope(colls) == collectives.total_bytes(predicted, by="scope")
 
 
 @pytest.mark.parametrize("layout, mesh, K, phase, mlp, seq",
@@ -134,7 +135,7 @@ def test_flops_per_device_match_the_estimator(layout, mesh, K, phase, mlp, seq):
     """Every layout divides the matmuls evenly: FLOPs per device = model FLOPs / devices."""
     cfg, plan, compiled = program(layout, mesh, K, phase, mlp, seq)
     if phase == "prefill":
-        model_flops = estimate.forward_flops(cfg, B, T, T, logits_for=1)
+        model_flops = counts.forward_flops(cfg, B, T, T, logits_for=1)
     else:
-        model_flops = estimate.forward_flops(cfg, B, 1, S + 1)
+        model_flops = counts.forward_flops(cfg, B, 1, S + 1)
     assert hlo.flops(compiled) == pytest.approx(model_flops / plan.devices, rel=0.05)

@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inferbook import kernel_bench
-from inferbook.attention import reference_at_positions
 from inferbook.cli import kernel_bench as cli
+from inferbook.kernels import kernel_bench
+from inferbook.model.attention import reference_at_positions
 
 
 def test_program_memory_sees_the_largest_array():

@@ -6,9 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inferbook import kv_evict, model
-from inferbook.attention import attention_mask, attention_reference
-from inferbook.config import ModelConfig
+from inferbook.memory import kv_evict
+from inferbook.model import decoder
+from inferbook.model.attention import attention_mask, attention_reference
+from inferbook.model.config import ModelConfig
 
 
 @jax.jit
@@ -71,13 +72,13 @@ def test_with_room_for_everything_it_is_attention(policy):
     out, cache = kv_evict.attend_stream(q, k, v, 20, 20, policy, 2, 4)
     np.testing.assert_allclose(out, causal_reference(q, k, v), atol=1e-5)
     cfg = ModelConfig(L=2, D=32, F=48, N=4, K=2, H=8, V=61, max_seq_len=64)
-    params = model.init_params(cfg, seed=2)
+    params = decoder.init_params(cfg, seed=2)
     tokens = jax.random.randint(jax.random.key(1), (2, 12), 0, cfg.V)
     logits = kv_evict.model_logits(params, cfg, tokens, 12, 12, policy, 2, 4)
-    np.testing.assert_allclose(logits, model.forward(params, cfg, tokens), atol=2e-4)
+    np.testing.assert_allclose(logits, decoder.forward(params, cfg, tokens), atol=2e-4)
     # ... and with less room it is not.
     tight = kv_evict.model_logits(params, cfg, tokens, 12, 4, policy, 2, 2)
-    assert not np.allclose(tight, model.forward(params, cfg, tokens), atol=1e-3)
+    assert not np.allclose(tight, decoder.forward(params, cfg, tokens), atol=1e-3)
 
 
 def test_error_shrinks_with_the_budget_and_h2o_finds_heavy_hitters():

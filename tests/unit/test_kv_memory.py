@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook import kv_memory
+from inferbook.serving import memory_sim
 
 
 def bitmap_first_fit(bitmap, size):
@@ -24,7 +24,7 @@ def bitmap_first_fit(bitmap, size):
 @given(ops=st.lists(st.tuples(st.booleans(), st.integers(1, 12)), max_size=60))
 def test_first_fit_matches_a_bitmap(ops):
     cap = 40
-    alloc, bitmap, live = kv_memory.FirstFit(cap), [False] * cap, []
+    alloc, bitmap, live = memory_sim.FirstFit(cap), [False] * cap, []
     for do_alloc, x in ops:
         if do_alloc or not live:
             got, want = alloc.allocate(x), bitmap_first_fit(bitmap, x)
@@ -41,12 +41,12 @@ def test_first_fit_matches_a_bitmap(ops):
         assert all(a + n < b for (a, n), (b, _) in zip(ext, ext[1:]))
 
 
-@pytest.mark.parametrize("scheme", kv_memory.SCHEMES)
+@pytest.mark.parametrize("scheme", memory_sim.SCHEMES)
 def test_accounting_closes_and_everything_finishes(scheme):
-    reqs = kv_memory.synthetic_requests(150, seed=1, max_len=512, mean_prompt=60,
+    reqs = memory_sim.synthetic_requests(150, seed=1, max_len=512, mean_prompt=60,
                                         mean_output=120)
     assert all(r.total <= 512 for r in reqs)
-    b = kv_memory.simulate(reqs, 6_000, scheme, max_len=512, block_size=16)
+    b = memory_sim.simulate(reqs, 6_000, scheme, max_len=512, block_size=16)
     assert b.finished == len(reqs) and b.steps > 0
     assert abs(b.tokens + b.reserved + b.internal + b.external - 1) < 1e-9
     assert min(b.tokens, b.reserved, b.internal, b.external) >= 0
@@ -55,14 +55,14 @@ def test_accounting_closes_and_everything_finishes(scheme):
     if scheme == "paged":
         assert b.reserved == 0
         mean_len = np.mean([r.prompt + r.output / 2 for r in reqs])
-        assert b.internal < kv_memory.paged_overhead_bound(mean_len, 16)
+        assert b.internal < memory_sim.paged_overhead_bound(mean_len, 16)
 
 
 def test_paged_wastes_least_and_block_size_one_wastes_nothing_inside():
-    reqs = kv_memory.synthetic_requests(200, seed=2, max_len=1024, mean_prompt=80,
+    reqs = memory_sim.synthetic_requests(200, seed=2, max_len=1024, mean_prompt=80,
                                         mean_output=200)
-    waste = {s: kv_memory.simulate(reqs, 12_000, s, max_len=1024).waste
-             for s in kv_memory.SCHEMES}
+    waste = {s: memory_sim.simulate(reqs, 12_000, s, max_len=1024).waste
+             for s in memory_sim.SCHEMES}
     assert waste["paged"] < waste["oracle"] < waste["pow2"] < waste["max"]
-    assert kv_memory.simulate(reqs, 12_000, "paged", max_len=1024, block_size=1).internal == 0
+    assert memory_sim.simulate(reqs, 12_000, "paged", max_len=1024, block_size=1).internal == 0
 

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferbook import decode, kv_quant, kvcache, model
-from inferbook.attention import attention_mask, attention_reference
-from inferbook.config import ModelConfig
+from inferbook.memory import kv_quant
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.attention import attention_mask, attention_reference
+from inferbook.model.config import ModelConfig
 
 
 @given(seed=st.integers(0, 10_000), spread=st.floats(0.01, 100.0))
@@ -86,12 +87,12 @@ def decode_logits(params, cfg, seqs, n_prompt, cache, ext, app):
 
 def test_decoding_with_int8_and_float_caches():
     cfg = CFG      # windows are covered by the reader test above
-    params = model.init_params(cfg, seed=3)
+    params = decoder.init_params(cfg, seed=3)
     rng = np.random.default_rng(7)
     seqs = [rng.integers(0, cfg.V, n).tolist() for n in (13, 20)]
     n_prompt = [5, 12]
     ext = kv_quant.extend
-    ref = model.forward(params, cfg, *map(jnp.asarray, decode.pad_prompts(seqs, 16)))
+    ref = decoder.forward(params, cfg, *map(jnp.asarray, decode.pad_prompts(seqs, 16)))
     f32 = decode_logits(params, cfg, seqs, n_prompt,
                         kv_quant.init_cache(cfg, 2, 32, jnp.float32), ext,
                         kv_quant.append)
@@ -113,7 +114,7 @@ def test_int8_cache_holds_about_half_the_bytes_of_bfloat16():
         kvcache.init_cache(cfg, 2, 512, jnp.bfloat16))
     # The compiled step takes the int8 codes as its arguments and never makes a float copy of
     # the cache: its temporary buffers are far smaller than the cache.
-    params = model.init_params(cfg)
+    params = decoder.init_params(cfg)
     tok = jnp.zeros((2, 1), jnp.int32)
     mem = kv_quant.extend.lower(params, cfg, tok, caches[jnp.int8]).compile() \
         .memory_analysis()

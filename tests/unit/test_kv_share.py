@@ -6,15 +6,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inferbook import bench, decode, kv_share, kvcache, model
-from inferbook.config import ModelConfig
+from inferbook.memory import kv_share
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.config import ModelConfig
+from inferbook.perf import timing
 
 CFG = ModelConfig(L=4, D=32, F=48, N=4, K=2, H=8, V=61, max_seq_len=64)
 
 
 @pytest.mark.parametrize("sources", [(0, 0, 2, 2), (0, 0, 0, 3), (0, 1, 2, 3)])
 def test_cached_sharing_equals_recomputation(sources):
-    params = model.init_params(CFG, seed=1)
+    params = decoder.init_params(CFG, seed=1)
     rng = np.random.default_rng(sum(sources))
     seqs = [rng.integers(0, CFG.V, n).tolist() for n in (9, 14)]
     n_prompt = [4, 11]
@@ -37,10 +39,10 @@ def test_cached_sharing_equals_recomputation(sources):
     ref = kv_share.forward_reference(params, CFG, sources, jnp.asarray(full),
                                      jnp.asarray(full_len))
     if sources == (0, 1, 2, 3):
-        lib = model.forward(params, CFG, jnp.asarray(full), jnp.asarray(full_len))
+        lib = decoder.forward(params, CFG, jnp.asarray(full), jnp.asarray(full_len))
         np.testing.assert_allclose(ref, lib, atol=1e-5)
     else:       # sharing changes the model: the reference must differ from the plain one
-        lib = model.forward(params, CFG, jnp.asarray(full), jnp.asarray(full_len))
+        lib = decoder.forward(params, CFG, jnp.asarray(full), jnp.asarray(full_len))
         assert not np.allclose(ref, lib, atol=1e-3)
     for b, (s, n) in enumerate(zip(seqs, n_prompt)):
         np.testing.assert_allclose(np.stack(got[b]), ref[b, n - 1:len(s)], atol=2e-4)
@@ -48,7 +50,7 @@ def test_cached_sharing_equals_recomputation(sources):
 
 def test_memory_falls_reads_do_not():
     cfg = CFG.replace(D=16, F=16, V=32)      # tiny weights: the cache dominates the traffic
-    params = model.init_params(cfg)
+    params = decoder.init_params(cfg)
     shared, plain = kv_share.share_adjacent(cfg.L, 2), kv_share.share_adjacent(cfg.L, 1)
     assert shared == (0, 0, 2, 2) and plain == (0, 1, 2, 3)
     caches = {s: kv_share.init_cache(cfg, s, 2, 512) for s in (shared, plain)}
@@ -56,7 +58,7 @@ def test_memory_falls_reads_do_not():
     assert kv_share.cache_bytes(caches[plain]) == kvcache.cache_bytes(
         kvcache.init_cache(cfg, 2, 512))
     tok = jnp.zeros((2, 1), jnp.int32)
-    read = {s: bench.compiled_cost(kv_share.extend, params, cfg, s, tok, caches[s])[
+    read = {s: timing.compiled_cost(kv_share.extend, params, cfg, s, tok, caches[s])[
         "bytes_accessed"] for s in (shared, plain)}
     cache_read = kv_share.cache_bytes(caches[plain])       # every layer reads a whole cache
     assert read[shared] >= 0.95 * cache_read and read[plain] >= 0.95 * cache_read

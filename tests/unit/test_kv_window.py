@@ -1,6 +1,6 @@
 """Local attention with a ring-buffer cache must equal full attention under the window mask.
 
-References: `model.forward` of `cfg.replace(window=W)` (the library's own window mask) for a
+References: `decoder.forward` of `cfg.replace(window=W)` (the library's own window mask) for a
 model whose layers are all local, and `kv_window.forward_reference` (per-layer window masks)
 for mixed local/global models; the ring buffer's slot positions against a brute-force replay.
 """
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook import decode, kv_window, model
-from inferbook.config import ModelConfig
+from inferbook.memory import kv_window
+from inferbook.model import decode, decoder
+from inferbook.model.config import ModelConfig
 
 
 def small_cfg(K=2, G=2, L=2):
@@ -46,7 +47,7 @@ def run_cached(params, cfg, windows, seqs, n_prompt, max_len):
 def test_ring_cache_equals_window_mask(window, pattern, K):
     cfg = small_cfg(K=K, L=3)
     windows = kv_window.layer_windows(cfg.L, window, pattern)
-    params = model.init_params(cfg, seed=window)
+    params = decoder.init_params(cfg, seed=window)
     rng = np.random.default_rng(window)
     for trial in range(2):
         seqs = [rng.integers(0, cfg.V, rng.integers(2, 16)).tolist() for _ in range(2)]
@@ -60,7 +61,7 @@ def check_against_reference(params, cfg, windows, seqs, n_prompt, pattern, windo
     ref = kv_window.forward_reference(params, cfg, windows, jnp.asarray(tokens),
                                       jnp.asarray(lengths))
     if pattern is None:      # all layers local: the library's own window mask agrees
-        lib = model.forward(params, cfg.replace(window=window), jnp.asarray(tokens),
+        lib = decoder.forward(params, cfg.replace(window=window), jnp.asarray(tokens),
                             jnp.asarray(lengths))
         np.testing.assert_allclose(ref, lib, atol=1e-5)
     for b, (s, n) in enumerate(zip(seqs, n_prompt)):

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook import estimate
-from inferbook.config import PRESETS
-from inferbook.hardware import CHIPS
+from inferbook.model.presets import PRESETS
+from inferbook.perf import counts, latency, roofline
+from inferbook.perf.hardware import CHIPS
 
 A100 = CHIPS["A100 40GB"]
 
@@ -49,17 +49,17 @@ def test_tensor_parallel_comm_bytes_equal_two_ring_all_reduces_per_layer(n):
     for r in reduced:
         np.testing.assert_allclose(r, sum(xs))
     per_layer_bytes = 2 * sent * 2           # two all-reduces (attention, MLP), 2 bytes each
-    assert estimate.kipply_comm_bytes_per_token(cfg, n) == pytest.approx(cfg.L * per_layer_bytes)
-    assert estimate.kipply_comm_bytes_per_token(cfg, n, exact=False) == cfg.L * 4 * cfg.D * 2
+    assert latency.tp_comm_bytes_per_token(cfg, n) == pytest.approx(cfg.L * per_layer_bytes)
+    assert latency.tp_comm_bytes_per_token(cfg, n, exact=False) == cfg.L * 4 * cfg.D * 2
 
 
 @given(name=st.sampled_from(["kipply-52b", "kipply-13b", "gopher-280b", "llama-2-13b"]),
        n=st.sampled_from([1, 2, 4, 8, 16]), wb=st.sampled_from([2, 1]))
 def test_small_batch_compute_is_the_memory_bound_step_without_a_cache(name, n, wb):
     cfg = PRESETS[name]
-    small = estimate.kipply_small_batch_latency(cfg, dataclasses.replace(A100, hop_latency_s=8e-6),
+    small = latency.small_batch_latency(cfg, dataclasses.replace(A100, hop_latency_s=8e-6),
                                                 n, wb)
-    bound = estimate.step_time_lower_bound(estimate.param_bytes(cfg, wb), 0, A100, n)
+    bound = roofline.step_time_lower_bound(counts.param_bytes(cfg, wb), 0, A100, n)
     assert small.compute_s == pytest.approx(bound)
     assert small.comms_s == (0 if n == 1 else 4 * cfg.L * 8e-6)
     assert small.total_s == pytest.approx(small.compute_s + small.comms_s)
@@ -69,16 +69,16 @@ def test_small_batch_compute_is_the_memory_bound_step_without_a_cache(name, n, w
        batch=st.integers(1, 2048))
 def test_large_batch_compute_is_the_flop_term_of_the_general_step_time(name, n, batch):
     cfg = PRESETS[name]
-    large = estimate.kipply_large_batch_latency(cfg, A100, n, batch)
-    P = estimate.param_count(cfg)
+    large = latency.large_batch_latency(cfg, A100, n, batch)
+    P = counts.param_count(cfg)
     flop_term = 2 * batch * P / (n * A100.bf16_flops_per_s)
     assert large.compute_s == pytest.approx(flop_term)
     # Her comms: B · 2 bytes · 4 · L · D over the chip's one-way link bandwidth.
     assert large.comms_s == pytest.approx(batch * 2 * 4 * cfg.L * cfg.D
                                           / (A100.link_bytes_per_s * A100.links))
     assert large.total_s == max(large.compute_s, large.comms_s)
-    general = estimate.step_time(P, estimate.param_bytes(cfg), 0, batch, A100, n)
-    if batch >= estimate.critical_batch(A100):
+    general = roofline.step_time(P, counts.param_bytes(cfg), 0, batch, A100, n)
+    if batch >= roofline.critical_batch(A100):
         assert large.compute_s == pytest.approx(general)
 
 
@@ -86,33 +86,33 @@ def test_her_worked_examples_come_out_with_her_constants():
     """With her rounded A100 (1.5e12 B/s) and her round parameter counts."""
     a100 = dataclasses.replace(A100, hbm_bytes_per_s=1.5e12, hop_latency_s=8e-6)
     gopher = PRESETS["gopher-280b"]
-    small = estimate.kipply_small_batch_latency(gopher, a100, 16, params=260e9)
+    small = latency.small_batch_latency(gopher, a100, 16, params=260e9)
     assert small.compute_s == pytest.approx(2 * 260e9 / (16 * 1.5e12))
     assert small.comms_s == pytest.approx(4 * 80 * 8e-6)
-    large = estimate.kipply_large_batch_latency(gopher, a100, 16, 512, params=260e9)
+    large = latency.large_batch_latency(gopher, a100, 16, 512, params=260e9)
     assert large.compute_s == pytest.approx(512 * 2 * 260e9 / (16 * 312e12))
     assert large.comms_s == pytest.approx(512 * 8 * 80 * 16384 / 300e9)
-    assert estimate.kipply_flops_per_byte(a100) == pytest.approx(208)
-    assert estimate.comm_intensity(a100) == pytest.approx(1040)
+    assert latency.break_even_tokens(a100) == pytest.approx(208)
+    assert latency.comm_intensity(a100) == pytest.approx(1040)
 
 
 def test_kv_flops_and_memory_keep_the_hardware_ratio_whatever_the_model():
     for name in ("kipply-52b", "llama-2-13b", "tiny"):
-        memory, compute = estimate.kipply_kv_times(PRESETS[name], A100)
-        assert memory / compute == pytest.approx(estimate.kipply_flops_per_byte(A100))
+        memory, compute = latency.kv_projection_times(PRESETS[name], A100)
+        assert memory / compute == pytest.approx(latency.break_even_tokens(A100))
     cfg = PRESETS["kipply-52b"]
-    assert estimate.kipply_kv_flops(cfg) == 2 * 2 * cfg.L * cfg.D ** 2
-    assert estimate.kipply_kv_flops_saved(cfg, 100) == 100 * estimate.kipply_kv_flops(cfg)
+    assert latency.kv_projection_flops(cfg) == 2 * 2 * cfg.L * cfg.D ** 2
+    assert latency.kv_flops_saved(cfg, 100) == 100 * latency.kv_projection_flops(cfg)
 
 
 def test_flops_per_comm_byte_divide_each_matmul_by_the_activation_it_receives():
     cfg = PRESETS["kipply-52b"]
     B = 7
     out = {"qkv": cfg.N * cfg.H + 2 * cfg.K * cfg.H, "o": cfg.D, "w1": cfg.F, "w2": cfg.F}
-    got = estimate.kipply_flops_per_comm_byte(cfg)
+    got = latency.flops_per_comm_byte(cfg)
     for name, width in out.items():
         fan_in = cfg.F if name == "w2" else cfg.D
-        flops = estimate.matmul_flops(B, fan_in, width if name != "w2" else cfg.D)
+        flops = roofline.matmul_flops(B, fan_in, width if name != "w2" else cfg.D)
         assert got[name] == pytest.approx(flops / (B * cfg.D * 2))
     assert got == {"qkv": 3 * cfg.D, "o": cfg.D, "w1": 4 * cfg.D, "w2": 4 * cfg.D}
 
@@ -121,31 +121,31 @@ def test_flops_per_comm_byte_divide_each_matmul_by_the_activation_it_receives():
        chip=st.sampled_from(sorted(CHIPS)), wb=st.sampled_from([2, 1, 0.5]))
 def test_min_chips_and_capacity_agree_with_searches(name, chip, wb):
     cfg, chip = PRESETS[name], CHIPS[chip]
-    n = estimate.min_chips_for_weights(cfg, chip, wb)
-    assert n * chip.hbm_bytes >= estimate.param_bytes(cfg, wb)
-    assert n == 1 or (n - 1) * chip.hbm_bytes < estimate.param_bytes(cfg, wb)
+    n = latency.min_chips_for_weights(cfg, chip, wb)
+    assert n * chip.hbm_bytes >= counts.param_bytes(cfg, wb)
+    assert n == 1 or (n - 1) * chip.hbm_bytes < counts.param_bytes(cfg, wb)
     for chips in (n, n + 1, 2 * n):
-        tokens = estimate.kv_capacity_tokens(cfg, chip, chips, wb)
+        tokens = latency.kv_capacity_tokens(cfg, chip, chips, wb)
         for context in (1, 2048, 4096):
-            assert tokens // context == estimate.max_batch(cfg, chip, context, chips, wb)
+            assert tokens // context == roofline.max_batch(cfg, chip, context, chips, wb)
 
 
 def test_intermediate_share_follows_the_time_model_it_describes():
     """Element-wise time ∝ D, matmul time ∝ D²: simulate the two and read off the share."""
     share, d0, d1 = 0.43, 1024, 8192
     elementwise, matmul = share * d1 / d0, (1 - share) * (d1 / d0) ** 2
-    assert estimate.intermediate_share_at_width(share, d0, d1) == pytest.approx(
+    assert latency.intermediate_share_at_width(share, d0, d1) == pytest.approx(
         elementwise / (elementwise + matmul))
-    assert estimate.kipply_intermediate_share(share, d0, d1) == pytest.approx(share * 8 / 64)
-    assert estimate.intermediate_share_at_width(share, d0, d0) == pytest.approx(share)
+    assert latency.intermediate_share_approx(share, d0, d1) == pytest.approx(share * 8 / 64)
+    assert latency.intermediate_share_at_width(share, d0, d0) == pytest.approx(share)
 
 
 def test_context_time_is_the_flop_bound_prefill():
     cfg = PRESETS["kipply-13b"]
-    step = estimate.kipply_small_batch_latency(cfg, A100, 1).compute_s
-    prefill = estimate.kipply_context_time(step, 512, A100)
-    assert prefill == pytest.approx(2 * estimate.param_count(cfg) * 512 / A100.bf16_flops_per_s)
-    assert math.isclose(estimate.kipply_context_time(step, 512, A100, 0.9), prefill * 0.9)
+    step = latency.small_batch_latency(cfg, A100, 1).compute_s
+    prefill = latency.context_pass_time(step, 512, A100)
+    assert prefill == pytest.approx(2 * counts.param_count(cfg) * 512 / A100.bf16_flops_per_s)
+    assert math.isclose(latency.context_pass_time(step, 512, A100, 0.9), prefill * 0.9)
 
 
 @given(name=st.sampled_from(["llama-2-13b", "llama-3-70b", "kipply-52b"]),
@@ -154,18 +154,18 @@ def test_context_time_is_the_flop_bound_prefill():
 def test_tensor_parallel_step_time_joins_the_roofline_and_both_of_kipplys_regimes(
         name, chip, n, batch, context):
     cfg, chip = PRESETS[name], CHIPS[chip]
-    est = estimate.tensor_parallel_step_time(cfg, chip, n, batch, context)
-    kv = estimate.kv_cache_bytes(cfg, batch, context)
-    roof = estimate.estimate_decode(cfg, chip, batch=batch, context=context, chips=n).step_time_s
+    est = latency.tensor_parallel_step_time(cfg, chip, n, batch, context)
+    kv = counts.kv_cache_bytes(cfg, batch, context)
+    roof = roofline.estimate_decode(cfg, chip, batch=batch, context=context, chips=n).step_time_s
     if n == 1:
         assert est.total_s == pytest.approx(roof)
         return
-    latency = 4 * cfg.L * chip.hop_latency_s
-    small = estimate.kipply_small_batch_latency(cfg, chip, n)
-    large = estimate.kipply_large_batch_latency(cfg, chip, n, batch)
+    hops = 4 * cfg.L * chip.hop_latency_s
+    small = latency.small_batch_latency(cfg, chip, n)
+    large = latency.large_batch_latency(cfg, chip, n, batch)
     traffic = batch * 2 * 4 * cfg.L * cfg.D * (n - 1) / n / chip.interconnect_bytes_per_s
-    assert est.total_s == pytest.approx(max(roof, traffic) + latency)
-    if batch <= estimate.critical_batch(chip):     # memory-bound: her small batch + the cache
+    assert est.total_s == pytest.approx(max(roof, traffic) + hops)
+    if batch <= roofline.critical_batch(chip):     # memory-bound: her small batch + the cache
         assert est.total_s >= small.total_s + kv / (n * chip.hbm_bytes_per_s) - 1e-12
     else:                                          # FLOP-bound: her large batch + the cache
         assert max(roof, traffic) >= large.total_s * (n - 1) / n - 1e-12

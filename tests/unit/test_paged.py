@@ -13,7 +13,8 @@ from attention_cases import Case, assert_matches_reference, cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferbook import kvcache, paged
+from inferbook.kernels import paged
+from inferbook.model import kvcache
 
 kernel = jax.jit(paged.paged_attention, static_argnames=("window",))
 reference = jax.jit(paged.paged_attention_reference, static_argnames=("window",))

@@ -10,8 +10,11 @@ from attention_cases import assert_matches_reference, cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferbook.pallas_kernels import (default_interpret, pallas_flash_attention,
-                                      pallas_flash_decoding)
+from inferbook.kernels.pallas import (
+    default_interpret,
+    pallas_flash_attention,
+    pallas_flash_decoding,
+)
 
 
 def test_kernels_are_interpreted_on_cpu():

@@ -7,7 +7,7 @@ model it builds has exactly the library's parameters, and its timer generates wh
 import numpy as np
 import pytest
 
-from inferbook.config import get_preset
+from inferbook.model.presets import get_preset
 
 pytestmark = pytest.mark.hf
 
@@ -18,11 +18,11 @@ def test_the_peer_is_the_same_architecture_and_generates():
     pytest.importorskip("transformers")
     import transformers
 
-    from inferbook import estimate, peer
+    from inferbook.perf import counts, hf_peer
     cfg = get_preset("tiny")
-    hf = transformers.LlamaForCausalLM(peer.hf_config(cfg))
-    assert sum(p.numel() for p in hf.parameters()) == estimate.param_count(cfg)
-    generate = peer.hf_generate_timer(cfg, batch=1, prompt=8, dtype="float32", compile=False)
+    hf = transformers.LlamaForCausalLM(hf_peer.hf_config(cfg))
+    assert sum(p.numel() for p in hf.parameters()) == counts.param_count(cfg)
+    generate = hf_peer.hf_generate_timer(cfg, batch=1, prompt=8, dtype="float32", compile=False)
     assert "eager" in generate.description          # named for what it ran, not compiled
     assert generate(2).shape == (1, 8 + 2)          # prompt + exactly the tokens asked for
-    assert np.isfinite(peer.per_token_seconds(generate, new_tokens=1, repeats=1))
+    assert np.isfinite(hf_peer.per_token_seconds(generate, new_tokens=1, repeats=1))

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook import estimate, model
-from inferbook.config import PRESETS
-from inferbook.hardware import CHIPS
+from inferbook.model import decoder
+from inferbook.model.presets import PRESETS
+from inferbook.perf import counts, roofline
+from inferbook.perf.hardware import CHIPS
 
 chips = st.sampled_from(sorted(CHIPS))
 
@@ -38,17 +39,17 @@ def test_matmul_flops_are_what_xla_counts_and_bytes_are_each_tensor_once(B, D, F
     w = jax.ShapeDtypeStruct((D, F), w_dtype)
     matmul = lambda x, w: jnp.matmul(x, w.astype(x.dtype))
     if x_dtype == w_dtype == jnp.float32:     # (XLA:CPU counts bf16 conversions as FLOPs too)
-        assert xla_cost(matmul, x, w)["flops"] == estimate.matmul_flops(B, D, F)
+        assert xla_cost(matmul, x, w)["flops"] == roofline.matmul_flops(B, D, F)
     out = jax.eval_shape(matmul, x, w)
     nbytes = lambda a: math.prod(a.shape) * jnp.dtype(a.dtype).itemsize
-    assert estimate.matmul_bytes(B, D, F, jnp.dtype(x_dtype).itemsize,
+    assert roofline.matmul_bytes(B, D, F, jnp.dtype(x_dtype).itemsize,
                                  jnp.dtype(w_dtype).itemsize,
                                  jnp.dtype(out.dtype).itemsize) == nbytes(x) + nbytes(w) + nbytes(out)
 
 
 @given(B=st.integers(1, 4096), D=st.integers(1, 8192), F=st.integers(1, 8192))
 def test_matmul_intensity_tends_to_2b_over_weight_bytes(B, D, F):
-    intensity = estimate.matmul_intensity(B, D, F)
+    intensity = roofline.matmul_intensity(B, D, F)
     assert intensity < B                                  # 2·B / 2 bytes, minus activations
     if B * 100 <= min(D, F):
         assert intensity > 0.98 * B
@@ -62,23 +63,23 @@ def test_critical_batch_is_where_a_large_matmul_turns_compute_bound(name, weight
     chip = CHIPS[name]
     D = F = 16384
     def compute_bound(B):
-        t_math = estimate.matmul_flops(B, D, F) / chip.bf16_flops_per_s
-        t_mem = estimate.matmul_bytes(B, D, F, 2, weight_bytes, 2) / chip.hbm_bytes_per_s
+        t_math = roofline.matmul_flops(B, D, F) / chip.bf16_flops_per_s
+        t_mem = roofline.matmul_bytes(B, D, F, 2, weight_bytes, 2) / chip.hbm_bytes_per_s
         return t_math >= t_mem
     B = 1
     while not compute_bound(B):
         B += 1
-    b_crit = estimate.critical_batch(chip, weight_bytes)
+    b_crit = roofline.critical_batch(chip, weight_bytes)
     assert b_crit <= B <= 1.1 * b_crit + 1
 
 
 def test_int8_weights_halve_b_crit_and_int8_arithmetic_doubles_it():
     chip = CHIPS["TPU v5e"]
-    bf16 = estimate.critical_batch(chip, 2)
-    assert estimate.critical_batch(chip, 1) == pytest.approx(bf16 / 2)
-    assert estimate.critical_batch(chip, 1, "int8") == pytest.approx(
+    bf16 = roofline.critical_batch(chip, 2)
+    assert roofline.critical_batch(chip, 1) == pytest.approx(bf16 / 2)
+    assert roofline.critical_batch(chip, 1, "int8") == pytest.approx(
         bf16 / 2 * chip.int8_ops_per_s / chip.bf16_flops_per_s)
-    assert estimate.critical_intensity(chip) == pytest.approx(bf16)
+    assert roofline.critical_intensity(chip) == pytest.approx(bf16)
 
 
 @pytest.mark.parametrize("B, T, S, N, K, H", [(1, 1, 64, 4, 4, 32), (2, 16, 48, 8, 2, 16),
@@ -88,7 +89,7 @@ def test_attention_cost_counts_both_products_and_every_tensor_once(B, T, S, N, K
     k = jax.ShapeDtypeStruct((B, K, S, H), jnp.float32)
     products = lambda q, k, v: jnp.einsum("BKMS,BKSH->BKMH",
                                           jnp.einsum("BKMH,BKSH->BKMS", q, k), v)
-    flops, nbytes = estimate.attention_cost(T, S, N, K, H, B, 4, 4)
+    flops, nbytes = roofline.attention_cost(T, S, N, K, H, B, 4, 4)
     assert xla_cost(products, q, k, k)["flops"] == flops
     tensors = [q, k, k, q]           # read Q, K, V; write an output shaped like Q
     assert nbytes == sum(math.prod(t.shape) * 4 for t in tensors)
@@ -97,18 +98,18 @@ def test_attention_cost_counts_both_products_and_every_tensor_once(B, T, S, N, K
 @given(T=st.integers(1, 4096), S=st.integers(1, 65536), G=st.sampled_from([1, 2, 4, 8]),
        H=st.sampled_from([64, 128]))
 def test_attention_intensity_is_flops_over_bytes(T, S, G, H):
-    flops, nbytes = estimate.attention_cost(T, S, N=4 * G, K=4, H=H, B=3)
-    assert estimate.attention_intensity(T, S, G) == pytest.approx(flops / nbytes)
+    flops, nbytes = roofline.attention_cost(T, S, N=4 * G, K=4, H=H, B=3)
+    assert roofline.attention_intensity(T, S, G) == pytest.approx(flops / nbytes)
     if G == 1:
-        assert estimate.attention_intensity(T, S) == pytest.approx(S * T / (S + T))
-        assert estimate.attention_intensity(1, S) < 1                  # generate
-        assert estimate.attention_intensity(T, T) == pytest.approx(T / 2)   # prefill
-    assert estimate.attention_intensity(1, S, G) < G
+        assert roofline.attention_intensity(T, S) == pytest.approx(S * T / (S + T))
+        assert roofline.attention_intensity(1, S) < 1                  # generate
+        assert roofline.attention_intensity(T, T) == pytest.approx(T / 2)   # prefill
+    assert roofline.attention_intensity(1, S, G) < G
 
 
 def per_matrix_step_time(cfg, chip, batch, kv_bytes, weight_bytes, chips):
     """A roofline per weight matrix of the model, summed: read it, or do 2·B FLOPs per weight."""
-    shapes = model.param_shapes(cfg)
+    shapes = decoder.param_shapes(cfg)
     matrices = [s for layer in shapes["layers"] for name, s in layer.items()
                 if not name.endswith("norm")]
     matrices.append((cfg.D, cfg.V))           # the unembedding (the embedding when tied)
@@ -126,13 +127,13 @@ def per_matrix_step_time(cfg, chip, batch, kv_bytes, weight_bytes, chips):
 def test_general_step_time_equals_a_roofline_per_weight_matrix(name, chip, batch, context,
                                                                  weight_bytes, n):
     cfg, chip = PRESETS[name], CHIPS[chip]
-    P = estimate.matmul_params(cfg)
-    kv = estimate.kv_cache_bytes(cfg, batch, context)
-    predicted = estimate.step_time(P, P * weight_bytes, kv, batch, chip, n)
+    P = counts.matmul_params(cfg)
+    kv = counts.kv_cache_bytes(cfg, batch, context)
+    predicted = roofline.step_time(P, P * weight_bytes, kv, batch, chip, n)
     assert predicted == pytest.approx(per_matrix_step_time(cfg, chip, batch, kv, weight_bytes, n))
-    lower = estimate.step_time_lower_bound(P * weight_bytes, kv, chip, n)
+    lower = roofline.step_time_lower_bound(P * weight_bytes, kv, chip, n)
     assert predicted >= lower * (1 - 1e-12)
-    if batch <= estimate.critical_batch(chip, weight_bytes):
+    if batch <= roofline.critical_batch(chip, weight_bytes):
         assert predicted == pytest.approx(lower)
 
 
@@ -141,10 +142,10 @@ def test_general_step_time_equals_a_roofline_per_weight_matrix(name, chip, batch
        weight_bytes=st.sampled_from([2, 1, 0.5]), kv_bytes=st.sampled_from([2, 1]))
 def test_max_batch_is_the_largest_batch_that_fits(name, chip, n, context, weight_bytes, kv_bytes):
     cfg, chip = PRESETS[name], CHIPS[chip]
-    fits = lambda B: estimate.estimate_decode(cfg, chip, batch=B, context=context, chips=n,
+    fits = lambda B: roofline.estimate_decode(cfg, chip, batch=B, context=context, chips=n,
                                               weight_bytes=weight_bytes,
                                               kv_bytes=kv_bytes).fits
-    best = estimate.max_batch(cfg, chip, context, n, weight_bytes, kv_bytes)
+    best = roofline.max_batch(cfg, chip, context, n, weight_bytes, kv_bytes)
     if best == 0:
         assert not fits(1)
     else:
@@ -153,7 +154,7 @@ def test_max_batch_is_the_largest_batch_that_fits(name, chip, n, context, weight
 
 def test_estimate_decode_follows_its_definitions():
     cfg, chip = PRESETS["llama-2-13b"], CHIPS["TPU v5e"]
-    est = estimate.estimate_decode(cfg, chip, batch=16, context=8192, chips=8, weight_bytes=1,
+    est = roofline.estimate_decode(cfg, chip, batch=16, context=8192, chips=8, weight_bytes=1,
                                    kv_bytes=2)
     L, K, H = 40, 40, 128
     params = 40 * (4 * 5120 * 5120 + 3 * 5120 * 13824 + 2 * 5120) + 2 * 32000 * 5120 + 5120
@@ -177,7 +178,7 @@ points = st.lists(st.tuples(st.floats(0.001, 10), st.floats(1, 1e6)), min_size=1
 @given(pts=points)
 def test_pareto_frontier_is_exactly_the_undominated_points(pts):
     lat, thr = zip(*pts)
-    front = estimate.pareto_frontier(lat, thr)
+    front = roofline.pareto_frontier(lat, thr)
 
     def dominated(i):
         return any(lat[j] <= lat[i] and thr[j] >= thr[i] and (lat[j], thr[j]) != (lat[i], thr[i])
@@ -190,13 +191,13 @@ def test_pareto_frontier_is_exactly_the_undominated_points(pts):
 
 def test_bigger_batches_trade_latency_for_throughput_until_b_crit():
     cfg, chip = PRESETS["llama-3-8b"], CHIPS["H100 SXM"]
-    ests = [estimate.estimate_decode(cfg, chip, batch=b, context=1024) for b in (1, 8, 64, 256)]
+    ests = [roofline.estimate_decode(cfg, chip, batch=b, context=1024) for b in (1, 8, 64, 256)]
     lat = [e.step_time_s for e in ests]
     thr = [e.tokens_per_s for e in ests]
     assert lat == sorted(lat) and thr == sorted(thr)
-    assert estimate.pareto_frontier(lat, thr) == [0, 1, 2, 3]
+    assert roofline.pareto_frontier(lat, thr) == [0, 1, 2, 3]
 
 
 def test_chip_is_a_plain_dataclass_so_estimates_take_custom_hardware():
     chip = dataclasses.replace(CHIPS["A100 40GB"], hbm_bytes_per_s=1.5e12)
-    assert estimate.critical_batch(chip) == pytest.approx(208)
+    assert roofline.critical_batch(chip) == pytest.approx(208)

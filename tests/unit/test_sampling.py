@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook.sampling import GREEDY, Sampler, filter_logits, sample
-
+from inferbook.model.sampling import GREEDY, Sampler, filter_logits, sample
 
 
 @functools.partial(jax.jit, static_argnames="sampler")

@@ -13,11 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inferbook import decode, kvcache, model
-from inferbook import sharded_decode as sd
-from inferbook.config import ModelConfig
-from inferbook.mesh import MeshError, named_mesh, parse_mesh_shape
-from inferbook.sharding import LayoutError, make_plan, shard_params
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.config import ModelConfig
+from inferbook.parallel import sharded_decode as sd
+from inferbook.parallel.mesh import MeshError, named_mesh, parse_mesh_shape
+from inferbook.parallel.sharding import LayoutError, make_plan, shard_params
 
 PROMPTS = [[1, 2, 3, 4, 5], [6, 7, 8], [9] * 11, [3, 1], [5, 5, 5, 5], [7], [2, 3, 4, 5, 6, 7],
            [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]]
@@ -41,7 +41,7 @@ def reference(K: int, variant: bool = False):
     """The unsharded model's prefill and decode steps: greedy tokens and the logits of the
     prompt and of the first decode step (the same two programs `decode.generate` runs)."""
     cfg = config(K, variant)
-    params = model.init_params(cfg, seed=K)
+    params = decoder.init_params(cfg, seed=K)
     tokens_BT, lengths_B = decode.pad_prompts(PROMPTS, 16)
     cache = kvcache.init_cache(cfg, len(PROMPTS), tokens_BT.shape[1] + NEW)
     logits, cache = decode.prefill(params, cfg, tokens_BT, lengths_B, cache)

@@ -51,8 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # Library errors that mean "your input is wrong" (bad configs, checkpoints, values).
-    from ..checkpoint import CheckpointError
-    from ..config import ConfigError
+    from inferbook.model.checkpoint import CheckpointError
+    from inferbook.model.config import ConfigError
     try:
         return int(args.run(args) or 0)
     except (UsageError, ConfigError, CheckpointError, json.JSONDecodeError) as err:

@@ -7,7 +7,7 @@
 Measures the device's read bandwidth and matmul FLOP/s, the decode step at every batch size
 and context length asked for, and prefill of one prompt per length. Per configuration it
 prints the step time, achieved bandwidth, MBU and MFU (against the measured roofs, and the
-datasheet's where `inferbook.hardware` knows the chip; n/a elsewhere), the calibrated
+datasheet's where `inferbook.perf.hardware` knows the chip; n/a elsewhere), the calibrated
 estimator's prediction and its error. On a GPU with torch and transformers installed it also
 times Hugging Face `generate` (static cache, torch.compile) on the same architecture (--peer).
 Medians after warm-up, compile time apart; a progress bar on stderr.
@@ -71,7 +71,7 @@ def _ints(text: str | None, default: tuple[int, ...], flag: str,
 
 def _check(args) -> dict:
     """Every argument checked before JAX starts: one line and exit 2 for bad input."""
-    from ..config import get_preset
+    from inferbook.model.presets import get_preset
     quick = args.quick
     options = dict(
         batches=_ints(args.batches, (1, 8) if quick else (1, 2, 4, 8, 16, 32, 64, 128, 256),
@@ -98,7 +98,7 @@ def _pct(x) -> str:
 
 
 def _print(record: dict) -> None:
-    from ..present import fmt_rate, fmt_seconds
+    from inferbook.book.present import fmt_rate, fmt_seconds
     print(f"{record['device']} · {record['model']} ({record['dtype']}) · jax "
           f"{record['jax_version']} · inferbook {record['inferbook_version']}")
     spec = record["spec_bytes_per_s"]
@@ -133,17 +133,17 @@ def run(args: argparse.Namespace) -> int:
     import jax
     import jax.numpy as jnp
 
-    from .. import benchmark
-    from ..config import get_preset
+    from inferbook.model.presets import get_preset
+    from inferbook.perf import bench
     platform = jax.devices()[0].platform
-    cfg = get_preset(args.model or benchmark.default_model(platform))
+    cfg = get_preset(args.model or bench.default_model(platform))
     dtype = None if args.dtype is None else jnp.dtype(args.dtype)
-    record = benchmark.run_benchmark(cfg, quick=args.quick, dtype=dtype,
+    record = bench.run_benchmark(cfg, quick=args.quick, dtype=dtype,
                                      show_progress=not args.no_progress, note=args.note,
                                      **options)
     peer = args.peer == "on" or (args.peer == "auto" and platform == "gpu")
     if peer:
-        from .. import peer as peer_mod
+        from inferbook.perf import hf_peer as peer_mod
         try:
             record["peer"] = peer_mod.compare(cfg, batch=1, prompt=options["contexts"][0],
                                               dtype=record["dtype"])
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             if args.peer == "on":
                 raise UsageError(f"--peer on needs torch and transformers: {err}") from None
     if args.save:
-        path = benchmark.save(record, args.out)
+        path = bench.save(record, args.out)
         record["saved_to"] = str(path)
     if args.json:
         print(json.dumps(record, indent=1))

@@ -70,14 +70,15 @@ def add_parser(subparsers) -> None:
 
 
 def _model(args):
-    from ..config import from_hf_config, get_preset
+    from inferbook.model.hf_config import from_hf_config
+    from inferbook.model.presets import get_preset
     if args.model is not None:
         return get_preset(args.model)
     return from_hf_config(args.config)
 
 
 def _chip(args):
-    from ..hardware import HardwareError, chip_from_json, get_chip
+    from inferbook.perf.hardware import HardwareError, chip_from_json, get_chip
     try:
         if args.hardware is not None:
             return get_chip(args.hardware)
@@ -88,7 +89,7 @@ def _chip(args):
 
 def estimate_fields(args: argparse.Namespace) -> dict:
     """The JSON object `inferbook estimate --json` prints, for parsed arguments."""
-    from ..estimate import estimate_decode
+    from inferbook.perf.roofline import estimate_decode
     cfg, chip = _model(args), _chip(args)
     context = args.context if args.context is not None else cfg.max_seq_len
     est = estimate_decode(cfg, chip, batch=args.batch, context=context, chips=args.chips,
@@ -112,7 +113,7 @@ _UNITS = [("params", "parameters", "count"), ("param_bytes", "weights", "bytes")
 
 
 def _table(fields: dict) -> str:
-    from ..present import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
+    from inferbook.book.present import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
     fmt = {"count": lambda v: f"{fmt_count(v, 2)} ({v:,})",
            "bytes": lambda v: fmt_bytes(v, 2), "bool": lambda v: "yes" if v else "no",
            "int": lambda v: f"{v:,}", "float": lambda v: f"{v:,.1f}",

@@ -56,7 +56,7 @@ def add_parser(subparsers) -> None:
 
 
 def _sampler(args):
-    from ..sampling import GREEDY, Sampler
+    from inferbook.model.sampling import GREEDY, Sampler
     if args.temperature is None:
         if args.top_k is not None or args.top_p is not None:
             raise UsageError("--top-k and --top-p need --temperature")
@@ -79,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"checkpoint directory {args.checkpoint} does not exist")
     mesh = _mesh(args)
 
-    from ..config import get_preset
+    from inferbook.model.presets import get_preset
     cfg = get_preset(args.model) if args.model else None
     import jax
     import jax.numpy as jnp
 
-    from ..checkpoint import load_checkpoint
-    from ..decode import generate
-    from ..model import init_params
+    from inferbook.model.checkpoint import load_checkpoint
+    from inferbook.model.decode import generate
+    from inferbook.model.decoder import init_params
     dtype = jnp.dtype(args.dtype)
     if cfg is None:
         cfg, params = load_checkpoint(args.checkpoint, dtype=dtype)
@@ -121,8 +121,8 @@ def _mesh(args: argparse.Namespace):
         if args.layout is not None:
             raise UsageError("--layout needs --mesh")
         return None
-    from ..devices import DeviceSetupError, setup
-    from ..mesh import MeshError, named_mesh, parse_mesh_shape
+    from inferbook.parallel.devices import DeviceSetupError, setup
+    from inferbook.parallel.mesh import MeshError, named_mesh, parse_mesh_shape
     try:
         shape = parse_mesh_shape(args.mesh)
         setup(CLI_CPU_DEVICES)
@@ -134,8 +134,8 @@ def _mesh(args: argparse.Namespace):
 def _sharded_generate(args, mesh, params, cfg, prompts, sampler):
     import jax
 
-    from ..sharded_decode import generate as sharded_generate
-    from ..sharding import LayoutError, make_plan
+    from inferbook.parallel.sharded_decode import generate as sharded_generate
+    from inferbook.parallel.sharding import LayoutError, make_plan
     layout = args.layout or "1d-ws"
     try:
         plan = make_plan(cfg, mesh, layout)

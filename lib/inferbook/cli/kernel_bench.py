@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     contexts = _contexts(args.contexts, args.splits)
     import jax
 
-    from .. import bench, kernel_bench
+    from inferbook.kernels import kernel_bench
+    from inferbook.perf import timing
     pallas = {"auto": None, "on": True, "off": False}[args.pallas]
     rows = kernel_bench.decode_rows(contexts, B=args.batch, N=args.heads, K=args.kv_heads,
                                     H=args.head_dim, dtype=args.dtype, num_splits=args.splits,
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     chip = kernel_bench.chip_for_device(jax.devices()[0].device_kind)
     record = dict(
         source="inferbook kernel-bench (python -m inferbook.cli.kernel_bench)",
-        device=bench.device_name(), platform=jax.default_backend(),
+        device=timing.device_name(), platform=jax.default_backend(),
         chip=chip.name if chip else None,
         hbm_bytes_per_s=chip.hbm_bytes_per_s if chip else None,
         date=datetime.date.today().isoformat(), jax_version=jax.__version__,

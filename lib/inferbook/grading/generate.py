@@ -11,7 +11,7 @@ or, for a written answer, a whole Markdown cell tagged ``solution``. Two things 
 from the source:
 
 - the **student notebook** (`student_notebook`), committed as the Colab `.ipynb` beside the
-  source by `inferbook.notebooks` (`make notebooks`). Each solution becomes a stub: inside a
+  source by `inferbook.book.notebooks` (`make notebooks`). Each solution becomes a stub: inside a
   function, ``raise NotImplementedError`` (which `check` reports as "not attempted"); at the
   top level, ``name = ...`` for every name the solution assigns. Solution cells of Markdown
   become an empty answer cell. No line of a solution survives.

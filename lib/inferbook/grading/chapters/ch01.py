@@ -13,41 +13,42 @@ import math
 
 import numpy as np
 
+from inferbook.model.presets import get_preset
+
 from ..compare import allclose, compare_arrays, describe
 from ..questions import Exact, Function, Mistake, Numeric
-from ...config import get_preset
 
 LLAMA, BLOOM, A10 = "llama-2-7b", "bloom-176b", "A10"
 PROMPT, P0, N_NEW = 1000, 100, 1000       # the article's prompt; the generation of B3
 
 
 def _kv_per_token(name: str) -> float:
-    from ... import estimate
-    return estimate.kv_bytes_per_token(get_preset(name), 2)
+    from inferbook.perf import counts
+    return counts.kv_bytes_per_token(get_preset(name), 2)
 
 
 def _a10_tokens() -> float:
-    from ... import estimate
-    from ...hardware import get_chip
-    free = get_chip(A10).hbm_bytes - estimate.param_bytes(get_preset(LLAMA), 2)
+    from inferbook.perf import counts
+    from inferbook.perf.hardware import get_chip
+    free = get_chip(A10).hbm_bytes - counts.param_bytes(get_preset(LLAMA), 2)
     return math.floor(free / _kv_per_token(LLAMA))
 
 
 def _weights_in_tokens() -> float:
-    from ... import estimate
-    return estimate.param_bytes(get_preset(LLAMA), 2) / _kv_per_token(LLAMA)
+    from inferbook.perf import counts
+    return counts.param_bytes(get_preset(LLAMA), 2) / _kv_per_token(LLAMA)
 
 
 def _naive_step(t: int) -> int:
     """The forward pass over all t tokens that yields the distribution of token t + 1."""
-    from ... import estimate
-    return estimate.forward_flops(get_preset(LLAMA), 1, t, logits_for=1)
+    from inferbook.perf import counts
+    return counts.forward_flops(get_preset(LLAMA), 1, t, logits_for=1)
 
 
 def _cached_step(t: int) -> int:
     """Token t alone, against t - 1 cached keys and its own: t keys in all."""
-    from ... import estimate
-    return estimate.forward_flops(get_preset(LLAMA), 1, 1, kv_len=t)
+    from inferbook.perf import counts
+    return counts.forward_flops(get_preset(LLAMA), 1, 1, kv_len=t)
 
 
 def _generation_ratio() -> float:
@@ -57,10 +58,10 @@ def _generation_ratio() -> float:
 
 
 def _decode_memory_bound() -> bool:
-    from ... import estimate
-    from ...hardware import get_chip
+    from inferbook.perf import counts
+    from inferbook.perf.hardware import get_chip
     cfg, chip = get_preset(LLAMA), get_chip(A10)
-    intensity = estimate.flops_per_token(cfg) / estimate.param_bytes(cfg, 2)   # batch 1
+    intensity = counts.flops_per_token(cfg) / counts.param_bytes(cfg, 2)   # batch 1
     return bool(intensity < chip.bf16_flops_per_s / chip.hbm_bytes_per_s)
 
 
@@ -83,7 +84,7 @@ def _write_cases(rng):
 
 
 def _write_reference(cache_BKSH, new_BTKH, start_B):
-    from ...kvcache import write
+    from inferbook.model.kvcache import write
     return write(cache_BKSH, new_BTKH, start_B)
 
 
@@ -94,7 +95,8 @@ def _describe_write(args):
 
 def _merge_cases(rng):
     import jax.numpy as jnp
-    from ...attention import MASKED
+
+    from inferbook.model.attention import MASKED
     cases = []
     for B, T, N, H, kind in [(2, 3, 4, 8, "plain"), (2, 3, 4, 8, "large"),
                              (2, 3, 4, 8, "masked"), (1, 1, 2, 4, "plain")]:
@@ -109,7 +111,7 @@ def _merge_cases(rng):
 
 
 def _merge_reference(out1_BTNH, lse1_BTN, out2_BTNH, lse2_BTN):
-    from ...attention import merge_partials
+    from inferbook.model.attention import merge_partials
     return merge_partials(out1_BTNH, lse1_BTN, out2_BTNH, lse2_BTN)
 
 
@@ -136,7 +138,7 @@ def _filter_cases(rng):
 
 
 def _filter_reference(logits_BV, top_k, top_p):
-    from ...sampling import filter_logits
+    from inferbook.model.sampling import filter_logits
     return filter_logits(logits_BV, top_k, top_p)
 
 
@@ -175,8 +177,8 @@ QUESTIONS = [
             mistakes=[Mistake(lambda r: r / 2, _ONLY_KEYS), Mistake(lambda r: 2 * r, _FLOAT32)]),
     Numeric("ch01.a10_tokens_after_weights", "Tokens of cache that fit on an A10", 1,
             "(memory − bytes of the bfloat16 weights) / cache bytes per token, rounded down; "
-            "count the parameters exactly with estimate.param_count, and read the A10's memory "
-            "from inferbook.hardware (decimal bytes: 24 GB = 24e9 B)",
+            "count the parameters exactly with counts.param_count, and read the A10's memory "
+            "from inferbook.perf.hardware (decimal bytes: 24 GB = 24e9 B)",
             reference=_a10_tokens, rel_tol=0.01,
             mistakes=[Mistake(lambda r: r + (24 * 2**30 - 24e9) / _kv_per_token(LLAMA),
                               "you used 24 GiB (24·2³⁰ bytes); the datasheet's 24 GB are "
@@ -191,7 +193,7 @@ QUESTIONS = [
             mistakes=[Mistake(lambda r: r / 2, _ONLY_KEYS)]),
     Numeric("ch01.prompt_flops", "FLOPs to prefill a 1,000-token prompt (2P rule)", 1,
             "2 FLOPs per multiplying parameter per token: P counts every weight matrix "
-            "including the output projection (estimate.matmul_params), not the norms",
+            "including the output projection (counts.matmul_params), not the norms",
             reference=lambda: PROMPT * _flops_per_token(), rel_tol=0.03),
     Numeric("ch01.naive_step_flops", "FLOPs of a naive step at 1,000 tokens", 1,
             "2·(attention + MLP weights)·T + 4·L·N·H·T·S + 2·D·V for one unembedded position, "
@@ -231,5 +233,5 @@ QUESTIONS = [
 
 
 def _flops_per_token() -> int:
-    from ... import estimate
-    return estimate.flops_per_token(get_preset(LLAMA))
+    from inferbook.perf import counts
+    return counts.flops_per_token(get_preset(LLAMA))

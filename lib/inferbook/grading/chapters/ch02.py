@@ -4,15 +4,16 @@ The scaling book's linear-operation and attention rooflines and its appendix A (
 Austin et al. 2025), and kipply's flops-to-bandwidth ratio (seed 004): critical intensities
 and batches of the registry's chips under each quantization, attention's intensity in prefill
 and generation, and two functions — the critical batch and attention's intensity — checked on
-random inputs against `inferbook.estimate`. Every reference is computed by the library.
+random inputs against the estimator (`inferbook.perf`). Every reference is computed by the library.
 """
 
 from __future__ import annotations
 
+from inferbook.model.presets import get_preset
+from inferbook.perf.hardware import get_chip
+
 from ..compare import allclose
 from ..questions import Exact, Function, Mistake, Numeric
-from ...config import get_preset
-from ...hardware import get_chip
 
 V5E, H100 = "TPU v5e", "H100 SXM"
 APPENDIX_D, APPENDIX_F, APPENDIX_CHIPS = 8192, 32768, 4      # appendix A's two-matmul layer
@@ -20,41 +21,41 @@ EVEN_CONTEXT = 4096
 
 
 def _bcrit(name: str, weight_bytes: float = 2, compute: str = "bf16") -> float:
-    from ... import estimate
-    return estimate.critical_batch(get_chip(name), weight_bytes, compute)
+    from inferbook.perf import roofline
+    return roofline.critical_batch(get_chip(name), weight_bytes, compute)
 
 
 def _ci(name: str) -> float:
-    from ... import estimate
-    return estimate.critical_intensity(get_chip(name))
+    from inferbook.perf import roofline
+    return roofline.critical_intensity(get_chip(name))
 
 
 def _prefill_threshold() -> int:
     """The shortest prompt whose self-attention (S = T, MHA, bf16) is compute-bound on v5e."""
-    from ... import estimate
+    from inferbook.perf import roofline
     ci = _ci(V5E)
     t = 1
-    while estimate.attention_intensity(t, t) < ci:
+    while roofline.attention_intensity(t, t) < ci:
         t += 1
     return t
 
 
 def _decode_intensity(G: int) -> float:
-    from ... import estimate
-    return estimate.attention_intensity(1, 8192, G)
+    from inferbook.perf import roofline
+    return roofline.attention_intensity(1, 8192, G)
 
 
 def _even_batch() -> float:
-    from ... import estimate
+    from inferbook.perf import counts
     cfg = get_preset("llama-2-13b")
-    return estimate.param_bytes(cfg) / estimate.kv_cache_bytes(cfg, 1, EVEN_CONTEXT)
+    return counts.param_bytes(cfg) / counts.kv_cache_bytes(cfg, 1, EVEN_CONTEXT)
 
 
 def _appendix_a(params: float | None = None) -> float:
     """Time to read one layer's bf16 weights, split over 4 v5e chips: the step's floor."""
-    from ... import estimate
+    from inferbook.perf import roofline
     p = 2 * APPENDIX_D * APPENDIX_F if params is None else params
-    return estimate.step_time_lower_bound(2 * p, 0, get_chip(V5E), APPENDIX_CHIPS)
+    return roofline.step_time_lower_bound(2 * p, 0, get_chip(V5E), APPENDIX_CHIPS)
 
 
 def _decode_batch_memory_bound() -> bool:
@@ -65,7 +66,7 @@ def _decode_batch_memory_bound() -> bool:
 # Coding exercises ----------------------------------------------------------------------------
 
 def _a_chip(flops: float, bandwidth: float):
-    from ...hardware import Chip
+    from inferbook.perf.hardware import Chip
     return Chip("random", hbm_bytes=1e9, hbm_bytes_per_s=bandwidth, bf16_flops_per_s=flops,
                 int8_ops_per_s=None)
 
@@ -80,8 +81,8 @@ def _bcrit_cases(rng):
 
 
 def _bcrit_reference(flops_per_s, hbm_bytes_per_s, weight_bytes):
-    from ... import estimate
-    return estimate.critical_batch(_a_chip(flops_per_s, hbm_bytes_per_s), weight_bytes)
+    from inferbook.perf import roofline
+    return roofline.critical_batch(_a_chip(flops_per_s, hbm_bytes_per_s), weight_bytes)
 
 
 def _describe_bcrit(args):
@@ -97,8 +98,8 @@ def _attn_cases(rng):
 
 
 def _attn_reference(T, S, G):
-    from ... import estimate
-    return estimate.attention_intensity(T, S, G)
+    from inferbook.perf import roofline
+    return roofline.attention_intensity(T, S, G)
 
 
 _INT8_MATH = ("int8 arithmetic doubles the chip's FLOP/s: that multiplies B_crit by 2, it "
@@ -108,7 +109,7 @@ _INT8_WEIGHTS = ("int8 weights halve the bytes per weight, so the batch needed t
 
 QUESTIONS = [
     Numeric("ch02.critical_intensity_v5e", "FLOPs per byte where a TPU v5e's roofs meet", 1,
-            "peak bfloat16 FLOP/s divided by HBM bytes/s, both from inferbook.hardware",
+            "peak bfloat16 FLOP/s divided by HBM bytes/s, both from inferbook.perf.hardware",
             reference=lambda: _ci(V5E), rel_tol=0.005,
             mistakes=[Mistake(lambda r: 1 / r, "that is bytes per FLOP: put FLOP/s on top")]),
     Numeric("ch02.bcrit_v5e_int8_weights", "B_crit on a TPU v5e: int8 weights, bf16 math", 1,

@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from inferbook.model.presets import get_preset
+from inferbook.perf import comm_time, counts, roofline
+
 from ..compare import allclose
 from ..questions import Exact, Function, Mistake, Numeric
-from ... import estimate
-from ...config import get_preset
 
 V5E, CTX, CHIPS = "TPU v5e", 8192, 8              # the LLaMA-2 13B tables
 E, TOP_K, P2_CONTEXT, SLICE = 16, 2, 128_000, 16   # worked problems 2-6
@@ -26,14 +27,14 @@ WP7 = dict(batch=128, X=8, YZ=32)                   # problem 7 on 256 chips
 
 
 def _v5e():
-    from ...hardware import get_chip
+    from inferbook.perf.hardware import get_chip
     return get_chip(V5E)
 
 
 def _published(*keys):
     """A figure of the source (for a Mistake), or NaN if the data file cannot be read."""
     try:
-        from ... import bookdata
+        from inferbook.book import bookdata
         value = bookdata.load("scaling_book_published.json")
         for k in keys:
             value = value[k]
@@ -45,7 +46,7 @@ def _published(*keys):
 def _quiz(B: int, bandwidth: float | None = None) -> float:
     """The quiz: 30e9 int8 parameters, 100 kB of cache per token, 8,192 tokens, 16 v5e."""
     chip = _v5e() if bandwidth is None else dataclasses.replace(_v5e(), hbm_bytes_per_s=bandwidth)
-    return estimate.step_time(30e9, 30e9, B * 8192 * 100e3, B, chip, 16)
+    return roofline.step_time(30e9, 30e9, B * 8192 * 100e3, B, chip, 16)
 
 
 def _BW81() -> float:
@@ -53,7 +54,7 @@ def _BW81() -> float:
 
 
 _QUIZ_BW = ("you used 8.1e11 B/s per chip, the figure the quiz uses; take the registry's "
-            "value (inferbook.hardware)")
+            "value (inferbook.perf.hardware)")
 
 # LLaMA-2 13B ----------------------------------------------------------------------------------
 
@@ -63,24 +64,24 @@ def _llama():
 
 
 def _weights() -> float:
-    return estimate.param_bytes(_llama())
+    return counts.param_bytes(_llama())
 
 
 def _table_step(B: int, K: int | None = None) -> float:
-    e, cfg = estimate, _llama()
-    kv = e.kv_cache_bytes(cfg if K is None else cfg.replace(K=K), B, CTX)
-    return e.step_time(e.param_count(cfg), _weights(), kv, B, _v5e(), CHIPS)
+    cfg = _llama()
+    kv = counts.kv_cache_bytes(cfg if K is None else cfg.replace(K=K), B, CTX)
+    return roofline.step_time(counts.param_count(cfg), _weights(), kv, B, _v5e(), CHIPS)
 
 
 def _gqa_max_batch() -> int:
-    per_seq = estimate.kv_cache_bytes(_llama().replace(K=8), 1, CTX)
+    per_seq = counts.kv_cache_bytes(_llama().replace(K=8), 1, CTX)
     return math.floor((CHIPS * _v5e().hbm_bytes - _weights()) / per_seq)
 
 
 def _throughput_ceiling() -> float:
-    e, chip = estimate, _v5e()
-    kv = e.kv_cache_bytes(_llama(), 1, CTX) / (CHIPS * chip.hbm_bytes_per_s)
-    flops = 2 * e.param_count(_llama()) / (CHIPS * chip.bf16_flops_per_s)
+    chip = _v5e()
+    kv = counts.kv_cache_bytes(_llama(), 1, CTX) / (CHIPS * chip.hbm_bytes_per_s)
+    flops = 2 * counts.param_count(_llama()) / (CHIPS * chip.bf16_flops_per_s)
     return 1 / (kv + flops)
 
 
@@ -93,28 +94,26 @@ def _m18(K: int | None = None):
 
 
 def _p2(K: int | None = None, context: int = P2_CONTEXT) -> int:
-    return estimate.max_batch(_m18(K), _v5e(), context, SLICE, 1, 1)
+    return roofline.max_batch(_m18(K), _v5e(), context, SLICE, 1, 1)
 
 
 def _p3() -> float:
-    return estimate.param_bytes(_m18(), 1) / (SLICE * _v5e().hbm_bytes_per_s)
+    return counts.param_bytes(_m18(), 1) / (SLICE * _v5e().hbm_bytes_per_s)
 
 
 def _p4_step() -> float:
-    e = estimate
-    kv = _p2() * P2_CONTEXT * e.kv_bytes_per_token(_m18(), 1)
-    return e.step_time_lower_bound(e.param_bytes(_m18(), 1), kv, _v5e(), SLICE)
+    kv = _p2() * P2_CONTEXT * counts.kv_bytes_per_token(_m18(), 1)
+    return roofline.step_time_lower_bound(counts.param_bytes(_m18(), 1), kv, _v5e(), SLICE)
 
 
 def _moe(experts: int) -> int:
     """Parameters with `experts` MLPs instead of one (all of them, or the active ones)."""
-    return estimate.param_count(_m18()) + (experts - 1) * estimate.param_counts(_m18())["mlp"]
+    return counts.param_count(_m18()) + (experts - 1) * counts.param_counts(_m18())["mlp"]
 
 
 def _wp7_time() -> float:
-    e = estimate
-    return e.ws2d_comm_time(WP7["batch"], _m18().D, _m18().F, WP7["X"], WP7["YZ"],
-                            e.ici_bandwidth(_v5e()))
+    return comm_time.ws2d_comm_time(WP7["batch"], _m18().D, _m18().F, WP7["X"], WP7["YZ"],
+                            comm_time.ici_bandwidth(_v5e()))
 
 
 # Coding exercise ------------------------------------------------------------------------------
@@ -131,10 +130,10 @@ def _step_cases(rng):
 
 
 def _step_reference(params, param_bytes, kv_bytes, batch, flops_per_s, hbm_bytes_per_s):
-    from ...hardware import Chip
+    from inferbook.perf.hardware import Chip
     chip = Chip("random", hbm_bytes=1e9, hbm_bytes_per_s=hbm_bytes_per_s,
                 bf16_flops_per_s=flops_per_s, int8_ops_per_s=None)
-    return estimate.step_time(params, param_bytes, kv_bytes, batch, chip)
+    return roofline.step_time(params, param_bytes, kv_bytes, batch, chip)
 
 
 _KEYS_ONLY = ("the close translation's answer: it stores keys but forgets the values; the "
@@ -157,21 +156,21 @@ QUESTIONS = [
     Numeric("ch03.llama_2_13b_params", "Parameters of LLaMA-2 13B", 1,
             "MLP 3·D·F·L, attention (2·D·N·H + 2·D·K·H)·L, embedding and unembedding 2·V·D, "
             "norm gains (2L + 1)·D",
-            reference=lambda: estimate.param_count(_llama()), rel_tol=0.001),
+            reference=lambda: counts.param_count(_llama()), rel_tol=0.001),
     Numeric("ch03.kv_8k_llama_2_13b", "Cache of one 8,192-token sequence, LLaMA-2 13B, bf16",
             1, "2 · bytes · H · K · L · T",
-            reference=lambda: estimate.kv_cache_bytes(_llama(), 1, CTX), rel_tol=0.005,
+            reference=lambda: counts.kv_cache_bytes(_llama(), 1, CTX), rel_tol=0.005,
             mistakes=[Mistake(lambda r: r * 2 ** 30 / 1e9, "the table is labelled GiB but "
                               "holds decimal GB; the answer is in bytes"),
                       Mistake(lambda r: r / 2, "keys and values: two vectors per head")]),
     Exact("ch03.caches_exceed_weights", "How many 8k caches outweigh the weights?", 1,
           "the smallest whole number of caches whose bytes exceed the bf16 weight bytes",
-          reference=lambda: math.ceil(_weights() / estimate.kv_cache_bytes(_llama(), 1, CTX))),
+          reference=lambda: math.ceil(_weights() / counts.kv_cache_bytes(_llama(), 1, CTX))),
     Numeric("ch03.activation_8k", "One [T, D] bf16 activation of an 8,192-token prefill", 1,
             "T · D · 2 bytes", reference=lambda: CTX * _llama().D * 2, rel_tol=0.005),
     Numeric("ch03.llama_2_13b_max_batch", "Largest batch of 8k sequences on 8 TPU v5e", 1,
             "(8 · HBM − weight bytes) / bytes of one sequence's cache, rounded down",
-            reference=lambda: estimate.max_batch(_llama(), _v5e(), CTX, CHIPS), rel_tol=0,
+            reference=lambda: roofline.max_batch(_llama(), _v5e(), CTX, CHIPS), rel_tol=0,
             mistakes=[Mistake(lambda r: r + 1, "that batch needs more than the slice's "
                               "memory: count weights and caches together, and round down")]),
     Numeric("ch03.llama_2_13b_step_b64", "Step time at batch 64 (if memory allowed)", 1,
@@ -187,13 +186,13 @@ QUESTIONS = [
             "B / step time tends to 1 / (cache bytes per sequence / W + 2P / C)",
             reference=_throughput_ceiling, rel_tol=0.01,
             mistakes=[Mistake(lambda r: CHIPS * _v5e().hbm_bytes_per_s
-                              / estimate.kv_cache_bytes(_llama(), 1, CTX),
+                              / counts.kv_cache_bytes(_llama(), 1, CTX),
                               "that counts only the caches; each token also costs 2P FLOPs")]),
     Numeric("ch03.wp1_params", "Worked problem 1: parameters of the 18.4B model", 1,
             "L·D·(3F + 2H·(N + K)) + D·V (tied embeddings) + the norms",
-            reference=lambda: estimate.param_count(_m18()), rel_tol=0.005),
+            reference=lambda: counts.param_count(_m18()), rel_tol=0.005),
     Numeric("ch03.wp1_kv_int8", "Worked problem 1: int8 cache bytes per token", 1,
-            "2·L·K·H elements of one byte", reference=lambda: estimate.kv_bytes_per_token(_m18(), 1),
+            "2·L·K·H elements of one byte", reference=lambda: counts.kv_bytes_per_token(_m18(), 1),
             rel_tol=0.005, mistakes=[Mistake(lambda r: r / 2, _KEYS_ONLY)]),
     Numeric("ch03.wp2_max_batch", "Worked problem 2: largest batch at 128k (128,000) tokens",
             1, "(16 chips · HBM − int8 weights) / (128,000 · cache bytes per token), rounded "
@@ -209,13 +208,13 @@ QUESTIONS = [
                               _KEYS_ONLY)]),
     Numeric("ch03.wp3_load_time", "Worked problem 3: read every int8 weight once", 1,
             "int8 weight bytes / (16 · HBM bandwidth)", reference=_p3, rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * 18e9 / estimate.param_count(_m18()), "you rounded "
+            mistakes=[Mistake(lambda r: r * 18e9 / counts.param_count(_m18()), "you rounded "
                               "the parameters to 18e9, as the close translation does"),
                       Mistake(lambda r: r * _v5e().hbm_bytes_per_s / _BW81(), _QUIZ_BW)]),
     Numeric("ch03.wp4_mp_limit_b32", "Worked problem 4: tensor-parallel limit at batch 32", 1,
             "decode stops hiding the AllReduce at Y = F / (B·β), β = W_hbm / W_ici, W_ici = "
-            "estimate.ici_bandwidth(chip)",
-            reference=lambda: estimate.model_parallel_limit(_m18().F, 32, _v5e()), rel_tol=0.01,
+            "comm_time.ici_bandwidth(chip)",
+            reference=lambda: comm_time.model_parallel_limit(_m18().F, 32, _v5e()), rel_tol=0.01,
             mistakes=[Mistake(lambda r: _m18().F / (32 * 8), "you used β ≈ 8 as the source "
                               "does; compute it from the registry")]),
     Numeric("ch03.wp4_step_floor", "Worked problem 4: step-time floor at problem 2's batch",
@@ -231,10 +230,10 @@ QUESTIONS = [
     Numeric("ch03.wp5_bcrit", "Worked problem 5: tokens per step to be FLOP-bound", 1,
             "E/k times the dense B_crit: the bytes grow E-fold, the FLOPs k-fold (int8 "
             "weights and int8 math)",
-            reference=lambda: estimate.critical_batch(_v5e(), 1, "int8") * E / TOP_K, rel_tol=0.01),
+            reference=lambda: roofline.critical_batch(_v5e(), 1, "int8") * E / TOP_K, rel_tol=0.01),
     Numeric("ch03.wp5_kv_int8", "Worked problem 5: int8 cache bytes per token of the MoE", 1,
             "the experts replace the MLP; attention, and so the cache, is untouched",
-            reference=lambda: estimate.kv_bytes_per_token(_m18(), 1), rel_tol=0.005,
+            reference=lambda: counts.kv_bytes_per_token(_m18(), 1), rel_tol=0.005,
             mistakes=[Mistake(lambda r: r / 2, _KEYS_ONLY),
                       Mistake(lambda r: r * E / TOP_K, "the cache does not grow with the "
                               "experts: only the MLP is copied")]),
@@ -254,14 +253,14 @@ QUESTIONS = [
             "int8 weights / 16 GB, rounded up (weights only)",
             reference=lambda: math.ceil(_moe(E) / _v5e().hbm_bytes), rel_tol=0),
     Numeric("ch03.wp7_comm_time", "Worked problem 7: 2D communication time of one MLP", 1,
-            "2·B·D/(X·W_ici) + 4·B·F/(YZ·W_ici) for bf16, W_ici = estimate.ici_bandwidth",
+            "2·B·D/(X·W_ici) + 4·B·F/(YZ·W_ici) for bf16, W_ici = comm_time.ici_bandwidth",
             reference=_wp7_time, rel_tol=0.01),
     Numeric("ch03.wp7_optimal_x", "Worked problem 7: the best X for 256 chips", 1,
             "minimise D/X + 2F·X/n over X: X = sqrt(n·D / (2F))",
-            reference=lambda: estimate.ws2d_optimal_x(256, _m18().D, _m18().F), rel_tol=0.01),
+            reference=lambda: comm_time.ws2d_optimal_x(256, _m18().D, _m18().F), rel_tol=0.01),
     Numeric("ch03.wp7_crossover", "Worked problem 7: chips beyond which 2D beats 1D (F = 4D)",
             1, "set 4·B·D/(3·W) equal to the optimum 2·B·sqrt(2·D·F/n)/W and solve for n",
-            reference=lambda: estimate.ws2d_crossover_chips(_m18().D, _m18().F), rel_tol=0.01,
+            reference=lambda: comm_time.ws2d_crossover_chips(_m18().D, _m18().F), rel_tol=0.01,
             mistakes=[Mistake(lambda r: r * 9 / 8, "the source prints 81, but its own "
                               "formula 128·(3/4)² gives 72")]),
 ]

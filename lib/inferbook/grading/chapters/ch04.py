@@ -1,210 +1,225 @@
-"""Questions of chapter 4, "How big is the KV cache, and how to shrink it"
-(exercises/04_kv_cache_size.py).
+"""Questions of chapter 4, "Transformer inference arithmetic" (exercises/02_performance_models.py,
+part 3).
 
-The second half of Lienhart's KV-caching article (seed 003) and the scaling book's "tricks"
-(seed 000/002): cache bytes per token of multi-head, grouped-query and multi-query models, what
-fits on a chip, and every lever on 2·B·S·L·K·H·p — fewer KV heads, sliding windows, layers that
-share a cache, an int8 cache with its scales, paging, sharding an MQA cache, offloading — plus
-two functions (the largest batch, and the cache of a model mixing local and global layers)
-checked on random inputs against the library. The article's own numbers for Llama-2-7B and
-BLOOM-176B, and the A10's capacity, are chapter 1's questions and are not repeated here.
+kipply's post (seed 004, Chen 2022) section by section — the cache's FLOPs against its bytes,
+capacity, tensor-parallel communication, small- and large-batch latency, FLOP counting and
+intermediate memory — and her twelve exercises wherever they have a number to check (1–11;
+the twelfth, on sharding embeddings, has none). The convention throughout is the library's:
+the registry's A100 40GB (datasheet bandwidth 1.555e12 B/s) and the presets' exact parameter
+counts; her round figures (1.5e12 B/s, 52e9 and 260e9 parameters) are `Mistake`s, read from
+book/data/kipply_assumptions.json when a wrong answer needs explaining.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, latency, phase_time, roofline
+
 from ..compare import allclose
-from ..questions import Function, Mistake, Numeric
-from ... import estimate
-from ...config import get_preset
-from ...hardware import get_chip
+from ..questions import Exact, Function, Mistake, Numeric
 
-LONG, CTX = 32768, 4096
-LENGTHS, MAX_LEN, BLOCK = (300, 1200, 45, 800, 17), 2048, 16     # the paging question
+A100 = "A100 40GB"
+SAMPLE_CONTEXT, SAMPLE_NEW = 512, 10      # kipply's FasterTransformer runs (exercise 5)
+AWS_BITS_PER_S = 400e9                   # exercise 8: "AWS has 400 Gb/s"
 
 
-def _per_token(name: str) -> float:
-    return estimate.kv_bytes_per_token(get_preset(name))
+def _a100():
+    from inferbook.perf.hardware import get_chip
+    return get_chip(A100)
 
 
-def _windowed(name: str, window: int, local_per_global: int | None = None) -> float:
-    from ... import kv_window
-    cfg = get_preset(name)
-    return kv_window.kv_bytes_per_sequence(cfg, kv_window.layer_windows(cfg.L, window,
-                                                                        local_per_global), LONG)
+def _m52():
+    return get_preset("kipply-52b")
 
 
-def _shared_per_token(group: int) -> float:
-    from ... import kv_share
-    cfg = get_preset("llama-3-8b")
-    owners = kv_share.owners(kv_share.share_adjacent(cfg.L, group))
-    return _per_token("llama-3-8b") / cfg.L * len(owners)
+def _gopher():
+    return get_preset("gopher-280b")
 
 
-def _int8_bpe() -> float:
-    from ... import kv_quant
-    return kv_quant.bytes_per_element(get_preset("llama-2-7b").H)
+def _hers(*keys) -> float:
+    """A figure kipply assumes or prints (for a Mistake), or NaN if the file cannot be read."""
+    try:
+        from inferbook.book import bookdata
+        value = bookdata.load("kipply_assumptions.json")
+        for k in keys:
+            value = value[k]
+        return float(value)
+    except Exception:  # noqa: BLE001 - a missing file must never break a check
+        return math.nan
 
 
-def _pcie_ratio() -> float:
-    e, l7 = estimate, get_preset("llama-2-7b")
-    pcie = get_chip("A10").link_bytes_per_s                   # PCIe 4.0 x16, one way
-    hbm_s = e.kv_cache_bytes(l7, 1, CTX) / get_chip("A100 80GB").hbm_bytes_per_s
-    return e.kv_transfer_seconds(l7, CTX, pcie) / hbm_s
+def _her_a100():
+    return dataclasses.replace(_a100(), hbm_bytes_per_s=_hers("assumed_a100", "hbm_bytes_per_s"))
 
 
-def _used(reserved) -> float:
-    return sum(LENGTHS) / sum(reserved)
+def _capacity_hers(gpus: int) -> float:
+    free = gpus * _a100().hbm_bytes - 2 * _hers("round_parameter_counts", "kipply-52b")
+    return math.floor(free / counts.kv_bytes_per_token(_m52()))
 
 
-# Coding exercises ---------------------------------------------------------------------------
-
-_PRESETS = ["llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "mistral-7b",
-            "falcon-7b", "kipply-52b", "scaling-book-18b", "opt-30b"]
-_CHIPS = ["A10", "L4", "A100 40GB", "A100 80GB", "H100 SXM", "TPU v5e", "TPU v5p"]
-
-
-def _batch_cases(rng):
-    cases = [(get_preset("llama-2-7b"), get_chip("A10"), 4096, 1, 2, 2),        # the chapter's case
-             (get_preset("llama-2-70b"), get_chip("A10"), 4096, 1, 2, 2)]       # weights do not fit
-    for _ in range(10):
-        cases.append((get_preset(str(rng.choice(_PRESETS))), get_chip(str(rng.choice(_CHIPS))),
-                      int(rng.choice([512, 2048, 4096, 8192, 32768])),
-                      int(rng.choice([1, 2, 4, 8, 16])), float(rng.choice([0.5, 1, 2])),
-                      float(rng.choice([0.5, 1, 2]))))
-    return cases
+def _forward_memory_bound_while_steps_flop_bound() -> bool:
+    """Exercise 3 for the weight matmuls of the 52B model on one A100: is there a batch B and
+    context T with the forward pass over B·T tokens memory-bound but a step of B tokens
+    FLOP-bound? (2·N·P FLOPs for N tokens against the weight bytes.)"""
+    chip = _a100()
+    P, nbytes = counts.param_count(_m52()), counts.param_bytes(_m52())
+    flop_bound = lambda n: 2 * n * P / chip.bf16_flops_per_s >= nbytes / chip.hbm_bytes_per_s  # noqa: E731
+    return any(flop_bound(B) and not flop_bound(B * T)
+               for B in range(1, 513) for T in (1, 2, 16, 512, 2048))
 
 
-def _batch_reference(cfg, chip, context, chips, weight_bytes, kv_bytes):
-    return estimate.max_batch(cfg, chip, context, chips, weight_bytes, kv_bytes)
+def _sample_time() -> float:
+    """Exercise 5: prefill the context, then SAMPLE_NEW decode steps against a growing cache."""
+    cfg, chip = get_preset("kipply-13b"), _a100()
+    P, pbytes = counts.param_count(cfg), counts.param_bytes(cfg)
+    steps = sum(roofline.step_time(P, pbytes, counts.kv_cache_bytes(cfg, 1, SAMPLE_CONTEXT + j), 1, chip)
+                for j in range(SAMPLE_NEW))
+    return phase_time.prefill_seconds(cfg, chip, SAMPLE_CONTEXT) + steps
 
 
-def _describe_batch(args):
-    cfg, chip, context, chips, wb, kvb = args
-    return (f"{cfg.name} on {chips} × {chip.name}, context {context}, {wb:g} B per weight, "
-            f"{kvb:g} B per cached number")
+def _narrow():
+    return _m52().replace(D=512, F=2048, N=4, K=4, H=128)
 
 
-def _window_cases(rng):
-    cases = [(get_preset("mistral-7b"), (4096,) * 32, 32768, 2), (get_preset("tiny"), (None, 8), 5, 4)]
-    for _ in range(8):
-        cfg = get_preset(str(rng.choice(_PRESETS)))
-        windows = tuple(None if rng.random() < 0.3 else int(rng.choice([128, 1024, 4096]))
-                        for _ in range(cfg.L))
-        cases.append((cfg, windows, int(rng.integers(1, 65536)), float(rng.choice([1, 2]))))
-    return cases
+# Coding exercise: the FLOPs a KV cache saves (exercise 1) --------------------------------------
 
 
-def _window_reference(cfg, windows, seq_len, bytes_per_element):
-    from ... import kv_window
-    return kv_window.kv_bytes_per_sequence(cfg, windows, seq_len, bytes_per_element)
+def _saved_cases(rng):
+    names = ["kipply-52b", "kipply-13b", "llama-2-7b", "llama-3-8b", "falcon-7b", "tiny"]
+    return [(get_preset(str(rng.choice(names))), int(rng.integers(1, 65)), int(rng.integers(0, 4097)),
+             int(rng.integers(1, 257))) for _ in range(8)]
 
 
-def _describe_window(args):
-    cfg, windows, seq_len, b = args
-    local = sum(w is not None for w in windows)
-    return f"{cfg.name}, {local} of {len(windows)} layers local, {seq_len} tokens, {b:g} B"
+def _saved_reference(cfg, batch, context, next_n):
+    return batch * sum(latency.kv_flops_saved(cfg, context + j) for j in range(next_n))
 
 
-_KEYS_ONLY = "that is half: a key and a value vector per KV head"
+def _describe_saved(args):
+    cfg, batch, context, next_n = args
+    return f"{cfg.name}, batch={batch}, context={context}, next_n={next_n}"
+
+
+_ELEMENTS = "that counts numbers, not bytes: each is 2 bytes in bfloat16"
+_HER_BW = ("you used 1.5e12 B/s, the post's A100 bandwidth; the datasheet (and the "
+           "registry) say 1.555e12")
 
 QUESTIONS = [
-    Numeric("ch04.kv_per_token_llama_2_13b", "Cache bytes per token, LLaMA-2 13B (MHA)", 1,
-            "2 · L · K · H · 2 bytes with K = N", reference=lambda: _per_token("llama-2-13b"),
-            rel_tol=0.005, mistakes=[Mistake(lambda r: r / 2, _KEYS_ONLY)]),
-    Numeric("ch04.kv_per_token_llama_2_70b", "Cache bytes per token, LLaMA-2 70B (GQA)", 1,
-            "the cache holds K key/value heads, not the N query heads",
-            reference=lambda: _per_token("llama-2-70b"), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * get_preset("llama-2-70b").G, "you counted the query "
-                              "heads N; only the K KV heads are cached"),
-                      Mistake(lambda r: r / 2, _KEYS_ONLY)]),
-    Numeric("ch04.kv_per_token_falcon_7b", "Cache bytes per token, Falcon-7B (MQA)", 1,
-            "one KV head of H = 64 per layer",
-            reference=lambda: _per_token("falcon-7b"), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * get_preset("falcon-7b").N, "you counted the 71 query "
-                              "heads; multi-query attention caches one")]),
-    Numeric("ch04.l7_sequences_of_512", "Sequences of 512 tokens whose cache equals "
-            "Llama-2-7B's weights", 1,
-            "bf16 weight bytes / (512 · cache bytes per token), rounded down; the article's "
-            "round numbers give too many",
-            reference=lambda: math.floor(estimate.param_bytes(get_preset("llama-2-7b"))
-                                         / (512 * _per_token("llama-2-7b"))), rel_tol=0),
-    Numeric("ch04.a10_batch_4096", "Requests of 4,096 tokens that fit on an A10 "
-            "(Llama-2-7B)", 1, "(memory − weights) / cache of one 4,096-token request, "
-            "rounded down",
-            reference=lambda: estimate.max_batch(get_preset("llama-2-7b"), get_chip("A10"), CTX), rel_tol=0),
-    Numeric("ch04.a10_tokens_llama_3_8b", "Longest context LLaMA-3 8B can hold on an A10", 1,
-            "(memory − bf16 weights) / cache bytes per token, rounded down; one sequence",
-            reference=lambda: estimate.kv_capacity_tokens(get_preset("llama-3-8b"), get_chip("A10"), 1),
-            rel_tol=0.005),
-    Numeric("ch04.h100x8_batch_llama_2_70b", "Requests of 4,096 tokens on 8 H100s: "
-            "LLaMA-2 70B", 1, "8 × 80 GB minus the weights, over one request's cache",
-            reference=lambda: estimate.max_batch(get_preset("llama-2-70b"), get_chip("H100 SXM"), CTX, 8),
-            rel_tol=0),
-    Numeric("ch04.h100x8_batch_mha_70b", "The same with multi-head attention (K = N)", 1,
-            "the MHA variant's own weights (W_K, W_V grow) and its G times larger cache",
-            reference=lambda: estimate.max_batch(get_preset("llama-2-70b").replace(K=64),
-                                              get_chip("H100 SXM"), CTX, 8), rel_tol=0),
-    Numeric("ch04.mistral_window_32k", "Cache of one 32,768-token sequence, Mistral 7B "
-            "(window 4,096 in every layer)", 1,
-            "each layer keeps at most W tokens: min(W, S) · 2·K·H·2 bytes per layer",
-            reference=lambda: _windowed("mistral-7b", 4096), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * LONG / 4096, "without the window: the sliding "
-                              "window caps every layer at 4,096 tokens")]),
-    Numeric("ch04.mixed_5_to_1_share", "5 local (W = 1,024) : 1 global, LLaMA-3 8B at "
-            "32,768 tokens: fraction of the all-global cache", 1,
-            "in every group of 6 layers 5 keep 1,024 tokens and 1 keeps all; L = 32 is not a "
-            "multiple of 6 — build the pattern layer by layer",
-            reference=lambda: _windowed("llama-3-8b", 1024, 5)
-            / estimate.kv_cache_bytes(get_preset("llama-3-8b"), 1, LONG), rel_tol=0.005),
-    Numeric("ch04.shared_by_3_per_token", "LLaMA-3 8B with groups of 3 adjacent layers "
-            "sharing a cache: bytes per token", 1,
-            "one cache per group; the last group may be short (32 layers = 10 groups of 3 "
-            "and one of 2)", reference=lambda: _shared_per_token(3), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * (get_preset("llama-3-8b").L // 3)
-                              / len(range(0, get_preset("llama-3-8b").L, 3)),
-                              "round the number of groups up: the last two layers share one "
-                              "cache too")]),
-    Numeric("ch04.int8_bytes_per_element", "Bytes per cached number, int8 with a float32 "
-            "scale per H-vector (H = 128)", 1,
-            "one byte per code, plus a 4-byte scale shared by the H numbers of a vector",
-            reference=_int8_bpe, rel_tol=0.001,
-            mistakes=[Mistake(lambda r: 1.0, "the scales are stored too")]),
-    Numeric("ch04.int8_a10_tokens", "Tokens of int8 cache (with scales) beside Llama-2-7B's "
-            "bf16 weights on an A10", 1,
-            "the bf16 weights stay; each cached number now costs the previous answer",
-            reference=lambda: estimate.kv_capacity_tokens(get_preset("llama-2-7b"), get_chip("A10"), 1, 2,
-                                                      _int8_bpe()), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: estimate.kv_capacity_tokens(
-                get_preset("llama-2-7b"), get_chip("A10"), 1, 2, 1), "count the scales' bytes")]),
-    Numeric("ch04.max_reservation_used", "Fraction of reserved slots holding tokens, "
-            "reserving 2,048 per request", 1, "sum of the lengths / (requests × 2,048)",
-            reference=lambda: _used([MAX_LEN] * len(LENGTHS)), rel_tol=0.005),
-    Numeric("ch04.paged_used", "The same with pages of 16 slots allocated on demand", 1,
-            "each request holds ceil(length / 16) pages of 16 slots",
-            reference=lambda: _used([math.ceil(n / BLOCK) * BLOCK for n in LENGTHS]),
-            rel_tol=0.002),
-    Numeric("ch04.mqa_head_sharded_per_gpu", "Falcon-7B cache per GPU, 8 GPUs sharding by "
-            "heads (batch 64, 4,096 tokens)", 1,
-            "a head cannot be split: with K = 1 each GPU holds ceil(K / 8) = 1 head of every "
-            "sequence", reference=lambda: estimate.kv_cache_bytes_per_shard(
-                get_preset("falcon-7b"), 64, CTX, head_shards=8), rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r / 8, "that is sharding by sequence (the fix); by "
-                              "heads the single head is replicated")]),
-    Numeric("ch04.offload_slowdown", "How many times longer: a 4,096-token Llama-2-7B cache "
-            "over PCIe 4.0 x16 vs from an A100 80GB's memory", 1,
-            "bytes / one-way PCIe bandwidth (the A10's link in the registry) over bytes / HBM "
-            "bandwidth", reference=_pcie_ratio, rel_tol=0.01),
-    Function("ch04.max_batch_fn", "Write the largest batch that fits", 3,
-             "floor((chips · HBM − params · weight_bytes) / (context · 2·L·K·H·kv_bytes)), and "
-             "0 if the weights alone do not fit; count the parameters with "
-             "estimate.param_count",
-             reference=_batch_reference, cases=_batch_cases, compare=allclose(0, 0),
-             describe_case=_describe_batch),
-    Function("ch04.window_kv_bytes_fn", "Write the cache of a local/global model", 3,
-             "sum over layers of min(W_i, seq_len) tokens (all seq_len for a global layer, "
-             "W_i = None) · 2·K·H·bytes",
-             reference=_window_reference, cases=_window_cases, compare=allclose(1e-9, 0),
-             describe_case=_describe_window),
+    Numeric("ch04.kv_bytes_per_token_52b", "Cache bytes per token of the 52B model", 1,
+            "2 (keys and values) · L · K·H · 2 bytes; K·H = D for this model",
+            reference=lambda: counts.kv_bytes_per_token(_m52()), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: r / 2, _ELEMENTS)]),
+    Numeric("ch04.flops_per_byte_a100", "The A100's flops-to-bandwidth ratio", 1,
+            "peak bf16 FLOP/s over memory bytes/s of the A100 40GB, from the registry",
+            reference=lambda: latency.break_even_tokens(_a100()), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: latency.break_even_tokens(_her_a100()), _HER_BW),
+                      Mistake(lambda r: 1 / r, "the ratio is FLOPs per byte: FLOP/s on top "
+                              "(the post writes the fraction upside down)")]),
+    Exact("ch04.min_gpus_52b", "Fewest A100 40GB that hold the 52B weights", 1,
+          "bf16 weight bytes / 40 GB, rounded up",
+          reference=lambda: latency.min_chips_for_weights(_m52(), _a100())),
+    Numeric("ch04.capacity_4_gpus", "Tokens of cache beside the 52B weights on 4 A100s", 1,
+            "(4 · 40e9 − the preset's bf16 weight bytes) / cache bytes per token, rounded down",
+            reference=lambda: latency.kv_capacity_tokens(_m52(), _a100(), 4), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: _capacity_hers(4), "that uses 52e9 parameters; count "
+                              "the preset's parameters exactly"),
+                      Mistake(lambda r: _hers("published_results", "capacity_tokens_4_gpus"),
+                              "the post's 23,000 divides rounded gigabytes; count bytes")]),
+    Numeric("ch04.batch_3_gpus", "Largest batch of 2,048-token sequences on 3 A100s (52B)", 1,
+            "tokens of cache that fit on 3 GPUs, divided by 2,048, rounded down",
+            reference=lambda: roofline.max_batch(_m52(), _a100(), 2048, 3), rel_tol=0),
+    Numeric("ch04.comm_bytes_4_gpus", "Bytes each GPU sends per token per step (52B, 4 GPUs)",
+            1, "4 collectives per layer, each (N − 1)/N · D numbers of 2 bytes",
+            reference=lambda: latency.tp_comm_bytes_per_token(_m52(), 4), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: r / 2, _ELEMENTS),
+                      Mistake(lambda r: 4 * r / 3, "keep the exact (N − 1)/N here")]),
+    Numeric("ch04.gopher_small_batch", "Small-batch latency of the 260B model on 16 A100s", 1,
+            "P·2 bytes / (16 · bandwidth) + 4·L · 8 µs (the chip's hop_latency_s)",
+            reference=lambda: latency.small_batch_latency(_gopher(), _a100(), 16).total_s,
+            rel_tol=0.01,
+            mistakes=[Mistake(lambda r: r + latency.small_batch_latency(
+                _gopher(), _a100(), 16).comms_s, "the post writes 2·4·L·8 µs; its formula "
+                "4·L·latency counts each message once")]),
+    Numeric("ch04.gopher_large_batch", "Large-batch latency of the 260B model at batch 512", 1,
+            "the larger of batch·2·P / (16 · FLOP/s) and the communication time",
+            reference=lambda: latency.large_batch_latency(_gopher(), _a100(), 16, 512)
+            .total_s, rel_tol=0.01),
+    Numeric("ch04.flops_per_token_24d2", "kipply's FLOPs per token of the 52B model", 1,
+            "24·D² per layer: 2 FLOPs × (4·D² attention + 8·D² MLP weights)",
+            reference=lambda: counts.approx_flops_per_token(_m52()), rel_tol=0.005),
+    Numeric("ch04.intermediate_share_52b", "Share of the step left to element-wise work at "
+            "D = 8,192 (43% at D = 1,024)", 1,
+            "element-wise time grows like D, matmul time like D²: s·r / (s·r + (1 − s)·r²)",
+            reference=lambda: latency.intermediate_share_at_width(0.43, 1024, 8192),
+            rel_tol=0.01,
+            mistakes=[Mistake(lambda r: latency.intermediate_share_approx(0.43, 1024, 8192),
+                              "the post's 5% divides by the old matmul time as if it were "
+                              "the whole step; the matmuls took 1 − s of it")]),
+    Function("ch04.kv_flops_saved_fn", "Exercise 1: FLOPs a KV cache saves", 3,
+             "decode step j (j = 0 … next_n − 1) would recompute the keys and values of "
+             "context + j earlier tokens, 2·2·L·D·(K·H) FLOPs each, for every sequence",
+             reference=_saved_reference, cases=_saved_cases, compare=allclose(1e-9, 0),
+             describe_case=_describe_saved),
+    Numeric("ch04.ex2_kv_read_time", "Exercise 2: time to read the cache per step (52B, "
+            "4 A100s, batch 4, 2,048 tokens)", 1,
+            "batch · context · cache bytes per token / (4 · memory bandwidth)",
+            reference=lambda: counts.kv_cache_bytes(_m52(), 4, 2048)
+            / (4 * _a100().hbm_bytes_per_s), rel_tol=0.01,
+            mistakes=[Mistake(lambda r: 4 * r, "the cache is split over the 4 GPUs, and so "
+                              "is its read")]),
+    Exact("ch04.ex3_forward_memory_steps_flops",
+          "Exercise 3: forward pass memory-bound, sampling steps FLOP-bound?", 1,
+          "a forward pass over T context tokens multiplies each weight by B·T tokens, a "
+          "sampling step by B",
+          reference=_forward_memory_bound_while_steps_flop_bound, choices=(True, False)),
+    Numeric("ch04.ex4_latency_16_gpus", "Exercise 4: small-batch latency of 52B on 16 GPUs",
+            1, "weights over 16 GPUs' bandwidth, plus 4·L message latencies that do not "
+            "shrink with more GPUs",
+            reference=lambda: latency.small_batch_latency(_m52(), _a100(), 16).total_s,
+            rel_tol=0.01,
+            mistakes=[Mistake(lambda r: latency.small_batch_latency(_m52(), _a100(), 16)
+                              .compute_s, "add the 4·L message latencies")]),
+    Numeric("ch04.ex5_sample_time", "Exercise 5: a whole sample, 13B on one A100", 2,
+            "phase_time.prefill_seconds for the 512-token context, then 10 steps: step j "
+            "(j = 0 … 9) is roofline.step_time with the cache of 512 + j tokens",
+            reference=_sample_time, rel_tol=0.01),
+    Numeric("ch04.ex6_intermediate_share", "Exercise 6: the MLP hidden activation of a "
+            "2,048-token prefill, as a fraction of the weights (52B)", 1,
+            "[T, F] in bf16 is T·F·2 bytes; divide by the bf16 weight bytes",
+            reference=lambda: 2048 * _m52().F * 2 / counts.param_bytes(_m52()), rel_tol=0.01),
+    Numeric("ch04.ex7_narrow_o_per_gpu", "Exercise 7: FLOPs per byte sent by the output "
+            "projection, D = 512, per GPU of 2", 1,
+            "a [B, D] activation (2 bytes each) feeds 2·B·D·D FLOPs; split over 2 GPUs",
+            reference=lambda: latency.flops_per_comm_byte(_narrow())["o"] / 2,
+            rel_tol=0.01,
+            mistakes=[Mistake(lambda r: 2 * r, "each GPU does half of the FLOPs")]),
+    Numeric("ch04.ex8_aws_comm_intensity", "Exercise 8: FLOPs per byte an A100 must do to "
+            "hide a 400 Gb/s link", 1,
+            "bf16 FLOP/s over the link's bytes per second; Gb is gigabits",
+            reference=lambda: _a100().bf16_flops_per_s / (AWS_BITS_PER_S / 8), rel_tol=0.01,
+            mistakes=[Mistake(lambda r: r / 8, "400 Gb/s is 50 GB/s: divide bits by 8")]),
+    Numeric("ch04.ex9_latency_all_gather", "Exercise 9: message latency per step, gathering "
+            "every shard (260B, 16 GPUs)", 1,
+            "an AllGather of every shard replaces ReduceScatter + AllGather: 2 messages per "
+            "layer instead of 4",
+            reference=lambda: latency.small_batch_latency(_gopher(), _a100(), 16)
+            .comms_s / 2, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: 2 * r, "that is the latency of the usual scheme")]),
+    Numeric("ch04.ex10_compute", "Exercise 10: 52B on 4 GPUs at batch 256: FLOP time", 1,
+            "batch · 2·P / (4 · FLOP/s)",
+            reference=lambda: latency.large_batch_latency(_m52(), _a100(), 4, 256)
+            .compute_s, rel_tol=0.01),
+    Numeric("ch04.ex10_comms", "Exercise 10: the same step's communication time", 1,
+            "batch · 2 bytes · 4·L·D / A_c, A_c the one-way NVLink bandwidth of all links; "
+            "she rounds (N−1)/N to 1",
+            reference=lambda: latency.large_batch_latency(_m52(), _a100(), 4, 256)
+            .comms_s, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: r / 2, _ELEMENTS),
+                      Mistake(lambda r: 3 * r / 4, "this question follows her formula: "
+                              "(N − 1)/N rounded to 1")]),
+    Numeric("ch04.ex11_unembedding_read", "Exercise 11: reading the 52B unembedding on one A100",
+            1, "D · V · 2 bytes over the memory bandwidth (the preset's V = 65,536)",
+            reference=lambda: _m52().D * _m52().V * 2 / _a100().hbm_bytes_per_s, rel_tol=0.01),
 ]

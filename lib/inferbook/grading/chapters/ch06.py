@@ -23,8 +23,8 @@ MODEL, GPU = "llama-2-7b", "A100 40GB"
 
 def _attention_bytes(T: int, S: int) -> float:
     """Bytes of one fused pass for one head: read Q, write O, read K and V once."""
-    from ... import estimate
-    return estimate.attention_cost(T, S, 1, 1, H, act_bytes=BYTES, kv_bytes=BYTES)[1]
+    from inferbook.perf import roofline
+    return roofline.attention_cost(T, S, 1, 1, H, act_bytes=BYTES, kv_bytes=BYTES)[1]
 
 
 def _standard_bytes() -> float:
@@ -41,12 +41,12 @@ def _flash_bytes() -> float:
 
 
 def _sms() -> int:
-    from ... import bookdata
+    from inferbook.book import bookdata
     return int({c["chip"]: c for c in bookdata.load("gpu_on_chip.json")["chips"]}[GPU]["sms"])
 
 
 def _heads() -> int:
-    from ...config import get_preset
+    from inferbook.model.presets import get_preset
     return get_preset(MODEL).N
 
 
@@ -62,7 +62,8 @@ def _fa2_programs() -> int:
 
 def _step_cases(rng):
     import jax.numpy as jnp
-    from ...attention import MASKED
+
+    from inferbook.model.attention import MASKED
     cases = []
     for R, C, Hd, kind in [(4, 8, 16, "first"), (4, 8, 16, "middle"), (4, 8, 16, "rising"),
                            (4, 8, 16, "masked")]:     # one shape: eager JAX compiles per shape
@@ -89,7 +90,8 @@ def _step_cases(rng):
 @lru_cache(maxsize=1)
 def _step_compiled():
     import jax
-    from ...flash import online_softmax_step
+
+    from inferbook.kernels.flash import online_softmax_step
     return jax.jit(lambda o, m, l, s, v: online_softmax_step((o, m, l), s, v, "RC,CH->RH"))
 
 

@@ -20,18 +20,18 @@ MODEL, GPU, CONTEXT, BATCH = "mistral-7b", "H100 SXM", 8192, 1
 
 
 def _cfg():
-    from ...config import get_preset
+    from inferbook.model.presets import get_preset
     return get_preset(MODEL)
 
 
 def _decode_intensity() -> float:
-    from ... import estimate
+    from inferbook.perf import roofline
     cfg = _cfg()
-    return estimate.attention_intensity(1, CONTEXT, cfg.N // cfg.K)
+    return roofline.attention_intensity(1, CONTEXT, cfg.N // cfg.K)
 
 
 def _sms() -> int:
-    from ... import bookdata
+    from inferbook.book import bookdata
     return int({c["chip"]: c for c in bookdata.load("gpu_on_chip.json")["chips"]}[GPU]["sms"])
 
 
@@ -64,7 +64,8 @@ def _combine_cases(rng):
 def _compiled(name: str):
     """The library's function, jitted: one compilation per shape, not one per operation."""
     import jax
-    from ... import flash_decoding, paged
+
+    from inferbook.kernels import flash_decoding, paged
     return jax.jit({"combine": flash_decoding.combine_chunks, "gather": paged.gather_blocks}[name])
 
 
@@ -104,7 +105,7 @@ QUESTIONS = [
     Numeric("ch07.decode_intensity", "FLOPs per byte of decode attention, Mistral-7B", 1,
             "one query per head against S cached keys: 4·N·S·H FLOPs; the bytes are the "
             "cache, 2·K·S·H elements of 2 bytes (plus the query and output, tiny); "
-            "estimate.attention_intensity(T, S, G) is the formula",
+            "roofline.attention_intensity(T, S, G) is the formula",
             reference=_decode_intensity, rel_tol=0.01,
             mistakes=[Mistake(lambda r: r / (_cfg().N // _cfg().K),
                               "that is the intensity without grouped queries: here the "

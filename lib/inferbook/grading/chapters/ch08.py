@@ -3,13 +3,14 @@
 The 1D (Megatron) layout's AllReduces and why they do not shrink with more devices, the
 interconnect's limit on model parallelism in prefill (α = C / W_ici and M* = F/α), and the
 bytes a device passes around the ring in sequence-parallel (ring) attention. Every reference
-comes from the estimator (`estimate.comms`, `estimate.collectives`).
+comes from the estimator (`comm_time`, `collectives`).
 """
 
 from __future__ import annotations
 
+from inferbook.model.presets import get_preset
+
 from ..questions import Exact, Mistake, Numeric
-from ...config import get_preset
 
 MODEL, BIG, CHIP = "llama-2-7b", "scaling-book-18b", "TPU v5e"
 T_PROMPT, DEVICES, RING = 2048, 8, 4
@@ -17,9 +18,9 @@ T_PROMPT, DEVICES, RING = 2048, 8, 4
 
 def _allreduce_bytes_per_layer(m: int = DEVICES) -> float:
     """Bytes of the arrays the 1D layout AllReduces in one layer of a bf16 prefill."""
-    from ... import estimate
+    from inferbook.parallel import collectives
     cfg = get_preset(MODEL)
-    comms = estimate.ws1d_collectives(cfg, 1, T_PROMPT, m, bytes_per_element=2)
+    comms = collectives.ws1d_collectives(cfg, 1, T_PROMPT, m, bytes_per_element=2)
     return sum(c.total for c in comms if c.scope in ("attn_out", "mlp_out")) / cfg.L
 
 
@@ -28,22 +29,22 @@ def _same_for_two() -> bool:
 
 
 def _alpha() -> float:
-    from ... import estimate
-    from ...hardware import get_chip
+    from inferbook.perf import comm_time
+    from inferbook.perf.hardware import get_chip
     chip = get_chip(CHIP)
-    return chip.bf16_flops_per_s / estimate.ici_bandwidth(chip)
+    return chip.bf16_flops_per_s / comm_time.ici_bandwidth(chip)
 
 
 def _prefill_limit() -> float:
-    from ... import estimate
-    from ...hardware import get_chip
-    return estimate.prefill_model_parallel_limit(get_preset(BIG), get_chip(CHIP))
+    from inferbook.perf import comm_time
+    from inferbook.perf.hardware import get_chip
+    return comm_time.prefill_model_parallel_limit(get_preset(BIG), get_chip(CHIP))
 
 
 def _ring_bytes_per_layer() -> float:
-    from ... import estimate
+    from inferbook.parallel import collectives
     cfg = get_preset(MODEL)
-    comms = estimate.ring_attention_collectives(cfg, 1, T_PROMPT, RING, 1, bytes_per_element=2)
+    comms = collectives.ring_attention_collectives(cfg, 1, T_PROMPT, RING, 1, bytes_per_element=2)
     return sum(c.total for c in comms if c.scope == "ring") / cfg.L
 
 
@@ -62,7 +63,7 @@ QUESTIONS = [
           reference=_same_for_two, choices=(True, False)),
     Numeric("ch08.alpha", "α = C / W_ici of a TPU v5e", 1,
             "bf16 FLOP/s divided by the bandwidth of one bidirectional ring axis, which is "
-            "twice the one-way bandwidth of one link (estimate.ici_bandwidth)",
+            "twice the one-way bandwidth of one link (comm_time.ici_bandwidth)",
             reference=_alpha, rel_tol=0.01,
             mistakes=[Mistake(lambda r: 2 * r, "you used one link in one direction; a ring "
                               "axis sends both ways at once, twice that bandwidth")]),

@@ -8,8 +8,9 @@ then over the batch, and when a collective is too small to be anything but laten
 
 from __future__ import annotations
 
+from inferbook.model.presets import get_preset
+
 from ..questions import Exact, Mistake, Numeric
-from ...config import get_preset
 
 BIG, LLAMA3, CHIP = "scaling-book-18b", "llama-3-70b", "TPU v5e"
 BATCH_DECODE = 16                      # sequences in the decode batch of the first question
@@ -18,37 +19,37 @@ RING_SHARDS, B_EX, D_EX = 8, 16, 8192  # the latency question: an int8 [B, D] Al
 
 
 def _chip():
-    from ...hardware import get_chip
+    from inferbook.perf.hardware import get_chip
     return get_chip(CHIP)
 
 
 def _mp_limit() -> float:
-    from ... import estimate
-    return estimate.model_parallel_limit(get_preset(BIG).F, BATCH_DECODE, _chip())
+    from inferbook.perf import comm_time
+    return comm_time.model_parallel_limit(get_preset(BIG).F, BATCH_DECODE, _chip())
 
 
 def _beta() -> float:
-    from ... import estimate
-    return _chip().hbm_bytes_per_s / estimate.ici_bandwidth(_chip())
+    from inferbook.perf import comm_time
+    return _chip().hbm_bytes_per_s / comm_time.ici_bandwidth(_chip())
 
 
 def _kv_per_chip() -> float:
-    from ... import estimate
+    from inferbook.perf import counts
     cfg = get_preset(LLAMA3)
     heads = min(cfg.K, CHIPS)                     # Y: as far as the KV heads go
-    return estimate.kv_cache_bytes_per_shard(cfg, BATCH, CONTEXT, head_shards=heads,
+    return counts.kv_cache_bytes_per_shard(cfg, BATCH, CONTEXT, head_shards=heads,
                                              batch_shards=CHIPS // heads)
 
 
 def _kv_heads_only() -> float:
-    from ... import estimate
+    from inferbook.perf import counts
     cfg = get_preset(LLAMA3)
-    return estimate.kv_cache_bytes_per_shard(cfg, BATCH, CONTEXT, head_shards=CHIPS)
+    return counts.kv_cache_bytes_per_shard(cfg, BATCH, CONTEXT, head_shards=CHIPS)
 
 
 def _latency_bytes() -> float:
-    from ... import estimate
-    return estimate.latency_bound_bytes(_chip(), RING_SHARDS)
+    from inferbook.perf import comm_time
+    return comm_time.latency_bound_bytes(_chip(), RING_SHARDS)
 
 
 def _example_latency_bound() -> bool:
@@ -58,7 +59,7 @@ def _example_latency_bound() -> bool:
 QUESTIONS = [
     Numeric("ch09.beta", "β = W_hbm / W_ici of a TPU v5e", 1,
             "HBM bandwidth over the bandwidth of one bidirectional ring axis "
-            "(estimate.ici_bandwidth)",
+            "(comm_time.ici_bandwidth)",
             reference=_beta, rel_tol=0.01,
             mistakes=[Mistake(lambda r: 8.0, "8 is the scaling book's round figure; compute "
                               "it from the chip's own numbers")]),

@@ -4,7 +4,7 @@ Worked problem 7 of the scaling book: the split X · YZ = n that minimises the M
 communication, the chip count past which 2D beats 1D (72 by the problem's own formula; the
 problem prints 81), how much less 2D sends at 256 chips, and the algorithm itself as a
 `shard_map` body on the emulated 2 × 4 mesh, checked against the unsharded block.
-References come from `estimate.comms` and from plain single-device JAX.
+References come from `comm_time` and from plain single-device JAX.
 """
 
 from __future__ import annotations
@@ -22,21 +22,21 @@ B_X, D_X, F_X = 4, 32, 64
 
 
 def _optimal_x() -> float:
-    from ... import estimate
-    return estimate.ws2d_optimal_x(N_CHIPS, D_MODEL, F_MODEL)
+    from inferbook.perf import comm_time
+    return comm_time.ws2d_optimal_x(N_CHIPS, D_MODEL, F_MODEL)
 
 
 def _crossover() -> float:
-    from ... import estimate
-    return estimate.ws2d_crossover_chips(D_MODEL, F_MODEL)
+    from inferbook.perf import comm_time
+    return comm_time.ws2d_crossover_chips(D_MODEL, F_MODEL)
 
 
 def _gain() -> float:
     """T_1D / T_2D at the best integer split (per unit of B, bytes and bandwidth)."""
-    from ... import estimate
-    X, YZ = estimate.ws2d_best_split(N_CHIPS, D_MODEL, F_MODEL)
-    t1 = estimate.ws1d_comm_time(1, D_MODEL, 1.0, axes=3)
-    return t1 / estimate.ws2d_comm_time(1, D_MODEL, F_MODEL, X, YZ, 1.0)
+    from inferbook.perf import comm_time
+    X, YZ = comm_time.ws2d_best_split(N_CHIPS, D_MODEL, F_MODEL)
+    t1 = comm_time.ws1d_comm_time(1, D_MODEL, 1.0, axes=3)
+    return t1 / comm_time.ws2d_comm_time(1, D_MODEL, F_MODEL, X, YZ, 1.0)
 
 
 # The coding exercise -----------------------------------------------------------------------

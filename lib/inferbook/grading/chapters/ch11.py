@@ -19,7 +19,7 @@ DECODE_BATCH, DECODE_CONTEXT = 32, 2048
 
 def _generate_steps(design: str) -> int:
     """Replay the requests through the orchestrator and count its generate calls."""
-    from ...engine import CostTimer, LinearCost, MockEngine, Request, serve
+    from inferbook.serving import CostTimer, LinearCost, MockEngine, Request, serve
     trace = [Request(i, (1, 2, 3, 4 + i), n) for i, n in enumerate(OUTPUT_LENGTHS)]
     run = serve(MockEngine(slots=SLOTS, max_len=64), None, trace, design,
                 timer=CostTimer(LinearCost()))
@@ -27,28 +27,28 @@ def _generate_steps(design: str) -> int:
 
 
 def _cfg():
-    from ...config import get_preset
+    from inferbook.model.presets import get_preset
     return get_preset(MODEL)
 
 
 def _chip():
-    from ...hardware import get_chip
+    from inferbook.perf.hardware import get_chip
     return get_chip(CHIP)
 
 
 def _transfer() -> float:
-    from ... import estimate
-    return estimate.kv_transfer_seconds(_cfg(), PROMPT, _chip().link_bytes_per_s)
+    from inferbook.perf import phase_time
+    return phase_time.kv_transfer_seconds(_cfg(), PROMPT, _chip().link_bytes_per_s)
 
 
 def _prefill() -> float:
-    from ... import estimate
-    return estimate.prefill_seconds(_cfg(), _chip(), PROMPT)
+    from inferbook.perf import phase_time
+    return phase_time.prefill_seconds(_cfg(), _chip(), PROMPT)
 
 
 def _decode_step() -> float:
-    from ... import estimate
-    return estimate.generate_step_seconds(_cfg(), _chip(), DECODE_BATCH,
+    from inferbook.perf import phase_time
+    return phase_time.generate_step_seconds(_cfg(), _chip(), DECODE_BATCH,
                                           DECODE_BATCH * DECODE_CONTEXT)
 
 
@@ -73,7 +73,7 @@ QUESTIONS = [
                               "you left out reading the KV cache, which at this batch and "
                               "context costs about as much as the weights")]),
     Numeric("ch11.prefill_seconds", "Prefill of a 4,096-token prompt on a TPU v5e", 1,
-            "the larger of FLOPs / peak and bytes / bandwidth (estimate.forward_flops counts "
+            "the larger of FLOPs / peak and bytes / bandwidth (counts.forward_flops counts "
             "the FLOPs with the logits of one position); long prompts are compute-bound",
             reference=_prefill, rel_tol=0.02),
     Numeric("ch11.kv_transfer_seconds", "Shipping that prompt's KV cache over one ICI link", 1,

@@ -4,7 +4,7 @@ Blocks a batch of sequences needs, the memory paging wastes inside its last bloc
 what a contiguous reservation wastes, and two functions: the block-table lookup from a
 token's logical position to its physical slot in the pool, and the prefix-cache match (how
 many tokens of a new prompt are already cached, in whole blocks). References come from the
-library: `engine.block_manager`, `paged.gather_blocks` and `engine.prefix_cache`.
+library: `serving.block_manager`, `paged.gather_blocks` and `serving.prefix_cache`.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ BLOCK, MAX_LEN = 16, 2048
 
 
 def _blocks() -> int:
-    from ...paged import blocks_for
+    from inferbook.kernels.paged import blocks_for
     return sum(blocks_for(n, BLOCK) for n in LENGTHS)
 
 
 def _paged_waste() -> float:
-    from ...engine import paged_usage
+    from inferbook.serving import paged_usage
     return paged_usage(LENGTHS, BLOCK).waste
 
 
 def _contiguous_waste() -> float:
-    from ...engine import contiguous_usage
+    from inferbook.serving import contiguous_usage
     return contiguous_usage(LENGTHS, MAX_LEN).waste
 
 
@@ -51,7 +51,7 @@ def _slot_reference(block_table_BJ, pos_BT, block_size):
 
     (gather_blocks only indexes and reshapes, so it runs on NumPy arrays as well: no
     compilation per shape.)"""
-    from ...paged import gather_blocks
+    from inferbook.kernels.paged import gather_blocks
     table = np.asarray(block_table_BJ)
     n_blocks = int(table.max()) + 1
     pool = np.arange(n_blocks * block_size, dtype=np.int32).reshape(n_blocks, 1, block_size, 1)
@@ -85,7 +85,7 @@ def _match_cases(rng):
 
 def _match_reference(cached_prompts, prompt, block_size):
     """Insert the cached prompts into the library's hash-chain cache; ask it about `prompt`."""
-    from ...engine import BlockManager, HashChainCache
+    from inferbook.serving import BlockManager, HashChainCache
     bm = BlockManager(1000, block_size)
     cache = HashChainCache(bm)
     for p in cached_prompts:

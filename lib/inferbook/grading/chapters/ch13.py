@@ -3,7 +3,7 @@
 Leviathan et al.'s numbers — the acceptance rate of a draft distribution, the expected
 tokens per target step (1 − α^(γ+1)) / (1 − α), the speedup when a draft step costs c target
 steps, and the best γ — and the acceptance rule itself, with its uniforms given, checked
-against the library's `engine.speculative.accept` on random distributions.
+against the library's `serving.speculative.accept` on random distributions.
 """
 
 from __future__ import annotations
@@ -22,23 +22,23 @@ Q_DRAFT = (0.20, 0.45, 0.15, 0.10, 0.10)
 
 
 def _tokens() -> float:
-    from ... import estimate
-    return estimate.expected_tokens_per_step(ALPHA, GAMMA)
+    from inferbook.perf import speculation
+    return speculation.expected_tokens_per_step(ALPHA, GAMMA)
 
 
 def _speedup() -> float:
-    from ... import estimate
-    return estimate.speculative_speedup(ALPHA, GAMMA, COST)
+    from inferbook.perf import speculation
+    return speculation.speculative_speedup(ALPHA, GAMMA, COST)
 
 
 def _best_gamma() -> int:
-    from ... import estimate
-    return estimate.optimal_gamma(ALPHA, COST)
+    from inferbook.perf import speculation
+    return speculation.optimal_gamma(ALPHA, COST)
 
 
 def _acceptance() -> float:
-    from ... import estimate
-    return estimate.acceptance_rate(P_TARGET, Q_DRAFT)
+    from inferbook.perf import speculation
+    return speculation.acceptance_rate(P_TARGET, Q_DRAFT)
 
 
 # The acceptance rule -----------------------------------------------------------------------
@@ -69,7 +69,8 @@ def _accept_cases(rng):
 @lru_cache(maxsize=1)
 def _accept_compiled():
     import jax
-    from ...engine.speculative import accept
+
+    from inferbook.serving.speculative import accept
     return jax.jit(accept)          # one compilation per shape, not one per operation
 
 

@@ -1,0 +1,617 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Transformer inference arithmetic
+#
+# How fast *should* a transformer generate text? Carol Chen's "Transformer Inference
+# Arithmetic" {cite:p}`chen2022arithmetic` answers that from first principles, with no
+# experiment and nothing harder than multiplication: count the bytes that must move and the
+# FLOPs that must happen, divide by what the hardware offers, and the result is a floor on
+# latency that turns out to sit close to what a well-tuned engine achieves. This chapter redoes
+# her whole argument with the library — the KV cache's costs, how much fits on a GPU, what
+# tensor parallelism must communicate, latency at small and large batch, which batch sizes make
+# sense, where the FLOPs go, what the element-wise operations cost — and ends, as she does, by
+# holding the estimates against measurements of NVIDIA's FasterTransformer.
+#
+# Her examples run on NVIDIA A100s and use two models: one of {glue:text}`ch4_intro_p52`
+# parameters ({glue:text}`ch4_intro_L52` layers of width {glue:text}`ch4_intro_D52`) and one of
+# {glue:text}`ch4_intro_p13` ({glue:text}`ch4_intro_L13` layers of width
+# {glue:text}`ch4_intro_D13`), both GPT-style with a plain MLP four times the model width.
+# Hardware numbers come from the library's registry, which takes the A100 datasheet's
+# {glue:text}`ch4_intro_bw` where she rounded to {glue:text}`ch4_intro_her_bw`; the
+# [errata](../book/errata.py) page sets her figures beside ours.
+
+# %%
+import inspect
+
+import inferbook
+
+info = inferbook.setup()
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import Markdown
+
+from inferbook.book import bookdata
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    glue,
+)
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.config import ModelConfig
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, latency, roofline
+from inferbook.perf.hardware import get_chip
+
+print(info.describe())
+a100 = get_chip("A100 40GB")
+m52, m13 = get_preset("kipply-52b"), get_preset("kipply-13b")
+assumptions = bookdata.load("kipply_assumptions.json")        # what the post assumed
+print(a100)
+print(m52)
+glue("ch4_intro_p52", fmt_count(counts.param_count(m52), 0))
+glue("ch4_intro_p13", fmt_count(counts.param_count(m13), 0))
+glue("ch4_intro_L52", str(m52.L)); glue("ch4_intro_D52", f"{m52.D:,}")
+glue("ch4_intro_L13", str(m13.L)); glue("ch4_intro_D13", f"{m13.D:,}")
+glue("ch4_intro_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3))
+glue("ch4_intro_her_bw", fmt_rate(assumptions["assumed_a100"]["hbm_bytes_per_s"], "B/s", 1));
+
+# %% [markdown]
+# ## The KV cache
+#
+# Sampling a token means running it through every layer, where its query attends to the keys
+# and values of every token before it. Keeping those keys and values — the KV cache, shaped
+# $[B, 2, N, S, H]$ in GPT-2's `past` — saves recomputing them at every step. Per token it
+# stores a key and a value vector for every KV head of every layer:
+# $2 \cdot L \cdot K \cdot H$ numbers, times 2 bytes in bfloat16.
+#
+# Computing them costs two matrix–vector products per layer with $W_K, W_V \in
+# \mathbb{R}^{D \times K H}$: $2 \cdot 2 \cdot L \cdot D \cdot KH$ FLOPs, which is
+# $4 L D^2$ for the 52B model (its $K H = D$).
+
+# %%
+kv_token = counts.kv_bytes_per_token(m52)
+kv_flops = latency.kv_projection_flops(m52)
+mem_s, compute_s = latency.kv_projection_times(m52, a100)
+ratio = latency.break_even_tokens(a100)
+assert kv_token == 2 * 2 * m52.L * m52.D and kv_flops == 2 * 2 * m52.L * m52.D ** 2
+assert mem_s / compute_s == roofline.critical_batch(a100)      # the chip's ratio, nothing else
+glue("ch4_kv_token", fmt_bytes(kv_token))
+glue("ch4_kv_flops", f"{kv_flops:,}")
+glue("ch4_kv_mem", fmt_seconds(mem_s, 2))
+glue("ch4_kv_compute", fmt_seconds(compute_s, 2))
+glue("ch4_ratio", f"{ratio:.0f}")
+glue("ch4_a100_flops", fmt_rate(a100.bf16_flops_per_s, "FLOP/s", 0))
+glue("ch4_a100_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3));
+
+# %% [markdown]
+# The 52B model stores {glue:text}`ch4_kv_token` of cache per token, and computing one token's
+# keys and values takes {glue:text}`ch4_kv_flops` FLOPs. An A100 does
+# {glue:text}`ch4_a100_flops` of bfloat16 arithmetic and reads {glue:text}`ch4_a100_bw`, so
+# loading the two weight matrices takes {glue:text}`ch4_kv_mem` while the arithmetic for one
+# token takes {glue:text}`ch4_kv_compute`.
+#
+# ### FLOPs against memory
+#
+# The two times share the factor $2 \cdot 2 \cdot L \cdot D^2$, so their ratio has nothing to
+# do with the model: it is the chip's FLOP/s divided by its bytes/s, times the bytes per
+# weight over the 2 FLOPs each weight does per token — {glue:text}`ch4_ratio` for an A100.
+# Computing keys and values for up to that many tokens takes as long as for one: the weights
+# have to stream in anyway, and the arithmetic overlaps with the loading. Below that many
+# tokens per step the work is *memory-bound* (arithmetic units idle while bytes arrive), above
+# it *FLOP-bound* (memory idle while arithmetic finishes). The same holds for the whole
+# forward pass, whose FLOPs and bytes are both six times larger than the key/value part's.
+
+# %%
+P52 = counts.param_count(m52)
+tokens = np.arange(1, 801)
+
+
+def forward_time(n_tokens, gpus):
+    """Roofline time of a forward pass over n tokens: load the weights or do 2·P·n FLOPs."""
+    return roofline.roofline_time(2 * P52 * n_tokens, counts.param_bytes(m52), a100) / gpus
+
+
+t1 = forward_time(1, 1)
+assert forward_time(int(ratio), 1) == t1                     # free up to the ratio...
+assert np.isclose(forward_time(2 * int(ratio) + 2, 1), 2 * forward_time(int(ratio) + 1, 1))
+assert forward_time(1, 4) == t1 / 4                          # ...and four GPUs divide it
+glue("ch4_fwd_1", fmt_seconds(t1))
+glue("ch4_fwd_4", fmt_seconds(forward_time(1, 4)))
+share_kv = latency.kv_projection_flops(m52) / counts.approx_flops_per_token(m52)
+assert share_kv == 1 / 6
+glue("ch4_kv_share", "1/6")
+
+fig, ax = plt.subplots(figsize=(6.5, 3.8))
+ax.plot(tokens, [counts.param_bytes(m52) / a100.hbm_bytes_per_s * 1e3] * len(tokens),
+        label="load every weight (memory)")
+ax.plot(tokens, 2 * P52 * tokens / a100.bf16_flops_per_s * 1e3, label="2·P FLOPs per token")
+ax.plot(tokens, [forward_time(n, 1) * 1e3 for n in tokens], "k--", lw=1, label="roofline: the larger")
+ax.axvline(ratio, color="gray", ls=":")
+ax.set_xlabel("tokens in the forward pass")
+ax.set_ylabel("time on one A100 (ms)")
+ax.set_title(f"{m52.name}: a forward pass is free up to {ratio:.0f} tokens", fontsize=10)
+ax.legend(fontsize=8)
+ax.grid(alpha=0.3)
+plt.show()
+
+# %% [markdown]
+# A forward pass of the 52B model costs {glue:text}`ch4_fwd_1` on one A100 for any number of
+# tokens up to the ratio — {glue:text}`ch4_fwd_4` on four GPUs sharing the weights — and grows
+# linearly past it. (In practice the flat line tilts up a little, because intermediate results
+# move through memory too; see "intermediate memory costs" below.)
+#
+# The cache's key/value computation is {glue:text}`ch4_kv_share` of a token's FLOPs
+# ($4LD^2$ of $24LD^2$). That is not the saving: without a cache, step $t$ would recompute keys
+# and values for all $t$ earlier tokens, so the FLOPs saved per step grow with the sequence
+# ($t \cdot 4LD^2$ against the step's own $24LD^2$), and generation without a cache is
+# quadratic in its length. At small batch sizes, though, the weights must be read anyway, and
+# recomputing the keys and values of a short prefix can hide entirely behind that read — for
+# up to about {glue:text}`ch4_ratio` tokens on an A100.
+#
+# ## Capacity
+#
+# An A100 holds {glue:text}`ch4_hbm`. What must fit is the weights and the KV cache
+# (activations are small, as chapter 3 showed).
+
+# %%
+w52 = counts.param_bytes(m52)
+glue("ch4_hbm", fmt_bytes(a100.hbm_bytes, 0))
+min_gpus = latency.min_chips_for_weights(m52, a100)
+assert min_gpus == 3
+rows = []
+for gpus in (3, 4, 8, 16):
+    free = gpus * a100.hbm_bytes - w52
+    tokens_fit = latency.kv_capacity_tokens(m52, a100, gpus)
+    rows.append((gpus, free, tokens_fit, roofline.max_batch(m52, a100, 2048, gpus)))
+    assert tokens_fit == int(free // kv_token)
+Markdown("| A100s | memory left for the cache | tokens that fit | sequences of 2,048 |\n"
+         "|---:|---:|---:|---:|\n" + "\n".join(
+             f"| {g} | {fmt_bytes(f)} | {t:,} | {b} |" for g, f, t, b in rows))
+
+# %%
+cap = {g: (t, b) for g, _, t, b in rows}
+assert cap[4][0] > 3 * cap[3][0]           # the fourth GPU more than triples the cache space
+glue("ch4_w52", fmt_bytes(w52))
+glue("ch4_params52", fmt_count(P52))
+glue("ch4_min_gpus", str(min_gpus))
+glue("ch4_free3", fmt_bytes(rows[0][1]))
+glue("ch4_cap3", f"{cap[3][0]:,}")
+glue("ch4_batch3", str(cap[3][1]))
+glue("ch4_cap4", f"{cap[4][0]:,}")
+glue("ch4_batch4", str(cap[4][1]))
+glue("ch4_cap_gain", fmt_ratio(cap[4][0] / cap[3][0]));
+
+# %% [markdown]
+# The weights alone take {glue:text}`ch4_w52` ({glue:text}`ch4_params52` parameters at two
+# bytes), so at least {glue:text}`ch4_min_gpus` GPUs are needed just to hold them. Three leave
+# {glue:text}`ch4_free3` for the cache: {glue:text}`ch4_cap3` tokens, which is
+# {glue:text}`ch4_batch3` sequences of 2,048 tokens. That is a miserable batch: a step at
+# batch 3 is deeply memory-bound, and the arithmetic units sit idle. A fourth GPU multiplies
+# the cache space by {glue:text}`ch4_cap_gain` ({glue:text}`ch4_cap4` tokens,
+# {glue:text}`ch4_batch4` such sequences) and also divides more evenly: powers of two split
+# heads and hidden dimensions cleanly. Since the weights cost the same however large the batch,
+# each model instance wants as large a batch as its memory allows.
+#
+# ## Model parallelism
+#
+# *Tensor parallelism* splits every weight matrix across the $N$ GPUs (attention by heads, the
+# MLP by its hidden dimension), so the weight loading and the FLOPs are both divided by $N$.
+# The price is communication: each layer ends its attention and its MLP with a partial sum
+# that must be added up across GPUs — an all-reduce of the $[B, D]$ activation, done as a
+# reduce-scatter and an all-gather. Each GPU sends $(N-1)/N \cdot D$ numbers in each of these
+# four steps: $4 (N-1) D / N$ per layer per token. The KV cache is split by heads along with
+# $W_K$ and $W_V$. *Pipeline parallelism* — whole layers per GPU — sends only one $D$-vector
+# per boundary, but leaves all but one GPU idle for a single request.
+#
+# The A100's NVLink moves {glue:text}`ch4_link_one` each way on each of its
+# {glue:text}`ch4_links` links. NVIDIA quotes the total of both directions; a send time needs
+# one direction:
+
+# %%
+print(inspect.getsource(latency.tp_comm_bytes_per_token))
+link = a100.interconnect_bytes_per_s
+glue("ch4_link_one", fmt_rate(a100.link_bytes_per_s, "B/s", 0))
+glue("ch4_links", str(a100.links))
+glue("ch4_link", fmt_rate(link))
+glue("ch4_link_both", fmt_rate(2 * link))
+comm_rows = []
+for n in (2, 4, 8):
+    per_token = latency.tp_comm_bytes_per_token(m52, n)
+    comm_rows.append((n, per_token, counts.kv_bytes_per_token_per_shard(m52, n)))
+    assert np.isclose(per_token, m52.L * 4 * (n - 1) / n * m52.D * 2)
+    assert counts.kv_bytes_per_token_per_shard(m52, n) * n == kv_token
+Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per token per GPU |\n"
+         "|---:|---:|---:|\n" + "\n".join(f"| {n} | {fmt_bytes(c)} | {fmt_bytes(k)} |"
+                                         for n, c, k in comm_rows))
+
+# %% [markdown]
+# One direction of all links together is {glue:text}`ch4_link` ({glue:text}`ch4_link_both`
+# counting both).
+#
+# ## Latency
+#
+# Put the pieces together for one decode step on $N$ GPUs. With $P$ parameters, memory
+# bandwidth $A_{bm}$, FLOP/s $A_f$ and link bandwidth $A_c$:
+#
+# - at **small batch** the step is memory-bound: $2P / (N A_{bm})$ to read the bfloat16 weights,
+#   plus the fixed latency of each of the $4L$ collectives, since every layer waits for its
+#   messages — about {glue:text}`ch4_hop` each over NVLink by her estimate (the registry's
+#   `hop_latency_s`);
+# - at **large batch** it is FLOP-bound: $B \cdot 2P / (N A_f)$, while the collectives move
+#   $B \cdot 2 \cdot 4 L D / A_c$ bytes (rounding $(N-1)/N$ up to 1); those transfers overlap
+#   with the arithmetic, so the larger of the two counts.
+#
+# Both leave out reading the KV cache (it depends on the context) and the unembedding's extra
+# traffic. Her example is a Gopher-sized model {cite:p}`rae2021gopher` on 16 A100s.
+
+# %%
+print(inspect.getsource(latency.small_batch_latency))
+gopher = get_preset("gopher-280b")
+glue("ch4_hop", fmt_seconds(a100.hop_latency_s, 0))
+small = latency.small_batch_latency(gopher, a100, 16)
+comm_b1 = latency.large_batch_latency(gopher, a100, 16, 1).comms_s
+large = latency.large_batch_latency(gopher, a100, 16, 512)
+assert small.comms_s == 4 * gopher.L * a100.hop_latency_s
+assert comm_b1 < small.comms_s / 50          # at batch 1 the bytes are nothing; latency rules
+assert large.total_s == large.compute_s > large.comms_s
+glue("ch4_gopher_params", fmt_count(counts.param_count(gopher)))
+glue("ch4_gopher_small", fmt_seconds(small.compute_s))
+glue("ch4_gopher_lat", fmt_seconds(small.comms_s, 2))
+glue("ch4_gopher_b1_bytes", fmt_seconds(comm_b1, 0))
+glue("ch4_gopher_large", fmt_seconds(large.compute_s))
+glue("ch4_gopher_large_comm", fmt_seconds(large.comms_s))
+glue("ch4_gopher_large_per_token", fmt_seconds(large.total_s / 512, 2))
+glue("ch4_gopher_lat_share", fmt_percent(small.comms_s / (large.total_s + small.comms_s)));
+
+# %% [markdown]
+# With the preset's {glue:text}`ch4_gopher_params` parameters, a small-batch step costs
+# {glue:text}`ch4_gopher_small` of weight loading plus {glue:text}`ch4_gopher_lat` of message
+# latency; the bytes those messages carry at batch 1 would take only
+# {glue:text}`ch4_gopher_b1_bytes`, so dropping that term is safe. At batch 512 the arithmetic
+# takes {glue:text}`ch4_gopher_large` against {glue:text}`ch4_gopher_large_comm` of transfers:
+# the step takes {glue:text}`ch4_gopher_large`, which produces 512 tokens at once
+# ({glue:text}`ch4_gopher_large_per_token` per token). The message latency does not grow with
+# the batch — one message carries the whole batch's activations — so it stays
+# {glue:text}`ch4_gopher_lat`, {glue:text}`ch4_gopher_lat_share` of the large-batch step if it
+# were not overlapped. Communication is what stops more chips from driving latency to zero:
+# the FLOP and load terms shrink like $1/N$, the message latency does not.
+#
+# The library joins both regimes, and adds the KV read she leaves out, in
+# `tensor_parallel_step_time`: the roofline step plus the collectives, overlapped where they
+# can be. Across batch sizes:
+
+# %%
+bs = np.unique(np.geomspace(1, 2048, 80).astype(int))
+joined = [latency.tensor_parallel_step_time(gopher, a100, 16, B, 0).total_s for B in bs]
+small_line = [small.total_s] * len(bs)
+large_line = [latency.large_batch_latency(gopher, a100, 16, B).compute_s for B in bs]
+comm_line = [latency.large_batch_latency(gopher, a100, 16, B).comms_s for B in bs]
+for B, t in zip(bs, joined):
+    assert t >= max(small.compute_s, latency.large_batch_latency(gopher, a100, 16, B)
+                    .compute_s) * 0.999
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.loglog(bs, np.array(small_line) * 1e3, ":", label="small batch: weights + message latency")
+ax.loglog(bs, np.array(large_line) * 1e3, ":", label="large batch: FLOPs")
+ax.loglog(bs, np.array(comm_line) * 1e3, ":", label="collective bytes")
+ax.loglog(bs, np.array(joined) * 1e3, "k", label="joined (tensor_parallel_step_time)")
+ax.axvline(roofline.critical_batch(a100), color="gray", lw=0.8)
+ax.set_xlabel("batch size B")
+ax.set_ylabel("time per decode step (ms)")
+ax.set_title(f"{gopher.name} on 16 × A100 40GB (no KV cache)", fontsize=10)
+ax.legend(fontsize=8)
+ax.grid(True, which="both", alpha=0.3)
+plt.show()
+
+# %% [markdown]
+# Her closing exercise is a check worth doing: the 52B model on four GPUs at batch 256.
+
+# %%
+ex10 = latency.large_batch_latency(m52, a100, 4, 256)
+assert ex10.compute_s > ex10.comms_s
+glue("ch4_ex10_compute", fmt_seconds(ex10.compute_s))
+glue("ch4_ex10_comms", fmt_seconds(ex10.comms_s))
+print(ex10)
+
+# %% [markdown]
+# Compute {glue:text}`ch4_ex10_compute`, communication {glue:text}`ch4_ex10_comms`.
+#
+# These are floors, not forecasts: they assume perfect use of bandwidth and arithmetic,
+# ignore softmaxes and other element-wise work, and treat communication as free of contention.
+# Their value is in the reasoning — which term dominates, and what an optimisation can move.
+#
+# ## Batch sizes
+#
+# Comparing the two regimes' times, $2P/(N A_{bm})$ against $B \cdot 2P/(N A_f)$, brings back
+# the same ratio: below {glue:text}`ch4_ratio` sequences a step is memory-bound, above it
+# FLOP-bound. Given enough load one prefers to be FLOP-bound, where the hardware does the most
+# work per second; past that point a larger batch no longer makes anything faster.
+#
+# Communication has its own version of the ratio. Each of the four collectives of a layer has
+# to hide behind the matmul that consumes or produces it, so compare, matmul by matmul, the
+# FLOPs with the bytes sent: a $[B, D]$ activation (2 bytes per number) feeds $2 B D \cdot
+# \text{out}$ FLOPs.
+
+# %%
+per_byte = latency.flops_per_comm_byte(m52)
+hw_comm = latency.comm_intensity(a100)
+assert per_byte == {"qkv": 3 * m52.D, "o": m52.D, "w1": 4 * m52.D, "w2": 4 * m52.D}
+Markdown("| matmul | FLOPs per byte communicated | on 8 GPUs (per GPU) |\n|---|---:|---:|\n"
+         + "\n".join(f"| {k} | {v:,.0f} ({v / m52.D:g}·D) | {v / 8:,.0f} |"
+                     for k, v in per_byte.items()))
+
+# %%
+# The o projection does D FLOPs per byte, D/N per GPU: the first to fall below the line.
+glue("ch4_hw_comm", f"{hw_comm:,.0f}")
+glue("ch4_o_8", f"{per_byte['o'] / 8:,.0f}")
+assert per_byte["o"] / 8 < hw_comm < per_byte["o"] / 4
+narrow = m52.replace(D=512, F=2048, N=4, K=4, H=128)
+assert all(latency.flops_per_comm_byte(narrow)["o"] / n < hw_comm for n in (2, 4, 8))
+
+# %% [markdown]
+# An A100 does {glue:text}`ch4_hw_comm` FLOPs in the time it sends one byte over NVLink. Every
+# entry must stay above that for communication to hide behind compute (when the step is
+# FLOP-bound at all). The output projection is the tightest: $D$ FLOPs per byte, or $D/N$ per
+# GPU. On eight GPUs the 52B model's is {glue:text}`ch4_o_8`, just under the line: a width per
+# GPU of about a thousand is where tensor parallelism stops hiding its communication, and a
+# model of width 512 would be awkward on any number of GPUs.
+#
+# Which batch to run depends on the load. A lightly used API runs small batches, memory-bound
+# — then even skipping the KV cache and recomputing can be reasonable. A busy API wants the
+# smallest batch that is FLOP-bound, which serves everybody at the best per-request latency that
+# full efficiency allows. A bulk job (evaluation, data generation) wants as many chips as it can
+# use and the largest batch that fits.
+#
+# ## Counting FLOPs
+#
+# "Two FLOPs per parameter per token" can be checked by walking through a layer. With
+# $W_Q, W_K, W_V, W_O \in \mathbb{R}^{D \times D}$ and an MLP of width $4D$:
+
+# %%
+breakdown = latency.layer_flop_breakdown(m52)
+assert breakdown == {"qkv": 6 * m52.D ** 2, "o": 2 * m52.D ** 2, "mlp": 16 * m52.D ** 2}
+per_token_52 = counts.approx_flops_per_token(m52)
+assert per_token_52 == 24 * m52.L * m52.D ** 2
+Markdown("| step | FLOPs per token per layer |\n|---|---:|\n" + "\n".join(
+    f"| {k} | {v:,} ({v // m52.D ** 2}·D²) |" for k, v in breakdown.items())
+    + f"\n| **all {m52.L} layers** | **{per_token_52:,}** |")
+
+# %%
+half = per_token_52 / 2
+emb = counts.param_counts(m52)["embedding"] + counts.param_counts(m52)["unembedding"]
+glue("ch4_24_total", f"{per_token_52:,}")
+glue("ch4_24_half", fmt_count(half))
+glue("ch4_P52", fmt_count(P52))
+glue("ch4_emb52", fmt_count(emb, 2))
+glue("ch4_2p_gap", fmt_percent(1 - half / P52, 1));
+
+# %% [markdown]
+# All layers together do {glue:text}`ch4_24_total` FLOPs per token: twice
+# {glue:text}`ch4_24_half`, against the model's {glue:text}`ch4_P52` parameters. The gap,
+# {glue:text}`ch4_2p_gap`, is the token embedding and unembedding
+# ({glue:text}`ch4_emb52` parameters with the vocabulary our preset assumes; the post gives
+# none). Using $24 L D^2$ or $2P$ in the latency formulas changes little.
+#
+# What about the attention scores, the softmax, the norms, the activation? They act on vectors
+# of length $D$ (or $F$, or the context), not on $D \times D$ matrices, so they grow like $D$
+# while the matmuls grow like $D^2$. XLA's count of a compiled decode step shows both parts; we
+# compile models of kipply's shape at three widths and look at what the matmul formula misses.
+
+# %%
+def xla_flops(cfg, context=64):
+    params = decoder.abstract_params(cfg)
+    cache = jax.eval_shape(lambda: kvcache.init_cache(cfg, 1, context))
+    tok = jax.ShapeDtypeStruct((1, 1), jnp.int32)
+    cost = decode.extend.lower(params, cfg, tok, cache).compile().cost_analysis()
+    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
+
+
+widths = [256, 512, 1024]
+rest = []
+for D in widths:
+    cfg = ModelConfig(L=2, D=D, F=4 * D, N=D // 64, K=D // 64, H=64, V=1024, mlp="plain",
+                      activation="gelu", name=f"kipply-shaped D={D}")
+    counted = xla_flops(cfg)
+    matmuls = counts.forward_flops(cfg, 1, 1, kv_len=65)
+    assert matmuls <= counted <= 1.05 * matmuls
+    rest.append((counted - matmuls) / counted)
+    print(f"D={D:5d}: XLA {counted:,.0f} FLOPs, matmul formula {matmuls:,}, "
+          f"the rest {fmt_percent(rest[-1], 2)}")
+assert rest[0] > rest[1] > rest[2]            # the vector work's share falls as D grows
+glue("ch4_rest_small", fmt_percent(rest[0], 1))
+glue("ch4_rest_big", fmt_percent(rest[-1], 1));
+
+# %% [markdown]
+# The element-wise share falls from {glue:text}`ch4_rest_small` to
+# {glue:text}`ch4_rest_big` as the width quadruples; at the width of the 52B model it is
+# negligible *as FLOPs*. As time it is another matter.
+#
+# ## Intermediate memory costs
+#
+# Element-wise operations (biases, activations, dropout) and normalisations (softmax,
+# layernorm) do few FLOPs, but each reads and writes its whole input: on a GPU they are
+# memory-bound, and their time is bytes over bandwidth, however few their FLOPs. Unfused, a
+# softmax might make four passes over memory where one read and one write would do; how much
+# time these operations take depends on the software — kernel fusion — more than on the
+# arithmetic. From the measurements of {cite:t}`ivanov2021datamovement` on a model of
+# {glue:text}`ch4_inter_params` parameters ($D =$ {glue:text}`ch4_inter_D`), kipply adds up
+# the memory-bound operations to a share of the step time. Their time grows like $D$ with the
+# width, the matmuls' like $D^2$, so the share shrinks for a wider model:
+
+# %%
+inter = assumptions["intermediate_share"]
+glue("ch4_inter_params", fmt_count(inter["params"], 0))
+glue("ch4_inter_D", f"{inter['d_model']:,}")
+scaled = latency.intermediate_share_at_width(inter["share"], inter["d_model"], m52.D)
+hers = latency.intermediate_share_approx(inter["share"], inter["d_model"], m52.D)
+assert hers < scaled < inter["share"]
+glue("ch4_inter_share", fmt_percent(inter["share"]))
+glue("ch4_inter_scaled", fmt_percent(scaled, 1))
+glue("ch4_inter_hers", fmt_percent(hers, 1))
+print(inspect.getsource(latency.intermediate_share_at_width))
+
+# %% [markdown]
+# At {glue:text}`ch4_inter_share` of the step at that width, the memory-bound operations would
+# take {glue:text}`ch4_inter_scaled` of a step of the 52B model with the same optimisations.
+# (kipply's shortcut, dividing by the matmul time as if it had been the whole step, gives
+# {glue:text}`ch4_inter_hers`.) Not zero, and that is one reason measured latencies sit above
+# the roofline.
+#
+# ## Against real benchmarks
+#
+# kipply ran her 13B model with NVIDIA's FasterTransformer on one and on two A100s, at batch
+# {glue:text}`ch4_ft_batch` with a context of {glue:text}`ch4_ft_context` tokens and
+# {glue:text}`ch4_ft_new` new tokens. Her measurements are kept in
+# `book/data/kipply_fastertransformer.csv`, each row naming its source. The per-token time
+# follows from the total and the context time:
+
+# %%
+runs = bookdata.load("kipply_fastertransformer.csv")
+assert len({(r["batch"], r["context_tokens"], r["new_tokens"]) for r in runs}) == 1
+glue("ch4_ft_batch", str(runs[0]["batch"]))
+glue("ch4_ft_context", str(runs[0]["context_tokens"]))
+glue("ch4_ft_new", str(runs[0]["new_tokens"]))
+assert all((r["model_layers"], r["d_model"], r["model_heads"], r["head_dim"])
+           == (m13.L, m13.D, m13.N, m13.H) for r in runs)
+for r in runs:
+    r["ms_per_token"] = (r["total_ms"] - r["context_ms"]) / r["new_tokens"]
+    assert abs(r["ms_per_token"] - r["reported_ms_per_token"]) < 0.05   # her rounded figures
+Markdown("| A100s | total (ms) | context (ms) | per new token (ms) | source |\n|---:|---:|---:|---:|---|\n"
+         + "\n".join(f"| {r['gpus']} | {r['total_ms']} | {r['context_ms']} | "
+                     f"{r['ms_per_token']:.2f} | {r['source']} |" for r in runs))
+
+# %% [markdown]
+# Our floors: a decode step loads the weights, $2P/(N A_{bm})$, plus $4L$ message latencies on
+# two GPUs; the context pass over $T$ tokens is FLOP-bound, $2 P T / (N A_f)$. kipply then
+# accounts for the gap with numbers read off her profiles, which
+# `book/data/kipply_assumptions.json` keeps beside their source.
+
+# %%
+profile = assumptions["profile_13b"]
+glue("ch4_bw_share1", fmt_percent(profile["bandwidth_share"]["1"]))
+glue("ch4_bw_share2", fmt_percent(profile["bandwidth_share"]["2"]))
+glue("ch4_inter_ms1", fmt_seconds(profile["intermediate_activations_ms"]["1"] / 1e3))
+lo, hi = profile["comm_us_per_layer"]
+glue("ch4_comm_prof", f"{lo}–{hi} µs")
+glue("ch4_comm_est", fmt_seconds(4 * a100.hop_latency_s, 0))
+assert 4 * a100.hop_latency_s * 1e6 < lo
+pred = {}
+for r in runs:
+    n = r["gpus"]
+    floor = latency.small_batch_latency(m13, a100, n)
+    share = profile["bandwidth_share"][str(n)]
+    refined = floor.compute_s / share + profile["intermediate_activations_ms"][str(n)] / 1e3 \
+        + floor.comms_s
+    context = 2 * counts.param_count(m13) * r["context_tokens"] / (n * a100.bf16_flops_per_s)
+    assert context >= counts.param_bytes(m13) / (n * a100.hbm_bytes_per_s)   # FLOP-bound
+    pred[n] = dict(floor=floor.total_s, refined=refined, context=context,
+                   measured=r["ms_per_token"] / 1e3, context_measured=r["context_ms"] / 1e3)
+for n, p in pred.items():
+    assert p["floor"] < p["refined"] < p["measured"]        # floors stay below measurement
+    assert p["context"] < p["context_measured"]
+    print(f"{n} A100: floor {fmt_seconds(p['floor'])}, with profile numbers "
+          f"{fmt_seconds(p['refined'])}, measured {fmt_seconds(p['measured'])}; context floor "
+          f"{fmt_seconds(p['context'])}, measured {fmt_seconds(p['context_measured'])}")
+frac = {n: p["floor"] / p["measured"] for n, p in pred.items()}
+assert frac[2] < frac[1]                  # two GPUs are further from their floor
+assert abs(pred[1]["refined"] / pred[1]["measured"] - 1) < 0.1
+glue("ch4_ft_floor1", fmt_seconds(pred[1]["floor"]))
+glue("ch4_ft_floor2", fmt_seconds(pred[2]["floor"]))
+glue("ch4_ft_frac1", fmt_percent(frac[1]))
+glue("ch4_ft_frac2", fmt_percent(frac[2]))
+glue("ch4_ft_ref1", fmt_seconds(pred[1]["refined"]))
+glue("ch4_ft_ref2", fmt_seconds(pred[2]["refined"]))
+glue("ch4_ft_ctx1", fmt_seconds(pred[1]["context"]))
+glue("ch4_ft_ctx2", fmt_seconds(pred[2]["context"]))
+glue("ch4_ft_comm2", fmt_seconds(latency.small_batch_latency(m13, a100, 2).comms_s, 2))
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.8))
+x = np.arange(len(pred))
+ax1.bar(x - 0.27, [pred[n]["floor"] * 1e3 for n in pred], 0.27, label="roofline floor (library)")
+ax1.bar(x, [pred[n]["refined"] * 1e3 for n in pred], 0.27,
+        label="floor with profile numbers (kipply)")
+ax1.bar(x + 0.27, [pred[n]["measured"] * 1e3 for n in pred], 0.27, label="measured (kipply)")
+ax1.set_xticks(x, [f"{n} × A100" for n in pred])
+ax1.set_ylabel("ms per new token")
+ax1.set_title("decode step, batch 1", fontsize=10)
+ax1.legend(fontsize=7)
+ax2.bar(x - 0.2, [pred[n]["context"] * 1e3 for n in pred], 0.4, label="FLOP-bound floor (library)")
+ax2.bar(x + 0.2, [pred[n]["context_measured"] * 1e3 for n in pred], 0.4, label="measured (kipply)")
+ax2.set_xticks(x, [f"{n} × A100" for n in pred])
+ax2.set_ylabel("ms")
+ax2.set_title("context pass, 512 tokens", fontsize=10)
+ax2.legend(fontsize=7)
+fig.suptitle(f"{m13.name} with FasterTransformer: measurements by Chen (2022) beside the "
+             "library's prediction", fontsize=10)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# On one GPU the floor, {glue:text}`ch4_ft_floor1`, is {glue:text}`ch4_ft_frac1` of the
+# measured time. Her profiles show the matmuls reaching {glue:text}`ch4_bw_share1` of the
+# memory bandwidth, and the memory-bound intermediate operations taking
+# {glue:text}`ch4_inter_ms1` per token; with those the estimate rises to
+# {glue:text}`ch4_ft_ref1`, and the rest is small operations — the embedding lookup, top-k
+# sampling, kernel launches. On two GPUs the floor ({glue:text}`ch4_ft_floor2`, including
+# {glue:text}`ch4_ft_comm2` of message latency that nothing can overlap) is
+# {glue:text}`ch4_ft_frac2` of the measurement: smaller tensors per GPU use the bandwidth less
+# well ({glue:text}`ch4_bw_share2`), and with the profile's numbers the estimate reaches
+# {glue:text}`ch4_ft_ref2`. The remainder fits her profile's communication time of
+# {glue:text}`ch4_comm_prof` per layer, more than the {glue:text}`ch4_comm_est` that four
+# messages of {glue:text}`ch4_hop` would take.
+#
+# The context pass misses by more. Its floor — {glue:text}`ch4_ft_ctx1` on one GPU,
+# {glue:text}`ch4_ft_ctx2` on two — assumes the matmuls run at the A100's peak. The profile
+# shows the big MLP matmul of the context pass reaching about three quarters of it and the attention
+# projections about half:
+
+# %%
+C = a100.bf16_flops_per_s
+T_ctx = runs[0]["context_tokens"]
+mlp_expected = roofline.matmul_flops(T_ctx, m13.D, m13.F) / C
+proj_expected = roofline.matmul_flops(T_ctx, m13.D, m13.D) / C
+glue("ch4_mlp_shape", f"[{T_ctx}, {m13.D}] · [{m13.D}, {m13.F}]")
+glue("ch4_proj_shape", f"[{T_ctx}, {m13.D}] · [{m13.D}, {m13.D}]")
+mlp_eff = mlp_expected / (profile["mlp_matmul_us_512_tokens"] * 1e-6)
+proj_eff = proj_expected / (profile["attention_projection_us_512_tokens"] * 1e-6)
+assert 0.5 < proj_eff < mlp_eff < 1
+glue("ch4_mlp_expected", fmt_seconds(mlp_expected, 0))
+glue("ch4_proj_expected", fmt_seconds(proj_expected, 0))
+glue("ch4_mlp_eff", fmt_percent(mlp_eff))
+glue("ch4_proj_eff", fmt_percent(proj_eff));
+
+# %% [markdown]
+# A {glue:text}`ch4_mlp_shape` product should take {glue:text}`ch4_mlp_expected` at peak and
+# reached {glue:text}`ch4_mlp_eff` of it; the {glue:text}`ch4_proj_shape` projection, {glue:text}`ch4_proj_expected` at peak, reached {glue:text}`ch4_proj_eff`. Matmuls
+# of these shapes simply do not reach an A100's peak — the same lesson chapter 2 draws on a CPU:
+# a roofline is a floor, and the distance to it is specific to the kernels, the shapes and the
+# device.
+#
+# ```{admonition} Takeaways
+# - A step costs the larger of (bytes / bandwidth) and (FLOPs / peak). For weights the crossover
+#   is the chip's FLOP-to-byte ratio in tokens per step — about two hundred on an A100 — whatever
+#   the model.
+# - Memory decides the batch: weights first, then whatever room is left for KV caches.
+# - Tensor parallelism divides bytes and FLOPs by $N$ but adds $4L$ collectives per step; their
+#   latency sets a floor that more GPUs cannot remove.
+# - The estimates land within a factor of two of a tuned engine at batch 1, and the gap can be
+#   accounted for: achieved bandwidth, memory-bound element-wise work, communication latency.
+# ```

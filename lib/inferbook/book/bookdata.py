@@ -1,0 +1,74 @@
+"""Reported measurements: the book's data files under `book/data/`, found wherever a chapter runs.
+
+Some numbers only their authors could measure — kipply's FasterTransformer runs on A100s, the
+scaling book's published tables. Chapters never type them: each lives in a CSV or JSON file
+under `book/data/` with a `source` naming where it comes from, and a chapter loads it with
+`load(name)` to plot it beside the library's prediction.
+
+In a clone of the repository (the book build, a local Jupyter) the file is read from the
+checkout. On Colab, where only the library is installed, it is fetched once from the
+repository the notebooks install from and kept in a cache directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["REPOSITORY_RAW", "find", "load"]
+
+# Where the Colab notebooks install the library from (`_config.yml`, repository.url/branch);
+# a test keeps the two in step.
+REPOSITORY_RAW = ("https://raw.githubusercontent.com/inference-by-the-numbers/"
+                  "inference-by-the-numbers/main")
+
+
+def _candidates(name: str) -> list[Path]:
+    here = Path(__file__).resolve()
+    roots = [Path.cwd(), *Path.cwd().parents, here.parents[3]]
+    return [root / "book" / "data" / name for root in roots]
+
+
+def find(name: str) -> Path:
+    """The local path of book/data/`name`, downloading it into a cache if there is no checkout."""
+    for path in _candidates(name):
+        if path.is_file():
+            return path
+    cache = Path(os.environ.get("INFERBOOK_DATA", Path.home() / ".cache" / "inferbook" / "data"))
+    target = cache / name
+    if not target.is_file():
+        from urllib.request import urlopen
+        url = f"{REPOSITORY_RAW}/book/data/{name}"
+        try:
+            with urlopen(url, timeout=30) as response:
+                payload = response.read()
+        except OSError as err:
+            raise FileNotFoundError(f"book/data/{name} is not in a checkout here and could not "
+                                    f"be fetched from {url}: {err}") from None
+        cache.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(payload)
+    return target
+
+
+def load(name: str) -> Any:
+    """A data file's contents: JSON as parsed, CSV as a list of dicts (numbers converted)."""
+    text = find(name).read_text()
+    if name.endswith(".json"):
+        return json.loads(text)
+    if name.endswith(".csv"):
+        rows = list(csv.DictReader(io.StringIO(text)))
+        return [{k: _number(v) for k, v in row.items()} for row in rows]
+    raise ValueError(f"unknown data format: {name}")
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

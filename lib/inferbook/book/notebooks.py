@@ -1,0 +1,105 @@
+"""The Colab notebooks: generated from the chapters' Jupytext sources and committed.
+
+Chapters are written as py:percent files (diffable, reviewable). Colab cannot open those, and
+the book's "Open in Colab" button points at `<same path>.ipynb` in the repository, so each
+source gets a committed `.ipynb` twin: the same cells without outputs, preceded by one cell
+that installs `inferbook` when — and only when — it runs on Colab. The repository it
+installs from is configured once, in `_config.yml` (repository.url and repository.branch).
+The twin of an exercise source is the *student* notebook: every solution replaced by a stub
+(see `inferbook.grading.generate`); the book's page shows the solutions behind toggles.
+
+    python -m inferbook.book.notebooks sync     # (re)write every .ipynb twin
+    python -m inferbook.book.notebooks check    # exit 1 if any twin is missing or stale
+
+Needs jupytext and PyYAML (installed with the book's tools, not with the library).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["install_cell_source", "colab_notebook", "sources", "sync", "stale"]
+
+ROOT = Path(__file__).resolve().parents[3]
+SOURCE_DIRS = ("book", "chapters", "exercises")
+
+
+def install_cell_source(root: Path = ROOT) -> str:
+    """The first cell of every Colab notebook: pip-install the library on Colab only."""
+    import yaml
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    repo = config["repository"]
+    url = f"git+{repo['url'].rstrip('/')}@{repo.get('branch', 'main')}"
+    return (
+        "# On Colab, install the book's library first; anywhere else this cell does nothing.\n"
+        "import sys\n"
+        "if \"google.colab\" in sys.modules:\n"
+        "    import subprocess\n"
+        f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", "
+        f"\"inferbook @ {url}\"], check=True)"
+    )
+
+
+def colab_notebook(source: Path, root: Path = ROOT) -> str:
+    """The .ipynb text for one py:percent source, deterministic so it can be diffed."""
+    import jupytext
+    import nbformat
+
+    nb = jupytext.read(source)
+    if source.parent.name == "exercises":     # students get stubs, not the solutions
+        from inferbook.grading.generate import student_notebook
+        nb = student_notebook(nb)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(install_cell_source(root)))
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.metadata["colab"] = {"provenance": [], "name": source.with_suffix(".ipynb").name}
+    return nbformat.writes(nb, version=4) + "\n"
+
+
+def sources(root: Path = ROOT) -> list[Path]:
+    """Every notebook source (py:percent) of the book that gets a Colab twin."""
+    return sorted(p for d in SOURCE_DIRS for p in (root / d).glob("*.py")
+                  if not p.name.startswith("_"))
+
+
+def stale(root: Path = ROOT) -> list[Path]:
+    """Twins that are missing or differ from what their source generates."""
+    out = []
+    for src in sources(root):
+        twin = src.with_suffix(".ipynb")
+        if not twin.is_file() or twin.read_text() != colab_notebook(src, root):
+            out.append(twin)
+    return out
+
+
+def sync(root: Path = ROOT) -> list[Path]:
+    """Rewrite the twins that are stale; returns them."""
+    changed = stale(root)
+    for twin in changed:
+        twin.write_text(colab_notebook(twin.with_suffix(".py"), root))
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m inferbook.book.notebooks")
+    parser.add_argument("action", choices=("sync", "check"))
+    args = parser.parse_args(argv)
+    if args.action == "sync":
+        for twin in sync():
+            print(f"wrote {twin.relative_to(ROOT)}")
+        return 0
+    bad = stale()
+    for twin in bad:
+        print(f"{twin.relative_to(ROOT)} is out of date: run `make notebooks`", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

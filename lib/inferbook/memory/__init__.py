@@ -1,0 +1,12 @@
+"""Shrinking the KV cache (part III, "Memory": the KV-cache chapter).
+
+Each module implements one lever on the cache's size, runs it in the model, and checks it
+against the full-cache reference:
+
+    kv_window.py   local attention: a sliding window over the past (Mistral, StreamingLLM)
+    kv_share.py    one cache for several layers (cross-layer sharing)
+    kv_quant.py    an int8 cache with per-token scales
+    kv_evict.py    forgetting tokens: attention sinks and heavy hitters (StreamingLLM, H2O)
+
+Grouped-query attention needs no module of its own: it is `ModelConfig.K`.
+"""

@@ -1,0 +1,271 @@
+"""Generating text: prefill, decode steps, and the loop around them.
+
+Generation has two phases with very different costs (chapter 1):
+
+  * prefill reads the whole prompt at once, T tokens per sequence, and fills the KV cache;
+    it is a batch of large matrix multiplications, usually compute-bound;
+  * each decode step feeds one new token per sequence, which attends to the cache and appends
+    its own key and value; it reads every weight to do a few FLOPs per byte, so it is bound by
+    memory bandwidth.
+
+New tokens attend to two sets of keys: those already in the cache, and their own (causally,
+among themselves). `attend_cached` computes the two partial attentions and merges them with
+their log-sum-exps — the same identity FlashAttention and Flash-Decoding are built on. Keeping
+the two apart means a step *reads* the cache without writing it; the new keys and values are
+appended afterwards (`kvcache.append`). Besides being clearer, that matters for speed: XLA:CPU
+copies the whole cache when one program both updates it and reads the updated version.
+
+`generate` runs three programs, each compiled once for a given shape: prefill, a decode step
+that samples the next token, and an in-place append to the cache. `naive_generate` is the
+baseline that keeps no cache and recomputes the whole prefix for every new token.
+
+Ragged batches: prompts of different lengths are right-padded to a common T and carry their
+true lengths; every sequence then writes and reads its own slots of the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from inferbook.model import kvcache
+from inferbook.model.attention import attention_mask, attention_reference, merge_partials
+from inferbook.model.config import ModelConfig
+from inferbook.model.decoder import Params, forward, transformer, unembed
+from inferbook.model.kvcache import KVCache
+from inferbook.model.sampling import GREEDY, Sampler, sample
+
+__all__ = ["attend_cached", "prefill", "extend", "decode_step", "generate", "naive_generate",
+           "pad_prompts", "GenerateResult"]
+
+
+def attend_cached(q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array, n_new_B: jax.Array,
+                  window: int | None = None, cache_k_BKSH: jax.Array | None = None,
+                  cache_v_BKSH: jax.Array | None = None,
+                  cache_len_B: jax.Array | None = None) -> jax.Array:
+    """Attention of T new tokens to the cached tokens and to each other.
+
+    The new tokens of sequence b sit at positions cache_len_B[b] + t; only the first n_new_B[b]
+    are real. Without a cache (prefill) only the second part exists.
+    """
+    T = q_BTNH.shape[1]
+    rel_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), q_BTNH.shape[:2])
+    # New keys: causal among the new tokens, padding excluded. Positions relative to the
+    # chunk's start give the same mask (and the same window) as absolute ones.
+    mask_new_BTT = attention_mask(rel_BT, rel_BT[0], n_new_B, window)
+    out_BTNH, lse_BTN = attention_reference(q_BTNH, k_BTKH.swapaxes(1, 2),
+                                            v_BTKH.swapaxes(1, 2), mask_new_BTT)
+    if cache_k_BKSH is None:
+        return out_BTNH
+    # Cached keys: every one is in the past; those past the sequence's length are padding.
+    pos_BT = cache_len_B[:, None] + rel_BT
+    slots_S = jnp.arange(cache_k_BKSH.shape[2], dtype=jnp.int32)
+    mask_cache_BTS = attention_mask(pos_BT, slots_S, cache_len_B, window)
+    out_c, lse_c = attention_reference(q_BTNH, cache_k_BKSH, cache_v_BKSH, mask_cache_BTS)
+    return merge_partials(out_c, lse_c, out_BTNH, lse_BTN)[0]
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def prefill(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: jax.Array,
+            cache: KVCache) -> tuple[jax.Array, KVCache]:
+    """Process whole prompts into an empty cache.
+
+    Row b of `tokens_BT` holds lengths_B[b] prompt tokens, then padding. Returns the logits at
+    each prompt's last position [B, V] — the distribution of the first new token — and the cache
+    holding every layer's keys and values for the prompt tokens.
+    """
+    B, T = tokens_BT.shape
+    pos_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
+    new_k, new_v = [], []
+
+    def attend(i, q_BTNH, k_BTKH, v_BTKH):
+        new_k.append(k_BTKH)
+        new_v.append(v_BTKH)
+        return attend_cached(q_BTNH, k_BTKH, v_BTKH, lengths_B, cfg.window)
+
+    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
+    logits_BV = unembed(params, cfg, x_BTD[jnp.arange(B), lengths_B - 1])
+    empty = cache._replace(lengths=jnp.zeros_like(lengths_B))
+    return logits_BV, kvcache.append(empty, new_k, new_v, lengths_B)
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: KVCache,
+           n_new_B: jax.Array | None = None
+           ) -> tuple[jax.Array, tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]]:
+    """Run T new tokens per sequence against a cache, without writing it.
+
+    Sequence b's tokens sit at positions cache.lengths[b], cache.lengths[b] + 1, ...; only the
+    first n_new_B[b] of them are real (default: all T). Returns their logits [B, T, V] and the
+    new keys and values of every layer ([B, T, K, H] each), for `kvcache.append`. T = 1 is a
+    decode step; T > 1 serves chunked prefill, prompts that continue a cached prefix, and the
+    verification of speculated tokens.
+    """
+    B, T = tokens_BT.shape
+    if n_new_B is None:
+        n_new_B = jnp.full((B,), T, jnp.int32)
+    pos_BT = cache.lengths[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
+    new_k, new_v = [], []
+
+    def attend(i, q_BTNH, k_BTKH, v_BTKH):
+        new_k.append(k_BTKH)
+        new_v.append(v_BTKH)
+        return attend_cached(q_BTNH, k_BTKH, v_BTKH, n_new_B, cfg.window,
+                             cache.k[i], cache.v[i], cache.lengths)
+
+    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
+    return unembed(params, cfg, x_BTD), (tuple(new_k), tuple(new_v))
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def decode_step(params: Params, cfg: ModelConfig, tokens_B: jax.Array,
+                cache: KVCache) -> tuple[jax.Array, KVCache]:
+    """One new token per sequence: logits [B, V] and the cache one token longer."""
+    logits_BTV, (new_k, new_v) = extend(params, cfg, tokens_B[:, None], cache)
+    return logits_BTV[:, 0], kvcache.append(cache, new_k, new_v)
+
+
+# The loop -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """New tokens per sequence, each ending at (and including) EOS if one was produced."""
+
+    tokens: list[list[int]]
+
+    def padded(self, pad: int = -1) -> np.ndarray:
+        width = max((len(t) for t in self.tokens), default=0)
+        out = np.full((len(self.tokens), width), pad, np.int32)
+        for b, t in enumerate(self.tokens):
+            out[b, :len(t)] = t
+        return out
+
+
+def pad_prompts(prompts: Sequence[Sequence[int]], multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad prompts (with 0) to a common length, rounded up to `multiple`.
+
+    Rounding the padded length to a few sizes means a new prompt length rarely recompiles.
+    Returns tokens [B, T] and lengths [B].
+    """
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    lengths = np.array([len(p) for p in prompts], np.int32)
+    T = -(-int(lengths.max()) // multiple) * multiple
+    tokens = np.zeros((len(prompts), T), np.int32)
+    for b, p in enumerate(prompts):
+        tokens[b, :len(p)] = p
+    return tokens, lengths
+
+
+def _check_tokens(cfg: ModelConfig, prompts: Sequence[Sequence[int]]) -> None:
+    for b, p in enumerate(prompts):
+        bad = [t for t in p if not 0 <= int(t) < cfg.V]
+        if bad:
+            raise ValueError(f"prompt {b} has token ids outside the vocabulary [0, {cfg.V}): {bad[:5]}")
+
+
+def _trim(tokens_BN: np.ndarray, eos_id: int | None) -> GenerateResult:
+    out = []
+    for row in tokens_BN.tolist():
+        if eos_id is not None and eos_id in row:
+            row = row[:row.index(eos_id) + 1]
+        out.append(row)
+    return GenerateResult(out)
+
+
+@partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
+def _first_token(params, cfg, tokens_BT, lengths_B, cache, key, sampler, eos):
+    logits_BV, cache = prefill(params, cfg, tokens_BT, lengths_B, cache)
+    tok_B = sample(logits_BV, key, sampler)
+    return tok_B, tok_B == eos, cache
+
+
+@partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
+def _next_token(params, cfg, tok_B, done_B, cache, key, sampler, eos):
+    """One decode step that samples. It reads the cache; the caller appends new_kv after."""
+    logits_BTV, new_kv = extend(params, cfg, tok_B[:, None], cache)
+    tok_B = sample(logits_BTV[:, 0], key, sampler)
+    emitted_B = jnp.where(done_B, eos, tok_B)      # finished sequences emit padding
+    return tok_B, done_B | (tok_B == eos), emitted_B, new_kv
+
+
+# Appending in place: the old cache's buffers are donated to the new one.
+_append = jax.jit(kvcache.append, donate_argnames=("cache",))
+
+
+def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
+             max_new_tokens: int, *, sampler: Sampler = GREEDY, key: jax.Array | None = None,
+             eos_id: int | None = None, pad_multiple: int = 16) -> GenerateResult:
+    """Generate up to `max_new_tokens` tokens after each prompt, with a KV cache.
+
+    The cache is allocated once, at prompt length + max_new_tokens, so every step has the same
+    shapes: prefill, the decode step and the append each compile once. A sequence stops at
+    `eos_id` (its remaining slots are not returned); the loop stops when all have stopped or
+    after `max_new_tokens`. `key` drives sampling (ignored when greedy); token i is drawn with
+    the i-th of `jax.random.split(key, max_new_tokens)`.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
+    _check_tokens(cfg, prompts)
+    tokens_BT, lengths_B = pad_prompts(prompts, pad_multiple)
+    keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
+    eos = -1 if eos_id is None else eos_id
+    cache = kvcache.init_cache(cfg, len(prompts), tokens_BT.shape[1] + max_new_tokens,
+                               params["embed"].dtype)
+    tok_B, done_B, cache = _first_token(params, cfg, tokens_BT, lengths_B, cache, keys[0],
+                                        sampler, eos)
+    emitted = [tok_B]
+    for step in range(1, max_new_tokens):
+        # Checking for EOS waits for the device; do it every few steps, not every step.
+        if eos_id is not None and step % 8 == 0 and bool(jnp.all(done_B)):
+            break
+        tok_B, done_B, out_B, (new_k, new_v) = _next_token(params, cfg, tok_B, done_B, cache,
+                                                            keys[step], sampler, eos)
+        cache = _append(cache, new_k, new_v)
+        emitted.append(out_B)
+    return _trim(np.asarray(jnp.stack(emitted, axis=1)), eos_id)
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def _last_logits(params, cfg, tokens_BT, lengths_B):
+    logits_BTV = forward(params, cfg, tokens_BT, lengths_B)
+    return logits_BTV[jnp.arange(tokens_BT.shape[0]), lengths_B - 1]
+
+
+def naive_generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
+                   max_new_tokens: int, *, sampler: Sampler = GREEDY, key: jax.Array | None = None,
+                   eos_id: int | None = None, bucket: int = 64) -> GenerateResult:
+    """Generate without a cache: every step runs the model over the whole sequence so far.
+
+    Step t costs a forward pass over (prompt + t) tokens, so the total grows quadratically in the
+    generated length (cubically in the attention part). Sequences are padded to a multiple of
+    `bucket` tokens so that only one program per bucket is compiled. Draws the same random keys
+    as `generate`, so both produce the same tokens from the same key.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
+    _check_tokens(cfg, prompts)
+    keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
+    seqs = [list(map(int, p)) for p in prompts]
+    lengths = np.array([len(s) for s in seqs], np.int32)
+    eos = -1 if eos_id is None else eos_id
+    done = np.zeros(len(seqs), bool)
+    out = np.zeros((len(seqs), max_new_tokens), np.int32)
+    for step in range(max_new_tokens):
+        tokens_BT, _ = pad_prompts(seqs, bucket)
+        logits_BV = _last_logits(params, cfg, tokens_BT, lengths)
+        tok = np.asarray(sample(logits_BV, keys[step], sampler))
+        out[:, step] = np.where(done, eos, tok)
+        done |= tok == eos
+        for s, t in zip(seqs, tok.tolist()):
+            s.append(t)
+        lengths += 1
+        if done.all():
+            out = out[:, :step + 1]
+            break
+    return _trim(out, eos_id)

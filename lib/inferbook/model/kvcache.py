@@ -1,0 +1,86 @@
+"""The KV cache: every layer's keys and values for the tokens seen so far.
+
+Layout: one [B, K, S, H] array of keys and one of values per layer, allocated once at the
+largest length a request may reach (S), plus `lengths` [B], the number of tokens each
+sequence has written. Heads come before positions so that each head's keys sit together in
+memory: the attention products then read the cache where it lies, with no transposed copy. Slot s of sequence b holds position s; slots at or beyond lengths[b]
+hold garbage that the attention mask never lets through. Allocating S up front is what lets
+the decoding loop compile once: each step writes one slot per sequence in place instead of
+growing an array (whose changing shape would force a recompile).
+
+Its size, 2 · L · B · S · K · H · bytes, is the memory price of not recomputing the past.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from inferbook.model.config import ModelConfig
+
+__all__ = ["KVCache", "init_cache", "write", "append", "cache_bytes"]
+
+
+class KVCache(NamedTuple):
+    """Keys and values per layer ([B, K, S, H] each) and tokens written per sequence [B]."""
+
+    k: tuple[jax.Array, ...]
+    v: tuple[jax.Array, ...]
+    lengths: jax.Array
+
+    @property
+    def max_len(self) -> int:
+        """S, the number of slots per sequence."""
+        return self.k[0].shape[2]
+
+    @property
+    def batch(self) -> int:
+        return self.k[0].shape[0]
+
+
+def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype: Any = jnp.float32) -> KVCache:
+    """An empty cache of `max_len` slots for `batch` sequences."""
+    shape = (batch, cfg.K, max_len, cfg.H)
+
+    def per_layer():
+        return tuple(jnp.zeros(shape, dtype) for _ in range(cfg.L))
+
+    return KVCache(k=per_layer(), v=per_layer(), lengths=jnp.zeros((batch,), jnp.int32))
+
+
+def write(cache_BKSH: jax.Array, new_BTKH: jax.Array, start_B: jax.Array) -> jax.Array:
+    """Write T new entries of each sequence b at slots start_B[b], ..., start_B[b] + T - 1.
+
+    Writes that would land past the end of the cache are dropped (never clamped back onto
+    valid slots). Padding entries of a ragged batch are written like the rest: they sit beyond
+    their sequence's length, where the attention mask ignores them and the next real token
+    overwrites them.
+    """
+    B, T = new_BTKH.shape[:2]
+    slot_BT = start_B[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
+    batch_BT = jnp.broadcast_to(jnp.arange(B, dtype=jnp.int32)[:, None], (B, T))
+    # Advanced indices on axes 0 and 2 with a slice between them: the indexed view has shape
+    # [B, T, K, H], the layout of the new entries.
+    return cache_BKSH.at[batch_BT, :, slot_BT].set(new_BTKH.astype(cache_BKSH.dtype),
+                                                   mode="drop")
+
+
+def append(cache: KVCache, new_k: Sequence[jax.Array], new_v: Sequence[jax.Array],
+           n_new_B: jax.Array | None = None) -> KVCache:
+    """The cache with each layer's new keys and values ([B, T, K, H]) appended.
+
+    Sequence b gains n_new_B[b] tokens (default: all T). The caller makes sure they fit:
+    lengths + T <= max_len.
+    """
+    if n_new_B is None:
+        n_new_B = jnp.full_like(cache.lengths, new_k[0].shape[1])
+    return KVCache(k=tuple(write(c, k, cache.lengths) for c, k in zip(cache.k, new_k)),
+                   v=tuple(write(c, v, cache.lengths) for c, v in zip(cache.v, new_v)),
+                   lengths=cache.lengths + n_new_B)
+
+
+def cache_bytes(cache: KVCache) -> int:
+    """Bytes held by the keys and values (the lengths vector is not counted)."""
+    return sum(a.size * a.dtype.itemsize for a in cache.k + cache.v)

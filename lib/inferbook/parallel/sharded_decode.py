@@ -1,0 +1,272 @@
+"""Prefill, decode steps and generation on a device mesh, for every layout.
+
+The sharded twins of `decode.prefill`, `decode.decode_step` and `decode.generate`. Each wraps
+one `shard_map` program whose body is the layout's transformer (`weight_stationary`,
+`weight_gathered`) with an `attend` callback that owns the sharded KV cache
+(`kv_sharding`, `sequence_parallel`):
+
+    layout              prefill attention                 decode attention
+    1d-ws               heads, then batch (AllToAll)      heads, then batch (AllToAll)
+    2d-ws               the same, batch also over X       the same, batch also over X
+    1d-ws + seq axes    ring over striped prompt shards   cache split over positions
+    weight-gathered     local (batch-sharded)             local (batch-sharded)
+
+The cache is allocated once, already split as `sharding.cache_spec` says, and each program
+writes its new keys and values into the blocks in place (the cache is donated). Logits come
+out whole on every device, so sampling is the unsharded `sampling.sample`; generation
+therefore produces exactly the tokens of `decode.generate` (the tests check it).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from inferbook.model.config import ModelConfig
+from inferbook.model.decode import GenerateResult, attend_cached, pad_prompts
+from inferbook.model.kvcache import KVCache, write
+from inferbook.model.sampling import GREEDY, Sampler, sample
+from inferbook.parallel.kv_sharding import attend_heads_then_batch, attend_positions
+from inferbook.parallel.mesh import shard_map
+from inferbook.parallel.sequence_parallel import ring_attention, stripe_order
+from inferbook.parallel.sharding import (
+    LayoutError,
+    Plan,
+    cache_spec,
+    make_plan,
+    param_specs,
+    shard_params,
+)
+from inferbook.parallel.weight_gathered import logits_wg, transformer_wg
+from inferbook.parallel.weight_stationary import (
+    logits_1d,
+    logits_2d,
+    transformer_1d,
+    transformer_2d,
+)
+
+__all__ = ["batch_multiple", "init_cache", "abstract_inputs", "prefill", "decode_step",
+           "generate", "prefill_program", "decode_program"]
+
+
+def batch_multiple(plan: Plan) -> int:
+    """The batch must be a multiple of this (the devices that split sequences)."""
+    if plan.layout == "weight-gathered":
+        return plan.size(plan.batch)
+    return plan.size(plan.cache_batch)
+
+
+def _check(plan: Plan, B: int, S: int | None = None, T: int | None = None) -> None:
+    mult = batch_multiple(plan)
+    if B % mult:
+        raise LayoutError(f"{plan.describe()}: a batch of {B} does not split over {mult} "
+                          "devices (pad it, as generate does)")
+    Q = plan.size(plan.seq)
+    for what, n in (("cache length", S), ("prompt length", T)):
+        if n is not None and n % Q:
+            raise LayoutError(f"{plan.describe()}: the {what} {n} does not split {Q} ways")
+
+
+def init_cache(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
+               dtype=jnp.float32) -> KVCache:
+    """An empty cache of `max_len` slots, created already split over the mesh."""
+    _check(plan, batch, S=max_len)
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+    kv = NamedSharding(plan.mesh, cache_spec(plan))
+
+    def zeros():
+        return jnp.zeros((batch, cfg.K, max_len, cfg.H), dtype, device=kv)
+
+    return KVCache(k=tuple(zeros() for _ in range(cfg.L)), v=tuple(zeros() for _ in range(cfg.L)),
+                   lengths=jnp.zeros((batch,), jnp.int32, device=NamedSharding(plan.mesh, P())))
+
+
+def abstract_inputs(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
+                    dtype=jnp.float32) -> tuple[dict, KVCache]:
+    """Params and cache as shapes with shardings (`jax.ShapeDtypeStruct`), nothing allocated.
+
+    Enough to compile `prefill` or `decode_step` (`hlo.compile_fn`) and read the program's
+    collectives and FLOPs for a model far too large for this machine.
+    """
+    _check(plan, batch, S=max_len)
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from inferbook.model.decoder import param_shapes
+
+    def sds(shape, spec, dt=dtype):
+        return jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(plan.mesh, spec))
+
+    def is_shape(x):
+        return isinstance(x, tuple) and all(isinstance(d, int) for d in x)
+
+    params = jax.tree.map(sds, param_shapes(cfg), param_specs(cfg, plan), is_leaf=is_shape)
+    kv = [sds((batch, cfg.K, max_len, cfg.H), cache_spec(plan)) for _ in range(cfg.L)]
+    return params, KVCache(tuple(kv), tuple(kv), sds((batch,), P(), jnp.int32))
+
+
+def _layout_fns(plan: Plan):
+    if plan.layout == "2d-ws":
+        return transformer_2d, logits_2d
+    return transformer_1d, logits_1d
+
+
+def _specs(cfg: ModelConfig, plan: Plan):
+    from jax.sharding import PartitionSpec as P
+    kv = (cache_spec(plan),) * cfg.L
+    rows = P(plan.batch) if plan.layout == "weight-gathered" else P()
+    return param_specs(cfg, plan), kv, rows
+
+
+def prefill_program(cfg: ModelConfig, plan: Plan):
+    """The shard_map'd prefill: (params, tokens [B, T], lengths [B], cache k, cache v) ->
+    (logits [B, V], k, v). Tokens arrive in stripe order when the plan has sequence axes."""
+    from jax.sharding import PartitionSpec as P
+    w_specs, kv, rows = _specs(cfg, plan)
+    Q = plan.size(plan.seq)
+
+    def body(params, tokens_BT, lengths_B, ck, cv):
+        B, T = tokens_BT.shape                      # T is this device's stripe with seq axes
+        zeros_B = jnp.zeros_like(lengths_B)
+        pos_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
+        if plan.seq:
+            pos_BT = pos_BT * Q + jax.lax.axis_index(plan.seq)
+        new_k, new_v = list(ck), list(cv)
+
+        def attend(i, q, k, v):
+            if plan.layout == "weight-gathered":
+                new_k[i], new_v[i] = write(ck[i], k, zeros_B), write(cv[i], v, zeros_B)
+                return attend_cached(q, k, v, lengths_B, cfg.window)
+            if plan.seq:
+                new_k[i], new_v[i] = write(ck[i], k, zeros_B), write(cv[i], v, zeros_B)
+                return ring_attention(plan, q, k, v, lengths_B, cfg.window)
+            o, new_k[i], new_v[i] = attend_heads_then_batch(
+                plan, q, k, v, ck[i], cv[i], zeros_B, lengths_B, cfg.window, read_cache=False)
+            return o
+
+        last_B = lengths_B - 1
+        if plan.layout == "weight-gathered":
+            x_BTD, full = transformer_wg(plan, params, cfg, tokens_BT, pos_BT, attend)
+            logits = logits_wg(full, cfg, x_BTD[jnp.arange(B), last_B])
+        elif plan.seq:
+            x_BTD = transformer_1d(plan, params, cfg, tokens_BT, pos_BT, attend)
+            # Only the device whose stripe holds a prompt's last token contributes its row.
+            mine_B = last_B % Q == jax.lax.axis_index(plan.seq)
+            x_BD = jnp.where(mine_B[:, None], x_BTD[jnp.arange(B), last_B // Q], 0)
+            logits = logits_1d(plan, params, cfg, x_BD, extra_axes=plan.seq)
+        else:
+            forward, to_logits = _layout_fns(plan)
+            x_BTd = forward(plan, params, cfg, tokens_BT, pos_BT, attend)
+            logits = to_logits(plan, params, cfg, x_BTd[jnp.arange(B), last_B])
+        return logits, tuple(new_k), tuple(new_v)
+
+    tok_spec = P(None, plan.seq) if plan.seq else rows
+    return shard_map(body, plan.mesh, in_specs=(w_specs, tok_spec, rows, kv, kv),
+                     out_specs=(rows, kv, kv))
+
+
+def decode_program(cfg: ModelConfig, plan: Plan):
+    """The shard_map'd decode step: (params, tokens [B], lengths [B], k, v) ->
+    (logits [B, V], k, v), the new token's key and value written into the cache."""
+    w_specs, kv, rows = _specs(cfg, plan)
+
+    def body(params, tokens_B, cache_len_B, ck, cv):
+        tokens_BT, pos_BT = tokens_B[:, None], cache_len_B[:, None]
+        ones_B = jnp.ones_like(cache_len_B)
+        new_k, new_v = list(ck), list(cv)
+
+        def attend(i, q, k, v):
+            if plan.layout == "weight-gathered":
+                new_k[i], new_v[i] = write(ck[i], k, cache_len_B), write(cv[i], v, cache_len_B)
+                return attend_cached(q, k, v, ones_B, cfg.window, ck[i], cv[i], cache_len_B)
+            if plan.seq:
+                o, new_k[i], new_v[i] = attend_positions(plan, q, k, v, ck[i], cv[i],
+                                                         cache_len_B, ones_B, cfg.window)
+                return o
+            o, new_k[i], new_v[i] = attend_heads_then_batch(plan, q, k, v, ck[i], cv[i],
+                                                            cache_len_B, ones_B, cfg.window)
+            return o
+
+        if plan.layout == "weight-gathered":
+            x_BTD, full = transformer_wg(plan, params, cfg, tokens_BT, pos_BT, attend)
+            logits = logits_wg(full, cfg, x_BTD[:, 0])
+        else:
+            forward, to_logits = _layout_fns(plan)
+            x_BTd = forward(plan, params, cfg, tokens_BT, pos_BT, attend)
+            logits = to_logits(plan, params, cfg, x_BTd[:, 0])
+        return logits, tuple(new_k), tuple(new_v)
+
+    return shard_map(body, plan.mesh, in_specs=(w_specs, rows, rows, kv, kv),
+                     out_specs=(rows, kv, kv))
+
+
+@partial(jax.jit, static_argnames=("cfg", "plan"), donate_argnames=("cache",))
+def prefill(params, cfg: ModelConfig, plan: Plan, tokens_BT, lengths_B,
+            cache: KVCache) -> tuple[jax.Array, KVCache]:
+    """The sharded `decode.prefill`: logits [B, V] at each prompt's last token, and the cache
+    holding the prompts' keys and values (in place, split as the plan says)."""
+    _check(plan, tokens_BT.shape[0], S=cache.max_len, T=tokens_BT.shape[1])
+    if plan.seq:
+        tokens_BT = tokens_BT[:, stripe_order(tokens_BT.shape[1], plan.size(plan.seq))]
+    logits, k, v = prefill_program(cfg, plan)(params, tokens_BT, lengths_B, cache.k, cache.v)
+    return logits, KVCache(k, v, lengths_B)
+
+
+@partial(jax.jit, static_argnames=("cfg", "plan"), donate_argnames=("cache",))
+def decode_step(params, cfg: ModelConfig, plan: Plan, tokens_B,
+                cache: KVCache) -> tuple[jax.Array, KVCache]:
+    """The sharded `decode.decode_step`: logits [B, V] and the cache one token longer."""
+    _check(plan, tokens_B.shape[0], S=cache.max_len)
+    logits, k, v = decode_program(cfg, plan)(params, tokens_B, cache.lengths, cache.k, cache.v)
+    return logits, KVCache(k, v, cache.lengths + 1)
+
+
+def generate(params, cfg: ModelConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+             *, plan: Plan | None = None, mesh=None, layout: str = "1d-ws",
+             sampler: Sampler = GREEDY, key: jax.Array | None = None,
+             eos_id: int | None = None, pad_multiple: int = 16) -> GenerateResult:
+    """`decode.generate` on a mesh: the same tokens, from sharded weights and cache.
+
+    Give a `plan`, or a `mesh` and a `layout` name. The batch is padded with copies of the
+    first prompt up to a multiple of the devices that split it, and those rows are dropped;
+    sampling uses only the real rows, so random draws match the unsharded loop.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
+    for b, p in enumerate(prompts):
+        if any(not 0 <= int(t) < cfg.V for t in p):
+            raise ValueError(f"prompt {b} has token ids outside the vocabulary [0, {cfg.V})")
+    plan = plan or make_plan(cfg, mesh, layout)
+    B, Q = len(prompts), plan.size(plan.seq)
+    mult = batch_multiple(plan)
+    rows = list(prompts) + [prompts[0]] * (-B % mult)
+    tokens_BT, lengths_B = pad_prompts(rows, math.lcm(pad_multiple, Q))
+    S = -(-(tokens_BT.shape[1] + max_new_tokens) // Q) * Q
+    params = shard_params(params, cfg, plan)
+    cache = init_cache(cfg, plan, len(rows), S, params["embed"].dtype)
+    keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
+    eos = -1 if eos_id is None else eos_id
+    logits, cache = prefill(params, cfg, plan, tokens_BT, lengths_B, cache)
+    tok_B = sample(logits[:B], keys[0], sampler)
+    done_B = tok_B == eos
+    emitted = [tok_B]
+    for step in range(1, max_new_tokens):
+        if eos_id is not None and step % 8 == 0 and bool(jnp.all(done_B)):
+            break
+        feed = jnp.concatenate([tok_B, jnp.zeros((len(rows) - B,), jnp.int32)])
+        logits, cache = decode_step(params, cfg, plan, feed, cache)
+        tok_B = sample(logits[:B], keys[step], sampler)
+        emitted.append(jnp.where(done_B, eos, tok_B))
+        done_B = done_B | (tok_B == eos)
+    out = []
+    for row in np.asarray(jnp.stack(emitted, axis=1)).tolist():
+        if eos_id is not None and eos_id in row:
+            row = row[:row.index(eos_id) + 1]
+        out.append(row)
+    return GenerateResult(out)

@@ -1,0 +1,21 @@
+"""Performance models and measurements (part II, "Performance models": chapters 2-4).
+
+The estimator is the sources' equations as functions of a `ModelConfig` and a `Chip`; each is
+tied to the executable model so that its prediction can be checked: parameter and KV bytes
+against the arrays the model allocates, FLOPs against XLA's cost analysis, step times
+against measurement on the reader's device.
+
+    hardware.py     the chip registry, every figure with its source
+    counts.py       parameters, bytes, KV-cache bytes and FLOPs of a model
+    roofline.py     arithmetic intensity, critical batch, step time, max batch, Pareto front
+    latency.py      the tensor-parallel latency model of "Transformer Inference Arithmetic"
+    comm_time.py    time spent in collectives: 1D/2D weight-stationary, limits, latency-bound
+    phase_time.py   prefill, generate-step and KV-transfer times of a serving system
+    speculation.py  expected tokens and speedup of speculative decoding
+    timing.py       timing a function honestly: warm-up, medians, compile time apart
+    calibration.py  measuring a device's bandwidth and FLOP/s, and the calibrated estimator
+    bench.py        `inferbook bench`: MBU and MFU of the decode step, saved for chapter 2
+    hf_peer.py      the same decode measured with Hugging Face transformers, as a peer
+
+Importing this package starts no JAX.
+"""

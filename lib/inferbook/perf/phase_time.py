@@ -1,0 +1,52 @@
+"""Serving-time estimates the engine's simulations need: step times and KV transfers.
+
+The orchestrator (`inferbook.serving.scheduler`) advances time by what each engine call costs.
+On the reader's own device that is measured; to ask "what would this schedule do on a TPU v5e
+or an H100?" it uses these roofline estimates instead. They follow the scaling book's model
+(Austin et al. 2025, "All About Transformer Inference", theoretical estimates): an operation
+takes as long as the slower of its arithmetic and its memory traffic, and a decode step reads
+every weight once plus the KV cache of every sequence in the batch.
+
+Disaggregated serving adds one more cost: the prefill server's KV cache crosses a link to the
+generate server, kv_bytes_per_token · tokens bytes of it.
+"""
+
+from __future__ import annotations
+
+from inferbook.model.config import ModelConfig
+from inferbook.perf.counts import forward_flops, kv_bytes_per_token, param_bytes
+from inferbook.perf.hardware import Chip
+
+__all__ = ["kv_transfer_seconds", "prefill_seconds", "generate_step_seconds"]
+
+
+def kv_transfer_seconds(cfg: ModelConfig, tokens: int, link_bytes_per_s: float,
+                        kv_bytes: float = 2, latency_s: float = 0.0) -> float:
+    """latency + tokens · 2·L·K·H·kv_bytes / bandwidth: shipping a prefix's KV cache."""
+    return latency_s + tokens * kv_bytes_per_token(cfg, kv_bytes) / link_bytes_per_s
+
+
+def prefill_seconds(cfg: ModelConfig, chip: Chip, tokens: int, cached: int = 0,
+                    batch: int = 1, weight_bytes: float = 2, kv_bytes: float = 2) -> float:
+    """Roofline time of prefilling `tokens` new tokens per sequence after `cached` ones.
+
+    max(FLOPs / peak, bytes / bandwidth), where the bytes are the weights, the cached KV read
+    and the new KV written. Prefill of a few hundred tokens or more is compute-bound.
+    """
+    flops = forward_flops(cfg, batch, tokens, cached + tokens, logits_for=1)
+    moved = (param_bytes(cfg, weight_bytes)
+             + batch * (cached + tokens) * kv_bytes_per_token(cfg, kv_bytes))
+    return max(flops / chip.bf16_flops_per_s, moved / chip.hbm_bytes_per_s)
+
+
+def generate_step_seconds(cfg: ModelConfig, chip: Chip, batch: int, context_tokens: int,
+                          weight_bytes: float = 2, kv_bytes: float = 2) -> float:
+    """One decode step of `batch` sequences holding `context_tokens` KV entries in total.
+
+    KV read time plus max(matmul time, weight read time), the scaling book's form: the KV
+    cache is read at memory speed whatever the batch, the weights are read once and shared.
+    """
+    kv = context_tokens * kv_bytes_per_token(cfg, kv_bytes) / chip.hbm_bytes_per_s
+    matmul = forward_flops(cfg, batch, 1, 0, logits_for=1) / chip.bf16_flops_per_s
+    weights = param_bytes(cfg, weight_bytes) / chip.hbm_bytes_per_s
+    return kv + max(matmul, weights)

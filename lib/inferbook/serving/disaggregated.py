@@ -1,0 +1,100 @@
+"""Disaggregated serving: prefill and generate on different servers, joined by a link.
+
+JetStream's orchestrator runs a prefill thread per prefill engine, a generate thread per
+generate engine, and a transfer thread that moves each finished prefix from one to the other.
+This class simulates that arrangement in one process:
+
+  * `prefill_servers` prefill servers take arrived requests first come, first served, run
+    `serving.prefill` at batch 1 and stream the first token straight away;
+  * the prefix then crosses a link — one transfer at a time, each taking
+    latency + bytes / bandwidth, with bytes = tokens · 2·L·K·H·bytes per element
+    (`phase_time.kv_transfer_seconds`);
+  * the generate server inserts arrived prefixes into free slots between its generate steps.
+
+Each server keeps its own clock, as separate machines would; the calls themselves run one after
+another here, and each is charged what the timer says (measured on this device, or a cost
+model). The benefit it shows: no prefill ever pauses the generate loop, so the time between a
+user's tokens stays at one generate step. The price: a second machine, and KV bytes on the wire.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+from typing import Sequence as Seq
+
+from inferbook.serving.request import Request, Status
+from inferbook.serving.scheduler import Event, Orchestrator, RunResult
+from inferbook.serving.timing import Op
+
+__all__ = ["Disaggregated"]
+
+
+class Disaggregated(Orchestrator):
+    """Separate prefill and generate servers; prefixes travel over a link.
+
+    link_bytes_per_s: the link's bandwidth (e.g. a chip's interconnect from
+      `inferbook.perf.hardware`, or a data-centre network). link_latency_s: fixed cost per transfer.
+    """
+
+    design = "disaggregated"
+
+    def __init__(self, engine, params=None, *, link_bytes_per_s: float,
+                 link_latency_s: float = 0.0, prefill_servers: int = 1, **kwargs: Any):
+        super().__init__(engine, params, **kwargs)
+        if link_bytes_per_s <= 0 or prefill_servers < 1:
+            raise ValueError("link bandwidth and the number of prefill servers must be positive")
+        self.link_bytes_per_s, self.link_latency_s = link_bytes_per_s, link_latency_s
+        self.prefill_servers = [f"prefill{i}" for i in range(prefill_servers)]
+
+    def transfer_s(self, prefix: Any) -> float:
+        """Seconds to ship a prefix: latency + KV bytes / bandwidth."""
+        return self.link_latency_s + self.engine.prefix_bytes(prefix) / self.link_bytes_per_s
+
+    def run(self, trace: Seq[Request]) -> RunResult:
+        seqs = self._start(trace)
+        for name in self.prefill_servers + ["generate", "link"]:
+            self.clock[name] = 0.0
+        pending, arrived = deque(seqs), deque()     # arrived: (time at generate, seq, prefix)
+        running, free = {}, list(range(self.slots))
+        state = self.engine.init_decode_state()
+        inf = float("inf")
+        while pending or arrived or running:
+            p = min(self.prefill_servers, key=lambda s: self.clock[s])
+            p_time = max(self.clock[p], pending[0].request.arrival_s) if pending else inf
+            if running:
+                g_time = self.clock["generate"]
+            else:
+                g_time = max(self.clock["generate"], arrived[0][0]) if arrived else inf
+            if p_time <= g_time:
+                self.clock[p] = p_time
+                self._prefill(p, pending.popleft(), arrived)
+                continue
+            self.clock["generate"] = g_time
+            while arrived and arrived[0][0] <= g_time and free:
+                _, seq, prefix = arrived.popleft()
+                slot = free.pop(0)
+                seq.status, seq.slot = Status.RUNNING, slot
+                state = self.call("generate", Op("insert", 1, self.engine.prefix_length(prefix)),
+                                  lambda: self.engine.insert(prefix, state, slot), [seq.id])
+                running[slot] = seq
+            if running:
+                state, freed = self.generate("generate", state, running)
+                free = sorted(free + freed)
+        return self.result(seqs)
+
+    def _prefill(self, server: str, seq, arrived: deque) -> None:
+        prompt = seq.request.prompt
+        prefix, tok = self.call(server, Op("prefill", 1, self.padded(len(prompt))),
+                                lambda: self.engine.prefill(self.params, prompt,
+                                                            keys=self.keys(seq)), [seq.id])
+        seq.prefilled_tokens += len(prompt)
+        if self.emit(seq, tok, self.clock[server]):
+            return
+        start = max(self.clock[server], self.clock["link"])
+        end = start + self.transfer_s(prefix)
+        self.clock["link"] = end
+        self.events.append(Event("link", "transfer", start, end, (seq.id,),
+                                 self.engine.prefix_length(prefix)))
+        seq.status = Status.TRANSFERRING
+        arrived.append((end, seq, prefix))
