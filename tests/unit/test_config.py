@@ -65,14 +65,28 @@ def test_newer_rope_parameters_are_read():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"model_type": "gpt2"}, "unsupported architecture"),
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope scaling"),
-    ({"attention_bias": True}, "attention_bias"),
-    ({"hidden_size": "big"}, "hidden_size"),
+    ({"model_type": "bert"}, "unsupported architecture model_type='bert'"),
+    ({"rope_scaling": {"rope_type": "proportional", "factor": 8.0}}, "'proportional'"),
+    ({"hidden_size": "big"}, "'hidden_size'"),
+    ({"rms_norm_eps": "1e-5"}, "'rms_norm_eps'"),
+    ({"max_position_embeddings": "4096"}, "'max_position_embeddings'"),
+    ({"sliding_window": "4096"}, "'sliding_window'"),
+    ({"rope_theta": "10000"}, "'rope_theta'"),
+    ({"rope_theta": float("nan")}, "'rope_theta'"),
+    ({"rope_parameters": "default"}, "'rope_parameters'"),
+    ({"hidden_act": ["silu"]}, "'hidden_act'"),
+    ({"tie_word_embeddings": "yes"}, "'tie_word_embeddings'"),
+    ({"num_key_value_heads": 7}, "multiple of K=7"),
 ])
-def test_unsupported_configs_are_named(overrides, message):
+def test_unsupported_and_malformed_configs_are_named(overrides, message):
     with pytest.raises(ConfigError, match=message):
         from_hf_config(hf_dict(**overrides))
+
+
+def test_a_rope_rule_the_runtime_lacks_does_not_block_an_estimate():
+    raw = hf_dict(rope_scaling={"rope_type": "proportional", "factor": 8.0})
+    assert from_hf_config(raw, purpose="estimate").rope_scaling is None
+    assert from_hf_config(raw, purpose="estimate") == from_hf_config(hf_dict(), purpose="estimate")
 
 
 def test_missing_keys_and_unreadable_files_are_named(tmp_path):

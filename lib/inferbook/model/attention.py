@@ -102,8 +102,8 @@ def reference_at_positions(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Arr
 
     Key slot s holds position s (the KV cache's convention); query t of sequence b sits at
     position q_pos[b, t]; sequence b has kv_len[b] keys. The blockwise and split-KV kernels
-    (`inferbook.kernels.flash`, `inferbook.kernels.flash_decoding`, `inferbook.kernels.paged`) take exactly these
-    arguments and build each tile's piece of this mask on the fly instead of all of it.
+    (`inferbook.kernels`: flash, flash_decoding, paged) take exactly these arguments and
+    build each tile's piece of this mask on the fly instead of all of it.
     """
     S = k_BKSH.shape[2]
     mask_BTS = attention_mask(q_pos_BT, jnp.arange(S, dtype=jnp.int32), kv_len_B, window)

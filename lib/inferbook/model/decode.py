@@ -146,7 +146,8 @@ class GenerateResult:
         return out
 
 
-def pad_prompts(prompts: Sequence[Sequence[int]], multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def pad_prompts(prompts: Sequence[Sequence[int]],
+                multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Right-pad prompts (with 0) to a common length, rounded up to `multiple`.
 
     Rounding the padded length to a few sizes means a new prompt length rarely recompiles.
@@ -166,7 +167,8 @@ def _check_tokens(cfg: ModelConfig, prompts: Sequence[Sequence[int]]) -> None:
     for b, p in enumerate(prompts):
         bad = [t for t in p if not 0 <= int(t) < cfg.V]
         if bad:
-            raise ValueError(f"prompt {b} has token ids outside the vocabulary [0, {cfg.V}): {bad[:5]}")
+            raise ValueError(f"prompt {b} has token ids outside the vocabulary [0, {cfg.V}): "
+                             f"{bad[:5]}")
 
 
 def _trim(tokens_BN: np.ndarray, eos_id: int | None) -> GenerateResult:

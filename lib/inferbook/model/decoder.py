@@ -30,7 +30,7 @@ import numpy as np
 
 from inferbook.model.attention import attend as attend_reference
 from inferbook.model.attention import attention_mask
-from inferbook.model.config import ModelConfig
+from inferbook.model.config import ConfigError, ModelConfig
 
 __all__ = ["init_params", "abstract_params", "param_shapes", "cast_params", "rms_norm", "rope",
            "mlp", "transformer", "unembed", "forward", "Params"]
@@ -52,8 +52,34 @@ def _layer_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def runtime_gaps(cfg: ModelConfig) -> list[str]:
+    """The features of `cfg` that this decoder does not compute yet (empty: it runs `cfg`).
+
+    `ModelConfig` can describe more than the runtime executes (the estimator sizes every
+    family); running a model with a gap would silently give wrong numbers, so it is refused.
+    """
+    gaps = []
+    checks = {"rope scaling": cfg.rope_scaling is not None, "q/k/v biases": cfg.qkv_bias,
+              "output-projection bias": cfg.o_bias, "MLP biases": cfg.mlp_bias,
+              "q/k norms": cfg.qk_norm, "a query scale": cfg.query_scale is not None,
+              "attention soft-capping": cfg.attn_softcap is not None,
+              "final soft-capping": cfg.final_softcap is not None,
+              "per-layer windows": cfg.layer_types is not None,
+              "learned positions": cfg.positions != "rope",
+              "interleaved rotary pairs": cfg.rope_interleaved, "LayerNorm": cfg.norm != "rms",
+              "(1 + w) norm gains": cfg.norm_plus_one, "sandwich norms": cfg.sandwich_norm,
+              "scaled embeddings": cfg.embed_scale, "the tanh GELU": cfg.activation == "gelu_tanh",
+              "mixture of experts": cfg.moe is not None, "latent attention": cfg.mla is not None}
+    gaps += [name for name, present in checks.items() if present]
+    return gaps
+
+
 def param_shapes(cfg: ModelConfig) -> Params:
     """The params pytree with shape tuples for leaves: the model's whole memory layout."""
+    gaps = runtime_gaps(cfg)
+    if gaps:
+        raise ConfigError(f"{cfg.name}: the runtime does not compute {', '.join(gaps)} yet; "
+                          "the estimator (inferbook estimate) sizes this model")
     shapes: Params = {"embed": (cfg.V, cfg.D),
                       "layers": [_layer_shapes(cfg) for _ in range(cfg.L)],
                       "final_norm": (cfg.D,)}

@@ -3,10 +3,11 @@
 Layout: one [B, K, S, H] array of keys and one of values per layer, allocated once at the
 largest length a request may reach (S), plus `lengths` [B], the number of tokens each
 sequence has written. Heads come before positions so that each head's keys sit together in
-memory: the attention products then read the cache where it lies, with no transposed copy. Slot s of sequence b holds position s; slots at or beyond lengths[b]
-hold garbage that the attention mask never lets through. Allocating S up front is what lets
-the decoding loop compile once: each step writes one slot per sequence in place instead of
-growing an array (whose changing shape would force a recompile).
+memory: the attention products then read the cache where it lies, with no transposed copy.
+Slot s of sequence b holds position s; slots at or beyond lengths[b] hold garbage that the
+attention mask never lets through. Allocating S up front is what lets the decoding loop compile
+once: each step writes one slot per sequence in place instead of growing an array (whose
+changing shape would force a recompile).
 
 Its size, 2 · L · B · S · K · H · bytes, is the memory price of not recomputing the past.
 """
