@@ -90,7 +90,7 @@ for name in ("wq", "wk", "wo", "w_gate", "w_down", "attn_norm"):
     print(f"  {name:9s} {str(shape):16s} -> {layer_specs[name]}")
 
 # %% [markdown]
-# `wq` $[D, N, H]$ is split over its heads, `w_gate` $[D, F]$ over its columns and `w_down`
+# `wq` $[D, N \cdot H]$ is split over its heads (columns in blocks of $H$), `w_gate` $[D, F]$ over its columns and `w_down`
 # $[F, D]$ over its rows: device $i$ owns heads $i$ and the $i$-th slice of the hidden layer,
 # in the sources' notation $W_\text{in}[D, F_X]$ and $W_\text{out}[F_X, D]$. Norm gains are
 # replicated. This is the layout of Megatron-LM {cite:p}`shoeybi2019megatron`.

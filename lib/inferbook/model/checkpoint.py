@@ -1,101 +1,42 @@
 """Hugging Face Llama-family checkpoints, read and written with numpy alone.
 
 A checkpoint directory holds `config.json` and the weights in the safetensors format, either
-one `model.safetensors` or several shards listed by `model.safetensors.index.json`. The format
-is simple enough to read by hand: an 8-byte little-endian header length, a JSON header giving
-each tensor's dtype, shape and byte range, then the raw bytes. Reading it ourselves (through a
-memory map) avoids torch and handles bfloat16, which numpy knows through `ml_dtypes`.
+one `model.safetensors` or several shards listed by `model.safetensors.index.json`
+(`safetensors_io` reads and writes the files).
 
 Hugging Face stores each linear layer as `weight[out, in]` and computes `x @ weight.T`; the
-library stores `[in, out]` with the heads split out, so loading is a transpose and a reshape.
+library stores `[in, out]`, so loading is a transpose.
 """
 
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 from typing import Any, Callable
 
 import jax.numpy as jnp
-import ml_dtypes
 import numpy as np
 
 from inferbook.model.config import ConfigError, ModelConfig
 from inferbook.model.decoder import Params, param_shapes
 from inferbook.model.hf_config import from_hf_config, read_hf_config
+from inferbook.model.safetensors_io import CheckpointError, read_safetensors, write_safetensors
 
 __all__ = ["CheckpointError", "read_safetensors", "write_safetensors", "load_checkpoint",
            "save_checkpoint", "hf_to_params", "params_to_hf"]
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded, with a message naming the file or tensor."""
-
-
-_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16,
-           "BF16": ml_dtypes.bfloat16, "I64": np.int64, "I32": np.int32, "I16": np.int16,
-           "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
-_NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
-
-
-def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
-    """All tensors of one .safetensors file, as read-only arrays backed by a memory map."""
-    path = Path(path)
-    try:
-        raw = np.memmap(path, dtype=np.uint8, mode="r")
-        (n,) = struct.unpack("<Q", raw[:8].tobytes())
-        header = json.loads(raw[8:8 + n].tobytes())
-    except (OSError, ValueError, struct.error) as err:
-        raise CheckpointError(f"{path} is not a readable safetensors file: {err}") from None
-    header.pop("__metadata__", None)
-    data = raw[8 + n:]
-    tensors = {}
-    for name, info in header.items():
-        if info["dtype"] not in _DTYPES:
-            raise CheckpointError(f"{path}: tensor {name!r} has unsupported dtype {info['dtype']}")
-        begin, end = info["data_offsets"]
-        tensors[name] = data[begin:end].view(_DTYPES[info["dtype"]]).reshape(info["shape"])
-    return tensors
-
-
-def write_safetensors(path: str | Path, tensors: dict[str, np.ndarray],
-                      metadata: dict[str, str] | None = None) -> None:
-    """Write tensors to one .safetensors file (the inverse of `read_safetensors`)."""
-    header: dict[str, Any] = {"__metadata__": metadata or {"format": "pt"}}
-    offset, blobs = 0, []
-    for name, array in tensors.items():
-        array = np.ascontiguousarray(array)
-        blob = array.tobytes()
-        header[name] = {"dtype": _NAMES[array.dtype], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)                 # the spec pads the header to 8 bytes
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for blob in blobs:
-            f.write(blob)
 
 
 # Name and layout mapping --------------------------------------------------------------------
 
 def _hf_layer_map(cfg: ModelConfig) -> dict[str, tuple[str, Callable, Callable]]:
     """Library name -> (HF name, HF-to-library transform, library-to-HF transform)."""
-    D, N, K, H = cfg.D, cfg.N, cfg.K, cfg.H
     same = (lambda w: w, lambda w: w)
-
-    def heads(n):   # HF [n·H, D] <-> library [D, n, H]
-        return (lambda w: w.T.reshape(D, n, H), lambda w: w.reshape(D, n * H).T)
-
     return {
         "attn_norm": ("input_layernorm.weight", *same),
-        "wq": ("self_attn.q_proj.weight", *heads(N)),
-        "wk": ("self_attn.k_proj.weight", *heads(K)),
-        "wv": ("self_attn.v_proj.weight", *heads(K)),
-        "wo": ("self_attn.o_proj.weight", lambda w: w.T.reshape(N, H, D),
-               lambda w: w.reshape(N * H, D).T),
+        "wq": ("self_attn.q_proj.weight", lambda w: w.T, lambda w: w.T),
+        "wk": ("self_attn.k_proj.weight", lambda w: w.T, lambda w: w.T),
+        "wv": ("self_attn.v_proj.weight", lambda w: w.T, lambda w: w.T),
+        "wo": ("self_attn.o_proj.weight", lambda w: w.T, lambda w: w.T),
         "mlp_norm": ("post_attention_layernorm.weight", *same),
         "w_gate": ("mlp.gate_proj.weight", lambda w: w.T, lambda w: w.T),
         "w_up": ("mlp.up_proj.weight", lambda w: w.T, lambda w: w.T),

@@ -146,14 +146,14 @@ def param_specs(cfg: ModelConfig, plan: Plan) -> dict[str, Any]:
         XM = (X + plan.model) or None
         Xs = X or None
         vec = P(XM)
-        layer = {"attn_norm": vec, "mlp_norm": vec, "wq": P(Xs, M, None),
-                 "wk": P(Xs, Yk, None), "wv": P(Xs, Yk, None), "wo": P(M, None, Xs),
+        layer = {"attn_norm": vec, "mlp_norm": vec, "wq": P(Xs, M),
+                 "wk": P(Xs, Yk), "wv": P(Xs, Yk), "wo": P(M, Xs),
                  "w_gate": P(Xs, M), "w_up": P(Xs, M), "w_in": P(Xs, M),
                  "w_down": P(M, Xs), "w_out": P(M, Xs)}
         top = {"embed": P(None, XM), "unembed": P(XM, None), "final_norm": vec}
     else:
-        layer = {"attn_norm": P(), "mlp_norm": P(), "wq": P(None, M, None),
-                 "wk": P(None, Yk, None), "wv": P(None, Yk, None), "wo": P(M, None, None),
+        layer = {"attn_norm": P(), "mlp_norm": P(), "wq": P(None, M),
+                 "wk": P(None, Yk), "wv": P(None, Yk), "wo": P(M, None),
                  "w_gate": P(None, M), "w_up": P(None, M), "w_in": P(None, M),
                  "w_down": P(M, None), "w_out": P(M, None)}
         top = {"embed": P(None, M), "unembed": P(M, None), "final_norm": P()}

@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import ACTIVATIONS, mlp, rms_norm, rope
+from inferbook.model.decoder import ACTIVATIONS, merge_heads, mlp, rms_norm, rope, split_heads
 from inferbook.parallel.sharding import Plan, batch_block
 
 __all__ = ["transformer_1d", "transformer_2d", "mlp_2d", "logits_1d", "logits_2d",
@@ -85,19 +85,17 @@ def transformer_1d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
     `attend(i, q [B, T, N_M, H], k [B_Z, T, K_Y, H], v)` returns [B, T, N_M, H]; it owns the
     KV cache (see kv_sharding) and, for sequence parallelism, the ring (sequence_parallel).
     """
-    M, Z = plan.model, plan.kv_batch
+    M, Z, H = plan.model, plan.kv_batch, cfg.H
     x_BTd = params["embed"][tokens_BT]                                  # [B, T, D_M]
     x_BTD = _all_gather(plan, x_BTd, M, 2, "embed")                     # [B, T, D]
     for i, p in enumerate(params["layers"]):
         h_BTD = rms_norm(x_BTD, p["attn_norm"], cfg.norm_eps)           # [B, T, D]
-        q_BTNH = rope(jnp.einsum("BTD,DNH->BTNH", h_BTD, p["wq"]),      # [B, T, N_M, H]
-                      pos_BT, cfg.rope_theta)
+        q_BTNH = rope(split_heads(h_BTD @ p["wq"], H), pos_BT, cfg.rope_theta)  # [B, T, N_M, H]
         h_zTD, pos_zT = batch_block(plan, h_BTD, Z), batch_block(plan, pos_BT, Z)
-        k_zTKH = rope(jnp.einsum("BTD,DKH->BTKH", h_zTD, p["wk"]),      # [B_Z, T, K_Y, H]
-                      pos_zT, cfg.rope_theta)
-        v_zTKH = jnp.einsum("BTD,DKH->BTKH", h_zTD, p["wv"])            # [B_Z, T, K_Y, H]
+        k_zTKH = rope(split_heads(h_zTD @ p["wk"], H), pos_zT, cfg.rope_theta)  # [B_Z, T, K_Y, H]
+        v_zTKH = split_heads(h_zTD @ p["wv"], H)                        # [B_Z, T, K_Y, H]
         o_BTNH = attend(i, q_BTNH, k_zTKH, v_zTKH)                      # [B, T, N_M, H]
-        out_BTD = jnp.einsum("BTNH,NHD->BTD", o_BTNH, p["wo"])          # [B, T, D]{U_M}
+        out_BTD = merge_heads(o_BTNH) @ p["wo"]                         # [B, T, D]{U_M}
         x_BTD = x_BTD + psum(plan, out_BTD, M, "attn_out")              # AllReduce_M
         h_BTD = rms_norm(x_BTD, p["mlp_norm"], cfg.norm_eps)
         x_BTD = x_BTD + psum(plan, mlp(p, h_BTD, cfg), M, "mlp_out")    # [B, T, F_M] inside
@@ -126,7 +124,7 @@ def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
     `attend(i, q [B_X, T, N_YZ, H], k [B_XZ, T, K_Y, H], v)` returns [B_X, T, N_YZ, H]:
     heads over YZ as in transformer_1d, and the batch over X.
     """
-    X, YZ, Z = plan.x, plan.model, plan.kv_batch
+    X, YZ, Z, H = plan.x, plan.model, plan.kv_batch, cfg.H
     XYZ, D = X + YZ, cfg.D
     x_BTd = params["embed"][tokens_BT]                                  # [B, T, D_XYZ]
     for i, p in enumerate(params["layers"]):
@@ -134,15 +132,15 @@ def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
         h_BTd = _all_gather(plan, h_BTd, YZ, 2, "block_in")             # [B, T, D_X]
         # Projections reduce over X and scatter the batch over X at once: attention and
         # the cache are split over the batch on X (never copied), over heads on YZ.
-        q_xTNH = _psum_scatter(plan, jnp.einsum("BTD,DNH->BTNH", h_BTd, p["wq"]), X, 0, "q_proj")
+        q_xTNH = _psum_scatter(plan, split_heads(h_BTd @ p["wq"], H), X, 0, "q_proj")
         q_xTNH = rope(q_xTNH, batch_block(plan, pos_BT, X), cfg.rope_theta)   # [B_X, T, N_YZ, H]
         h_rTd, pos_zT = _kv_rows(plan, h_BTd), batch_block(plan, pos_BT, X + Z)
-        k_zTKH = _psum_scatter(plan, jnp.einsum("BTD,DKH->BTKH", h_rTd, p["wk"]), X, 0, "kv_proj")
+        k_zTKH = _psum_scatter(plan, split_heads(h_rTd @ p["wk"], H), X, 0, "kv_proj")
         k_zTKH = rope(k_zTKH, pos_zT, cfg.rope_theta)                   # [B_XZ, T, K_Y, H]
-        v_zTKH = _psum_scatter(plan, jnp.einsum("BTD,DKH->BTKH", h_rTd, p["wv"]), X, 0, "kv_proj")
+        v_zTKH = _psum_scatter(plan, split_heads(h_rTd @ p["wv"], H), X, 0, "kv_proj")
         o_xTNH = attend(i, q_xTNH, k_zTKH, v_zTKH)                      # [B_X, T, N_YZ, H]
         o_BTNH = _all_gather(plan, o_xTNH, X, 0, "attn_gather")         # [B, T, N_YZ, H]
-        out_BTd = jnp.einsum("BTNH,NHD->BTD", o_BTNH, p["wo"])          # [B, T, D_X]{U_YZ}
+        out_BTd = merge_heads(o_BTNH) @ p["wo"]                         # [B, T, D_X]{U_YZ}
         x_BTd = x_BTd + _psum_scatter(plan, out_BTd, YZ, 2, "block_out")   # [B, T, D_XYZ]
 
         x_BTd = x_BTd + mlp_2d(plan, p, x_BTd, cfg)                    # [B, T, D_XYZ]

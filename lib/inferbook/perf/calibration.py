@@ -148,8 +148,7 @@ def model_matmuls(params: dict, cfg: ModelConfig) -> list[Any]:
     """The weight matrices one decode step multiplies by, as 2-D [in, out] arrays, in order."""
     mats = []
     for p in params["layers"]:
-        mats += [p["wq"].reshape(cfg.D, -1), p["wk"].reshape(cfg.D, -1),
-                 p["wv"].reshape(cfg.D, -1), p["wo"].reshape(-1, cfg.D)]
+        mats += [p["wq"], p["wk"], p["wv"], p["wo"]]
         mats += [p[k] for k in ("w_gate", "w_up", "w_down", "w_in", "w_out") if k in p]
     mats.append(params["embed"].T if cfg.tied_embeddings else params["unembed"])
     return mats
@@ -174,11 +173,11 @@ def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable
     @jax.jit
     def run(x, layers, unembed, zero):
         for p in layers:
-            q = x @ p["wq"].reshape(cfg.D, -1)
-            k = x @ p["wk"].reshape(cfg.D, -1)
-            v = x @ p["wv"].reshape(cfg.D, -1)
+            q = x @ p["wq"]
+            k = x @ p["wk"]
+            v = x @ p["wv"]
             a = q + zero * (k.sum(-1, keepdims=True) + v.sum(-1, keepdims=True))
-            x = x + a @ p["wo"].reshape(-1, cfg.D)
+            x = x + a @ p["wo"]
             if cfg.mlp == "gated":
                 h = (x @ p["w_gate"]) * (x @ p["w_up"])
                 x = x + h @ p["w_down"]
