@@ -39,7 +39,8 @@ from inferbook.model.attention import attention_mask
 from inferbook.model.config import ConfigError, ModelConfig
 
 __all__ = ["init_params", "abstract_params", "param_shapes", "cast_params", "rms_norm", "rope",
-           "split_heads", "merge_heads", "mlp", "transformer", "unembed", "forward", "Params"]
+           "split_heads", "merge_heads", "mlp", "Attend", "transformer", "unembed", "forward",
+           "Params"]
 
 Params = dict[str, Any]
 Attend = Callable[[int, jax.Array, jax.Array, jax.Array], jax.Array]

@@ -3,8 +3,8 @@
 `ws1d_collectives`, `ws2d_collectives`, `weight_gathered_collectives`,
 `ring_attention_collectives` and `seq_sharded_decode_collectives` list every collective of
 one forward pass, with the bytes of the array it works on (the convention of
-`inferbook.parallel.hlo`) and the label the layout gives it in the compiled program. The tests and the
-chapters check them, byte for byte and label by label, against the compiled programs; the
+`inferbook.parallel.hlo`) and the label the layout gives it in the compiled program. The tests
+and the chapters check them, byte for byte and label by label, against the compiled programs; the
 sources' closed-form times are in `comm_time`.
 """
 

@@ -104,7 +104,7 @@ def mesh_devices(n: int) -> list[Any]:
 
 
 def make_mesh(shape: Sequence[int], axis_names: Sequence[str], *, explicit: bool = False,
-              devices: Sequence[Any] | None = None):
+              devices: Sequence[Any] | None = None) -> Any:
     """A named device mesh, e.g. ``make_mesh((2, 4), ("x", "y"))``.
 
     Axis types are always given (JAX 0.9 changed the default from Auto to Explicit); Auto,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -84,7 +84,7 @@ def hlo_text(compiled: Any) -> str:
     return compiled if isinstance(compiled, str) else compiled.as_text()
 
 
-def compile_fn(fn, *args, **kwargs):
+def compile_fn(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     """Compile `fn` (jitted or not) for these arguments without running it.
 
     Arguments may be arrays or `jax.ShapeDtypeStruct`s (with a sharding), so programs for
@@ -179,7 +179,7 @@ def bytes_by_scope(colls: Iterable[Collective]) -> dict[tuple[str, str], int]:
     return dict(out)
 
 
-def group_axes(c: Collective, mesh) -> tuple[str, ...]:
+def group_axes(c: Collective, mesh: Any) -> tuple[str, ...]:
     """The mesh axes a collective runs along: those on which its first group's devices differ.
 
     Replica groups hold logical device ids, i.e. positions in the mesh's device array.

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import Array
 
 from inferbook.model import kvcache
 from inferbook.model.attention import attention_mask, attention_reference, merge_partials
@@ -40,8 +41,10 @@ __all__ = ["attend_heads_then_batch", "attend_positions", "combine_over", "write
            "stripe_positions"]
 
 
-def attend_heads_then_batch(plan: Plan, q_BTNH, k_BTKH, v_BTKH, ck_BKSH, cv_BKSH,
-                            cache_len_B, n_new_B, window=None, read_cache=True):
+def attend_heads_then_batch(plan: Plan, q_BTNH: Array, k_BTKH: Array, v_BTKH: Array,
+                            ck_BKSH: Array, cv_BKSH: Array, cache_len_B: Array, n_new_B: Array,
+                            window: int | None = None, read_cache: bool = True
+                            ) -> tuple[Array, Array, Array]:
     """Attention of new tokens to a cache laid out [B_Z, K_Y, S, H]; the body of a layer.
 
     Per device: q [B, T, N_YZ, H] (all sequences); k, v [B_Z, T, K_Y, H] (this device's
@@ -71,7 +74,8 @@ def attend_heads_then_batch(plan: Plan, q_BTNH, k_BTKH, v_BTKH, ck_BKSH, cv_BKSH
     return o_BTNH, ck_BKSH, cv_BKSH
 
 
-def stripe_positions(plan: Plan, axes: tuple[str, ...], n_local: int, source=None):
+def stripe_positions(plan: Plan, axes: tuple[str, ...], n_local: int,
+                     source: Array | int | None = None) -> Array:
     """Positions held by a device in the striped layout: source, source + Q, source + 2Q, ...
 
     `source` defaults to this device's own index along `axes`.
@@ -81,7 +85,8 @@ def stripe_positions(plan: Plan, axes: tuple[str, ...], n_local: int, source=Non
     return src + Q * jnp.arange(n_local, dtype=jnp.int32)
 
 
-def combine_over(axes: tuple[str, ...], out_BTNH, lse_BTN):
+def combine_over(axes: tuple[str, ...], out_BTNH: Array, lse_BTN: Array
+                 ) -> tuple[Array, Array]:
     """Merge attention partials held by the devices along `axes` (log-sum-exp weights).
 
     The cross-device form of `merge_partials`: rescale every partial by exp(lse - max),
@@ -95,7 +100,7 @@ def combine_over(axes: tuple[str, ...], out_BTNH, lse_BTN):
     return (num / den_BTN[..., None]).astype(out_BTNH.dtype), m_BTN + jnp.log(den_BTN)
 
 
-def write_slots(cache_BKSH, new_BTKH, slot_BT):
+def write_slots(cache_BKSH: Array, new_BTKH: Array, slot_BT: Array) -> Array:
     """Write entry (b, t) at local slot slot_BT[b, t]; slots past the end are dropped."""
     B, T = slot_BT.shape
     batch_BT = jnp.broadcast_to(jnp.arange(B, dtype=jnp.int32)[:, None], (B, T))
@@ -103,8 +108,9 @@ def write_slots(cache_BKSH, new_BTKH, slot_BT):
                                                    mode="drop")
 
 
-def attend_positions(plan: Plan, q_BTNH, k_BTKH, v_BTKH, ck_BKSH, cv_BKSH, cache_len_B,
-                     n_new_B, window=None):
+def attend_positions(plan: Plan, q_BTNH: Array, k_BTKH: Array, v_BTKH: Array,
+                     ck_BKSH: Array, cv_BKSH: Array, cache_len_B: Array, n_new_B: Array,
+                     window: int | None = None) -> tuple[Array, Array, Array]:
     """Attention of new tokens to a cache split over positions (decode with long contexts).
 
     Per device: q [B, T, N_M, H] and k, v [B, T, K_M, H] (the same on every device of the

@@ -9,8 +9,8 @@ Everything in `sharding`, `kv_sharding`, `sequence_parallel`, `weight_stationary
 `weight_gathered` is a `shard_map` body: a function that sees *one device's block* of every
 array and says explicitly, with `psum`, `all_gather`, `psum_scatter`, `all_to_all` and
 `ppermute`, where data crosses devices. Nothing is left for the compiler to guess, so the
-collectives in the compiled program are exactly the ones written in the body (`inferbook.parallel.hlo`
-reads them back).
+collectives in the compiled program are exactly the ones written in the body
+(`inferbook.parallel.hlo` reads them back).
 
 JAX made `shard_map` public as `jax.shard_map` in 0.7 with the same keyword arguments that
 0.10 still has (`mesh`, `in_specs`, `out_specs`, `check_vma`; the older experimental version
@@ -44,7 +44,7 @@ def parse_mesh_shape(text: str) -> tuple[int, ...]:
 
 
 def named_mesh(shape: Sequence[int] | str, names: Sequence[str] | None = None,
-               devices: Sequence[Any] | None = None):
+               devices: Sequence[Any] | None = None) -> Any:
     """A mesh of the given shape with axes named x, y, z (or `names`).
 
     Uses the accelerators when there are enough, else the emulated CPU devices that
@@ -75,12 +75,12 @@ def axes_tuple(axes: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(axes)
 
 
-def axis_size(mesh, axes: str | Sequence[str] | None) -> int:
+def axis_size(mesh: Any, axes: str | Sequence[str] | None) -> int:
     """Number of devices along `axes` (1 for no axes)."""
     return math.prod(mesh.shape[a] for a in axes_tuple(axes))
 
 
-def shard_map(f: Callable, mesh, in_specs: Any, out_specs: Any, *,
+def shard_map(f: Callable, mesh: Any, in_specs: Any, out_specs: Any, *,
               check_vma: bool = False) -> Callable:
     """`jax.shard_map(f, mesh=..., in_specs=..., out_specs=...)` on every supported JAX.
 

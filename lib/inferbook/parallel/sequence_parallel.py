@@ -23,6 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 
 from inferbook.model.attention import attention_mask, attention_reference, merge_partials
 from inferbook.parallel.kv_sharding import stripe_positions
@@ -41,7 +42,8 @@ def stripe_order(T: int, Q: int) -> np.ndarray:
     return np.arange(T).reshape(T // Q, Q).T.reshape(-1)
 
 
-def ring_attention(plan: Plan, q_BTNH, k_BTKH, v_BTKH, lengths_B, window=None):
+def ring_attention(plan: Plan, q_BTNH: Array, k_BTKH: Array, v_BTKH: Array, lengths_B: Array,
+                   window: int | None = None) -> Array:
     """Causal attention of this device's stripe of queries to the whole prompt.
 
     Per device: q [B, T_Q, N_M, H]; k, v [B, T_Q, K_M, H] (this device's stripe of positions);

@@ -21,43 +21,38 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from inferbook.model.config import ModelConfig
-from inferbook.model.decode import GenerateResult, attend_cached, pad_prompts
-from inferbook.model.kvcache import KVCache, write
+from inferbook.model.decode import GenerateResult, pad_prompts
+from inferbook.model.decoder import param_shapes
+from inferbook.model.kvcache import KVCache
 from inferbook.model.sampling import GREEDY, Sampler, sample
-from inferbook.parallel.kv_sharding import attend_heads_then_batch, attend_positions
+from inferbook.parallel.layout_steps import last_hidden, steps_of
 from inferbook.parallel.mesh import shard_map
-from inferbook.parallel.sequence_parallel import ring_attention, stripe_order
+from inferbook.parallel.sequence_parallel import stripe_order
 from inferbook.parallel.sharding import (
     LayoutError,
     Plan,
     cache_spec,
     make_plan,
     param_specs,
+    rows_spec,
     shard_params,
 )
-from inferbook.parallel.weight_gathered import logits_wg, transformer_wg
-from inferbook.parallel.weight_stationary import (
-    logits_1d,
-    logits_2d,
-    transformer_1d,
-    transformer_2d,
-)
 
-__all__ = ["batch_multiple", "init_cache", "abstract_inputs", "prefill", "decode_step",
-           "generate", "prefill_program", "decode_program"]
+__all__ = ["batch_multiple", "init_cache", "abstract_inputs",
+           "prefill", "decode_step", "generate", "prefill_program", "decode_program"]
 
 
 def batch_multiple(plan: Plan) -> int:
     """The batch must be a multiple of this (the devices that split sequences)."""
-    if plan.layout == "weight-gathered":
-        return plan.size(plan.batch)
     return plan.size(plan.cache_batch)
 
 
@@ -73,11 +68,9 @@ def _check(plan: Plan, B: int, S: int | None = None, T: int | None = None) -> No
 
 
 def init_cache(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
-               dtype=jnp.float32) -> KVCache:
+               dtype: Any = jnp.float32) -> KVCache:
     """An empty cache of `max_len` slots, created already split over the mesh."""
     _check(plan, batch, S=max_len)
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
     kv = NamedSharding(plan.mesh, cache_spec(plan))
 
     def zeros():
@@ -88,17 +81,13 @@ def init_cache(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
 
 
 def abstract_inputs(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
-                    dtype=jnp.float32) -> tuple[dict, KVCache]:
+                    dtype: Any = jnp.float32) -> tuple[dict, KVCache]:
     """Params and cache as shapes with shardings (`jax.ShapeDtypeStruct`), nothing allocated.
 
     Enough to compile `prefill` or `decode_step` (`hlo.compile_fn`) and read the program's
     collectives and FLOPs for a model far too large for this machine.
     """
     _check(plan, batch, S=max_len)
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    from inferbook.model.decoder import param_shapes
 
     def sds(shape, spec, dt=dtype):
         return jax.ShapeDtypeStruct(shape, dt, sharding=NamedSharding(plan.mesh, spec))
@@ -111,104 +100,58 @@ def abstract_inputs(cfg: ModelConfig, plan: Plan, batch: int, max_len: int,
     return params, KVCache(tuple(kv), tuple(kv), sds((batch,), P(), jnp.int32))
 
 
-def _layout_fns(plan: Plan):
-    if plan.layout == "2d-ws":
-        return transformer_2d, logits_2d
-    return transformer_1d, logits_1d
-
-
-def _specs(cfg: ModelConfig, plan: Plan):
-    from jax.sharding import PartitionSpec as P
-    kv = (cache_spec(plan),) * cfg.L
-    rows = P(plan.batch) if plan.layout == "weight-gathered" else P()
-    return param_specs(cfg, plan), kv, rows
-
-
-def prefill_program(cfg: ModelConfig, plan: Plan):
+def prefill_program(cfg: ModelConfig, plan: Plan) -> Callable:
     """The shard_map'd prefill: (params, tokens [B, T], lengths [B], cache k, cache v) ->
     (logits [B, V], k, v). Tokens arrive in stripe order when the plan has sequence axes."""
-    from jax.sharding import PartitionSpec as P
-    w_specs, kv, rows = _specs(cfg, plan)
+    steps, rows, kv = steps_of(plan), rows_spec(plan), (cache_spec(plan),) * cfg.L
     Q = plan.size(plan.seq)
 
     def body(params, tokens_BT, lengths_B, ck, cv):
         B, T = tokens_BT.shape                      # T is this device's stripe with seq axes
-        zeros_B = jnp.zeros_like(lengths_B)
         pos_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
         if plan.seq:
             pos_BT = pos_BT * Q + jax.lax.axis_index(plan.seq)
         new_k, new_v = list(ck), list(cv)
 
         def attend(i, q, k, v):
-            if plan.layout == "weight-gathered":
-                new_k[i], new_v[i] = write(ck[i], k, zeros_B), write(cv[i], v, zeros_B)
-                return attend_cached(q, k, v, lengths_B, cfg.window)
-            if plan.seq:
-                new_k[i], new_v[i] = write(ck[i], k, zeros_B), write(cv[i], v, zeros_B)
-                return ring_attention(plan, q, k, v, lengths_B, cfg.window)
-            o, new_k[i], new_v[i] = attend_heads_then_batch(
-                plan, q, k, v, ck[i], cv[i], zeros_B, lengths_B, cfg.window, read_cache=False)
+            o, new_k[i], new_v[i] = steps.prefill_attend(plan, cfg, q, k, v, ck[i], cv[i],
+                                                         lengths_B)
             return o
 
-        last_B = lengths_B - 1
-        if plan.layout == "weight-gathered":
-            x_BTD, full = transformer_wg(plan, params, cfg, tokens_BT, pos_BT, attend)
-            logits = logits_wg(full, cfg, x_BTD[jnp.arange(B), last_B])
-        elif plan.seq:
-            x_BTD = transformer_1d(plan, params, cfg, tokens_BT, pos_BT, attend)
-            # Only the device whose stripe holds a prompt's last token contributes its row.
-            mine_B = last_B % Q == jax.lax.axis_index(plan.seq)
-            x_BD = jnp.where(mine_B[:, None], x_BTD[jnp.arange(B), last_B // Q], 0)
-            logits = logits_1d(plan, params, cfg, x_BD, extra_axes=plan.seq)
-        else:
-            forward, to_logits = _layout_fns(plan)
-            x_BTd = forward(plan, params, cfg, tokens_BT, pos_BT, attend)
-            logits = to_logits(plan, params, cfg, x_BTd[jnp.arange(B), last_B])
+        x_BTd, head = steps.forward(plan, params, cfg, tokens_BT, pos_BT, attend)
+        x_Bd = last_hidden(steps, plan, x_BTd, lengths_B - 1)
+        logits = (steps.prefill_logits or steps.logits)(plan, head, cfg, x_Bd)
         return logits, tuple(new_k), tuple(new_v)
 
     tok_spec = P(None, plan.seq) if plan.seq else rows
-    return shard_map(body, plan.mesh, in_specs=(w_specs, tok_spec, rows, kv, kv),
+    return shard_map(body, plan.mesh, in_specs=(param_specs(cfg, plan), tok_spec, rows, kv, kv),
                      out_specs=(rows, kv, kv))
 
 
-def decode_program(cfg: ModelConfig, plan: Plan):
+def decode_program(cfg: ModelConfig, plan: Plan) -> Callable:
     """The shard_map'd decode step: (params, tokens [B], lengths [B], k, v) ->
     (logits [B, V], k, v), the new token's key and value written into the cache."""
-    w_specs, kv, rows = _specs(cfg, plan)
+    steps, rows, kv = steps_of(plan), rows_spec(plan), (cache_spec(plan),) * cfg.L
 
     def body(params, tokens_B, cache_len_B, ck, cv):
-        tokens_BT, pos_BT = tokens_B[:, None], cache_len_B[:, None]
-        ones_B = jnp.ones_like(cache_len_B)
         new_k, new_v = list(ck), list(cv)
 
         def attend(i, q, k, v):
-            if plan.layout == "weight-gathered":
-                new_k[i], new_v[i] = write(ck[i], k, cache_len_B), write(cv[i], v, cache_len_B)
-                return attend_cached(q, k, v, ones_B, cfg.window, ck[i], cv[i], cache_len_B)
-            if plan.seq:
-                o, new_k[i], new_v[i] = attend_positions(plan, q, k, v, ck[i], cv[i],
-                                                         cache_len_B, ones_B, cfg.window)
-                return o
-            o, new_k[i], new_v[i] = attend_heads_then_batch(plan, q, k, v, ck[i], cv[i],
-                                                            cache_len_B, ones_B, cfg.window)
+            o, new_k[i], new_v[i] = steps.decode_attend(plan, cfg, q, k, v, ck[i], cv[i],
+                                                        cache_len_B)
             return o
 
-        if plan.layout == "weight-gathered":
-            x_BTD, full = transformer_wg(plan, params, cfg, tokens_BT, pos_BT, attend)
-            logits = logits_wg(full, cfg, x_BTD[:, 0])
-        else:
-            forward, to_logits = _layout_fns(plan)
-            x_BTd = forward(plan, params, cfg, tokens_BT, pos_BT, attend)
-            logits = to_logits(plan, params, cfg, x_BTd[:, 0])
-        return logits, tuple(new_k), tuple(new_v)
+        x_BTd, head = steps.forward(plan, params, cfg, tokens_B[:, None], cache_len_B[:, None],
+                                    attend)
+        return steps.logits(plan, head, cfg, x_BTd[:, 0]), tuple(new_k), tuple(new_v)
 
-    return shard_map(body, plan.mesh, in_specs=(w_specs, rows, rows, kv, kv),
+    return shard_map(body, plan.mesh, in_specs=(param_specs(cfg, plan), rows, rows, kv, kv),
                      out_specs=(rows, kv, kv))
 
 
 @partial(jax.jit, static_argnames=("cfg", "plan"), donate_argnames=("cache",))
-def prefill(params, cfg: ModelConfig, plan: Plan, tokens_BT, lengths_B,
-            cache: KVCache) -> tuple[jax.Array, KVCache]:
+def prefill(params: dict, cfg: ModelConfig, plan: Plan, tokens_BT: jax.Array,
+            lengths_B: jax.Array, cache: KVCache) -> tuple[jax.Array, KVCache]:
     """The sharded `decode.prefill`: logits [B, V] at each prompt's last token, and the cache
     holding the prompts' keys and values (in place, split as the plan says)."""
     _check(plan, tokens_BT.shape[0], S=cache.max_len, T=tokens_BT.shape[1])
@@ -219,7 +162,7 @@ def prefill(params, cfg: ModelConfig, plan: Plan, tokens_BT, lengths_B,
 
 
 @partial(jax.jit, static_argnames=("cfg", "plan"), donate_argnames=("cache",))
-def decode_step(params, cfg: ModelConfig, plan: Plan, tokens_B,
+def decode_step(params: dict, cfg: ModelConfig, plan: Plan, tokens_B: jax.Array,
                 cache: KVCache) -> tuple[jax.Array, KVCache]:
     """The sharded `decode.decode_step`: logits [B, V] and the cache one token longer."""
     _check(plan, tokens_B.shape[0], S=cache.max_len)
@@ -227,8 +170,9 @@ def decode_step(params, cfg: ModelConfig, plan: Plan, tokens_B,
     return logits, KVCache(k, v, cache.lengths + 1)
 
 
-def generate(params, cfg: ModelConfig, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-             *, plan: Plan | None = None, mesh=None, layout: str = "1d-ws",
+def generate(params: dict, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
+             max_new_tokens: int, *, plan: Plan | None = None, mesh: Any = None,
+             layout: str = "1d-ws",
              sampler: Sampler = GREEDY, key: jax.Array | None = None,
              eos_id: int | None = None, pad_multiple: int = 16) -> GenerateResult:
     """`decode.generate` on a mesh: the same tokens, from sharded weights and cache.

@@ -30,13 +30,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import jax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
 from inferbook.model.config import ModelConfig
+from inferbook.model.decoder import param_shapes
 from inferbook.parallel.mesh import axes_tuple, axis_size
 
-__all__ = ["Plan", "LayoutError", "LAYOUTS", "make_plan", "param_specs", "cache_spec",
-           "shard_params", "batch_block", "local_index"]
-
-LAYOUTS = ("1d-ws", "2d-ws", "weight-gathered")
+__all__ = ["Plan", "LayoutError", "LayoutRule", "LAYOUTS", "make_plan", "param_specs",
+           "cache_spec", "rows_spec", "shard_params", "batch_block", "local_index"]
 
 
 class LayoutError(ValueError):
@@ -66,8 +69,19 @@ class Plan:
     @property
     def cache_batch(self) -> tuple[str, ...]:
         """Axes that split the KV cache (and attention) over the batch: Z, and in 2d-ws also X,
-        whose devices would otherwise all hold and read the same cache."""
-        return self.x + self.kv_batch if self.layout == "2d-ws" else self.kv_batch
+        whose devices would otherwise all hold and read the same cache; every axis when the
+        activations' batch is split (weight-gathered)."""
+        return self.batch or self.x + self.kv_batch
+
+    @property
+    def cache_heads(self) -> tuple[str, ...]:
+        """Axes that split the KV cache over its heads (Y); none when the batch is split."""
+        return () if self.batch else self.kv_heads
+
+    @property
+    def width_axes(self) -> tuple[str, ...]:
+        """Axes that split D of the activations between blocks: X and YZ in 2d-ws, else none."""
+        return self.x + self.model if self.x else ()
 
     @property
     def m(self) -> int:
@@ -87,7 +101,7 @@ class Plan:
         return "; ".join(parts)
 
 
-def _kv_split(cfg: ModelConfig, mesh, model: tuple[str, ...]) -> tuple[tuple, tuple]:
+def _kv_split(cfg: ModelConfig, mesh: Any, model: tuple[str, ...]) -> tuple[tuple, tuple]:
     """Split the model axes into those that shard KV heads (largest product dividing K) and
     the rest, which shard the cache over the batch."""
     best: tuple[str, ...] = ()
@@ -104,7 +118,33 @@ def _need(cond: bool, message: str) -> None:
         raise LayoutError(message)
 
 
-def make_plan(cfg: ModelConfig, mesh, layout: str = "1d-ws", *, seq=(), x=None) -> Plan:
+@dataclass(frozen=True)
+class LayoutRule:
+    """What a layout decides about the mesh's axes, as data (`make_plan` reads it).
+
+    Everything downstream — weight and cache specs, the batch multiple, which program runs
+    (`sharded_decode.STEPS`) — follows from the `Plan` these rules build, so a new layout is
+    one entry here and one in `sharded_decode.STEPS`.
+    """
+
+    summary: str
+    splits_width: bool = False   # the first mesh axis (or `x`) splits D: X in 2d-ws
+    takes_seq: bool = True       # may split the prompt and the cache's positions
+    splits_batch: bool = False   # every axis splits the activations' batch
+
+
+LAYOUTS: dict[str, LayoutRule] = {
+    "1d-ws": LayoutRule("weights split over heads and F; activations replicated"),
+    "2d-ws": LayoutRule("weights split over D (X) and heads/F (YZ); activations over D",
+                        splits_width=True, takes_seq=False),
+    "weight-gathered": LayoutRule("weights stored as 1d-ws and gathered before use; the batch "
+                                  "split over every device", takes_seq=False,
+                                  splits_batch=True),
+}
+
+
+def make_plan(cfg: ModelConfig, mesh: Any, layout: str = "1d-ws", *,
+              seq: str | tuple[str, ...] = (), x: str | tuple[str, ...] | None = None) -> Plan:
     """The plan for `layout` on `mesh`, or a LayoutError naming what does not divide.
 
     1d-ws: every axis not in `seq` is a model axis. 2d-ws: `x` (default: the first mesh axis)
@@ -114,12 +154,13 @@ def make_plan(cfg: ModelConfig, mesh, layout: str = "1d-ws", *, seq=(), x=None) 
     names = tuple(mesh.axis_names)
     seq = axes_tuple(seq)
     _need(layout in LAYOUTS, f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    rule = LAYOUTS[layout]
     _need(set(seq) <= set(names), f"sequence axes {seq} are not axes of the mesh {names}")
-    if layout == "2d-ws":
-        _need(not seq, "2d-ws does not take sequence axes")
+    _need(rule.takes_seq or not seq, f"{layout} does not take sequence axes")
+    if rule.splits_width:
         x = axes_tuple(x) if x is not None else names[:1]
         _need(len(names) >= 2 or axis_size(mesh, names) == 1,
-              "2d-ws needs a mesh with at least two axes (X and YZ), e.g. 2x4")
+              f"{layout} needs a mesh with at least two axes (X and YZ), e.g. 2x4")
     else:
         x = ()
     model = tuple(a for a in names if a not in seq and a not in x)
@@ -133,49 +174,44 @@ def make_plan(cfg: ModelConfig, mesh, layout: str = "1d-ws", *, seq=(), x=None) 
     if seq:
         _need(not kv_batch, f"{what}: sequence sharding needs K={cfg.K} KV heads to split "
                             f"{m} ways over the model axes")
-    if layout == "weight-gathered":
-        return Plan(mesh, layout, kv_heads, kv_batch, batch=names)
-    return Plan(mesh, layout, kv_heads, kv_batch, x=x, seq=seq)
+    return Plan(mesh, layout, kv_heads, kv_batch, x=x, seq=seq,
+                batch=names if rule.splits_batch else ())
 
 
 def param_specs(cfg: ModelConfig, plan: Plan) -> dict[str, Any]:
-    """One PartitionSpec per weight, a pytree with the params' structure."""
-    from jax.sharding import PartitionSpec as P
-    M, Yk, X = plan.model or None, plan.kv_heads or None, plan.x
-    if plan.layout == "2d-ws":
-        XM = (X + plan.model) or None
-        Xs = X or None
-        vec = P(XM)
-        layer = {"attn_norm": vec, "mlp_norm": vec, "wq": P(Xs, M),
-                 "wk": P(Xs, Yk), "wv": P(Xs, Yk), "wo": P(M, Xs),
-                 "w_gate": P(Xs, M), "w_up": P(Xs, M), "w_in": P(Xs, M),
-                 "w_down": P(M, Xs), "w_out": P(M, Xs)}
-        top = {"embed": P(None, XM), "unembed": P(XM, None), "final_norm": vec}
-    else:
-        layer = {"attn_norm": P(), "mlp_norm": P(), "wq": P(None, M),
-                 "wk": P(None, Yk), "wv": P(None, Yk), "wo": P(M, None),
-                 "w_gate": P(None, M), "w_up": P(None, M), "w_in": P(None, M),
-                 "w_down": P(M, None), "w_out": P(M, None)}
-        top = {"embed": P(None, M), "unembed": P(M, None), "final_norm": P()}
-    from inferbook.model.decoder import param_shapes
+    """One PartitionSpec per weight, a pytree with the params' structure.
+
+    Projections into heads or F split their columns over the model axes M (and, in 2d-ws,
+    their rows over X); projections back to D the other way round; the embedding splits D over
+    every axis that splits it anywhere. Norm gains follow the activations: replicated, or split
+    over D in 2d-ws.
+    """
+    M, Yk, X = plan.model or None, plan.kv_heads or None, plan.x or None
+    XM = (plan.x + plan.model) or None
+    vec = P(plan.width_axes) if plan.width_axes else P()
+    layer = {"attn_norm": vec, "mlp_norm": vec, "wq": P(X, M), "wk": P(X, Yk),
+             "wv": P(X, Yk), "wo": P(M, X), "w_gate": P(X, M), "w_up": P(X, M),
+             "w_in": P(X, M), "w_down": P(M, X), "w_out": P(M, X)}
+    top = {"embed": P(None, XM), "unembed": P(XM, None), "final_norm": vec}
     shapes = param_shapes(cfg)
     specs = {k: top[k] for k in shapes if k != "layers"}
     specs["layers"] = [{k: layer[k] for k in s} for s in shapes["layers"]]
     return specs
 
 
-def cache_spec(plan: Plan):
+def cache_spec(plan: Plan) -> Any:
     """The PartitionSpec of each layer's [B, K, S, H] keys (and values)."""
-    from jax.sharding import PartitionSpec as P
-    if plan.layout == "weight-gathered":
-        return P(plan.batch, None, None, None)
-    return P(plan.cache_batch or None, plan.kv_heads or None, plan.seq or None, None)
+    return P(plan.cache_batch or None, plan.cache_heads or None, plan.seq or None, None)
+
+
+def rows_spec(plan: Plan) -> Any:
+    """The PartitionSpec of per-sequence inputs and outputs ([B], [B, T], [B, V]) of a
+    sharded program: split over the batch axes, or whole on every device."""
+    return P(plan.batch) if plan.batch else P()
 
 
 def shard_params(params: dict[str, Any], cfg: ModelConfig, plan: Plan) -> dict[str, Any]:
     """The weights placed on the mesh as the plan says (each device holds only its blocks)."""
-    import jax
-    from jax.sharding import NamedSharding
     specs = param_specs(cfg, plan)
     return jax.tree.map(lambda w, s: jax.device_put(w, NamedSharding(plan.mesh, s)),
                         params, specs)
@@ -183,16 +219,14 @@ def shard_params(params: dict[str, Any], cfg: ModelConfig, plan: Plan) -> dict[s
 
 # Helpers for shard_map bodies ---------------------------------------------------------------
 
-def local_index(plan: Plan, axes: tuple[str, ...]):
+def local_index(plan: Plan, axes: tuple[str, ...]) -> Any:
     """This device's index along `axes` (0 when there are none)."""
-    import jax
     return jax.lax.axis_index(axes) if axes else 0
 
 
-def batch_block(plan: Plan, x, axes: tuple[str, ...], axis: int = 0):
+def batch_block(plan: Plan, x: jax.Array, axes: tuple[str, ...], axis: int = 0) -> jax.Array:
     """This device's block of a dimension that every device holds in full (a local slice,
     no communication): how a replicated batch becomes a batch-sharded one."""
-    import jax
     n = plan.size(axes)
     if n == 1:
         return x

@@ -21,13 +21,13 @@ from __future__ import annotations
 import jax
 
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import rms_norm, transformer, unembed
+from inferbook.model.decoder import Attend, Params, rms_norm, transformer, unembed
 from inferbook.parallel.sharding import Plan, param_specs
 
 __all__ = ["gather_weights", "transformer_wg", "logits_wg"]
 
 
-def gather_weights(plan: Plan, params, cfg: ModelConfig):
+def gather_weights(plan: Plan, params: Params, cfg: ModelConfig) -> Params:
     """Every weight whole on every device: one AllGather per split dimension."""
     def gather(w, spec):
         for dim, axes in enumerate(spec):
@@ -38,7 +38,8 @@ def gather_weights(plan: Plan, params, cfg: ModelConfig):
     return jax.tree.map(gather, params, param_specs(cfg, plan))
 
 
-def transformer_wg(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, attend):
+def transformer_wg(plan: Plan, params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
+                   pos_BT: jax.Array, attend: Attend) -> tuple[jax.Array, Params]:
     """Final hidden states [B_n, T, D] of this device's sequences (B split over all n devices).
 
     `attend(i, q, k, v)` sees whole heads: q [B_n, T, N, H], k, v [B_n, T, K, H].
@@ -47,6 +48,6 @@ def transformer_wg(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
     return transformer(full, cfg, tokens_BT, pos_BT, attend), full
 
 
-def logits_wg(full_params, cfg: ModelConfig, x_BD):
+def logits_wg(full_params: Params, cfg: ModelConfig, x_BD: jax.Array) -> jax.Array:
     """Float32 logits [B_n, V] of this device's sequences (no communication)."""
     return unembed(full_params, cfg, rms_norm(x_BD, full_params["final_norm"], cfg.norm_eps))

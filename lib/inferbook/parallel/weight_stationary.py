@@ -36,18 +36,31 @@ each line gives its shape), and every collective is written out.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import ACTIVATIONS, merge_heads, mlp, rms_norm, rope, split_heads
-from inferbook.parallel.sharding import Plan, batch_block
+from inferbook.model.decoder import (
+    ACTIVATIONS,
+    Attend,
+    Params,
+    merge_heads,
+    mlp,
+    rms_norm,
+    rope,
+    split_heads,
+)
+from inferbook.parallel.mesh import shard_map
+from inferbook.parallel.sharding import Plan, batch_block, param_specs
 
 __all__ = ["transformer_1d", "transformer_2d", "mlp_2d", "logits_1d", "logits_2d",
            "rms_norm_sharded", "psum", "mlp_program"]
 
 
-def psum(plan: Plan, x, axes, name: str = "psum"):
+def psum(plan: Plan, x: jax.Array, axes: tuple[str, ...], name: str = "psum") -> jax.Array:
     """AllReduce(sum) over `axes`, labelled `name` in the compiled program (`hlo` reads the
     label back); nothing at all when the axes hold one device."""
     if plan.size(axes) == 1:
@@ -70,7 +83,8 @@ def _psum_scatter(plan: Plan, x, axes, axis, name):
         return jax.lax.psum_scatter(x, axes, scatter_dimension=axis, tiled=True)
 
 
-def rms_norm_sharded(plan: Plan, x_xd, gain_d, eps: float, axes, D: int):
+def rms_norm_sharded(plan: Plan, x_xd: jax.Array, gain_d: jax.Array, eps: float,
+                     axes: tuple[str, ...], D: int) -> jax.Array:
     """RMSNorm of activations split over D: one AllReduce of the sums of squares [.., 1]."""
     x32 = x_xd.astype(jnp.float32)
     ss = psum(plan, jnp.sum(x32 * x32, axis=-1, keepdims=True), axes, "norm")   # [..., 1]
@@ -79,7 +93,8 @@ def rms_norm_sharded(plan: Plan, x_xd, gain_d, eps: float, axes, D: int):
 
 # 1D weight-stationary -------------------------------------------------------------------------
 
-def transformer_1d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, attend):
+def transformer_1d(plan: Plan, params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
+                   pos_BT: jax.Array, attend: Attend) -> jax.Array:
     """Final hidden states [B, T, D] (replicated over the model axes M).
 
     `attend(i, q [B, T, N_M, H], k [B_Z, T, K_Y, H], v)` returns [B, T, N_M, H]; it owns the
@@ -102,7 +117,8 @@ def transformer_1d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
     return x_BTD
 
 
-def logits_1d(plan: Plan, params, cfg: ModelConfig, x_BD, extra_axes=()):
+def logits_1d(plan: Plan, params: Params, cfg: ModelConfig, x_BD: jax.Array,
+              extra_axes: tuple[str, ...] = ()) -> jax.Array:
     """Float32 logits [B, V] from hidden states [B, D] replicated over M.
 
     The unembedding is split over D like the embedding ([D_M, V]), so each device multiplies
@@ -118,7 +134,8 @@ def logits_1d(plan: Plan, params, cfg: ModelConfig, x_BD, extra_axes=()):
 
 # 2D weight-stationary -------------------------------------------------------------------------
 
-def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, attend):
+def transformer_2d(plan: Plan, params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
+                   pos_BT: jax.Array, attend: Attend) -> jax.Array:
     """Final hidden states [B, T, D_XYZ] (split over D on every device).
 
     `attend(i, q [B_X, T, N_YZ, H], k [B_XZ, T, K_Y, H], v)` returns [B_X, T, N_YZ, H]:
@@ -147,7 +164,7 @@ def transformer_2d(plan: Plan, params, cfg: ModelConfig, tokens_BT, pos_BT, atte
     return x_BTd
 
 
-def mlp_2d(plan: Plan, p, x_BTd, cfg: ModelConfig):
+def mlp_2d(plan: Plan, p: Params, x_BTd: jax.Array, cfg: ModelConfig) -> jax.Array:
     """The MLP block of the 2D layout (worked problem 7's algorithm): x [B, T, D_XYZ] in,
     the block's output [B, T, D_XYZ] out (the caller adds the residual)."""
     X, YZ = plan.x, plan.model
@@ -165,16 +182,12 @@ def mlp_2d(plan: Plan, p, x_BTd, cfg: ModelConfig):
     return _psum_scatter(plan, t_BTf @ w_fd, YZ, 2, "block_out")        # Out [B, T, D_XYZ]
 
 
-def mlp_program(cfg: ModelConfig, plan: Plan):
+def mlp_program(cfg: ModelConfig, plan: Plan) -> Callable:
     """One MLP block alone as a sharded program: (layer params, x) -> x + MLP(x), with x
     [B, T, D] laid out as the plan keeps activations. For reading one block's collectives."""
-    from jax.sharding import PartitionSpec as P
-
-    from inferbook.parallel.mesh import shard_map
-    from inferbook.parallel.sharding import param_specs
     specs = param_specs(cfg, plan)["layers"][0]
-    if plan.layout == "2d-ws":
-        x_spec = P(None, None, plan.x + plan.model)
+    if plan.x:                          # 2d-ws: activations split over D
+        x_spec = P(None, None, plan.width_axes)
 
         def body(p, x_BTd):
             return x_BTd + mlp_2d(plan, p, x_BTd, cfg)
@@ -199,7 +212,7 @@ def _kv_rows(plan: Plan, h_BTd):
     return mine.reshape(B // Z, *h_BTd.shape[1:])                      # [X·B_XZ, T, D_X]
 
 
-def logits_2d(plan: Plan, params, cfg: ModelConfig, x_Bd):
+def logits_2d(plan: Plan, params: Params, cfg: ModelConfig, x_Bd: jax.Array) -> jax.Array:
     """Float32 logits [B, V] from hidden states [B, D_XYZ]: each device multiplies its slice
     of D by its rows of the unembedding [D_XYZ, V]; one AllReduce over all axes adds them."""
     XYZ = plan.x + plan.model
