@@ -37,6 +37,7 @@ from inferbook.model.kvcache import KVCache
 from inferbook.model.sampling import GREEDY, Sampler, sample
 from inferbook.perf.counts import kv_bytes_per_token
 from inferbook.serving.api import Engine
+from inferbook.serving.checks import positive_int, token_ids
 
 __all__ = ["ModelEngine", "ModelPrefix", "SlotState", "KVPool"]
 
@@ -78,10 +79,15 @@ class ModelEngine(Engine):
 
     def __init__(self, cfg: ModelConfig, slots: int, max_len: int, *,
                  sampler: Sampler = GREEDY, min_bucket: int = 16, dtype: Any = jnp.float32):
+        slots, max_len = positive_int("slots", slots), positive_int("max_len", max_len)
+        min_bucket = positive_int("min_bucket", min_bucket)
         if max_len % min_bucket:
             raise ValueError(f"max_len={max_len} must be a multiple of min_bucket={min_bucket}")
+        if not isinstance(sampler, Sampler):
+            raise ValueError(f"sampler must be a Sampler, got {sampler!r}")
         self.cfg, self.sampler, self.dtype = cfg, sampler, dtype
         self.max_concurrent_decodes, self.max_len, self.min_bucket = slots, max_len, min_bucket
+        self.vocab_size = cfg.V
 
     def bucket(self, n: int) -> int:
         """The padded length for n tokens: a power of two times min_bucket, at most max_len."""
@@ -101,7 +107,10 @@ class ModelEngine(Engine):
     # prefill ------------------------------------------------------------------------------
 
     def prefill(self, params, tokens, *, existing_prefix=None, keys=None, step=0):
-        tokens = np.asarray(tokens, np.int32)
+        # Checked here because the embedding lookup would clamp an id past the vocabulary.
+        tokens = np.asarray(token_ids("prefill", tokens, self.cfg.V), np.int32)
+        if len(tokens) == 0:
+            raise ValueError("prefill needs at least one token")
         n = len(tokens)
         if keys is not None or existing_prefix is None:
             key_rows = self._keys(keys)
@@ -128,6 +137,9 @@ class ModelEngine(Engine):
         B = self.max_concurrent_decodes
         if len(prompts) > B:
             raise ValueError(f"{len(prompts)} prompts but only {B} slots")
+        prompts = [token_ids(f"prompt {b}", p, self.cfg.V) for b, p in enumerate(prompts)]
+        if not prompts or not all(prompts):
+            raise ValueError("prefill_batch needs at least one prompt, each of one token or more")
         P = self.bucket(max(len(p) for p in prompts))
         tokens = np.zeros((B, P), np.int32)
         lengths = np.ones(B, np.int32)
@@ -175,6 +187,8 @@ class ModelEngine(Engine):
                    kv_bytes_per_token(self.cfg, jnp.dtype(self.dtype).itemsize))
 
     def init_pool(self, num_blocks, block_size) -> KVPool:
+        num_blocks = positive_int("num_blocks", num_blocks)
+        block_size = positive_int("block_size", block_size)
         if self.min_bucket % block_size:
             raise ValueError(f"block_size={block_size} must divide min_bucket={self.min_bucket}")
         shape = (num_blocks, self.cfg.K, block_size, self.cfg.H)
