@@ -84,7 +84,10 @@ def _sampler(args):
         if args.top_k is not None or args.top_p is not None:
             raise UsageError("--top-k and --top-p need --temperature")
         return GREEDY
-    return Sampler(args.temperature, args.top_k, args.top_p)
+    try:                        # Sampler is where the limits of each setting are defined
+        return Sampler(args.temperature, args.top_k, args.top_p)
+    except ValueError as err:
+        raise UsageError(f"--temperature/--top-k/--top-p: {err}") from None
 
 
 def _config(args):
