@@ -78,7 +78,8 @@ def _draft_round(params, cfg, dparams, dcfg, cache, dcache, feed_2, n_feed, key,
     from inferbook.serving.speculative import probabilities, verify
     k_draft, k_verify = jax.random.split(key)
     dkeys = jax.random.split(k_draft, gamma)
-    draw = lambda k, q: jax.random.categorical(k, jnp.log(q)).astype(jnp.int32)
+    def draw(k, q):
+        return jax.random.categorical(k, jnp.log(q)).astype(jnp.int32)
     old = dcache.lengths
     # Catch up on the tokens the draft has not seen (one, or two after a full accept).
     logits, (k, v) = decode.extend(dparams, dcfg, feed_2[None], dcache, n_feed[None])

@@ -70,7 +70,8 @@ class KVPool(NamedTuple):
 
 def _sample_rows(logits_BV, keys_B2, sampler):
     """Sample each row with its own key, exactly as a batch of one would."""
-    one = lambda kd, l: sample(l[None], jax.random.wrap_key_data(kd), sampler)[0]
+    def one(kd, logits_V):
+        return sample(logits_V[None], jax.random.wrap_key_data(kd), sampler)[0]
     return jax.vmap(one)(keys_B2, logits_BV)
 
 
@@ -192,7 +193,8 @@ class ModelEngine(Engine):
         if self.min_bucket % block_size:
             raise ValueError(f"block_size={block_size} must divide min_bucket={self.min_bucket}")
         shape = (num_blocks, self.cfg.K, block_size, self.cfg.H)
-        zeros = lambda: tuple(jnp.zeros(shape, self.dtype) for _ in range(self.cfg.L))
+        def zeros():
+            return tuple(jnp.zeros(shape, self.dtype) for _ in range(self.cfg.L))
         return KVPool(zeros(), zeros())
 
     def save_blocks(self, pool, source, blocks, first):
@@ -243,14 +245,16 @@ def _grow(cache: KVCache, S: int) -> KVCache:
     pad = S - cache.max_len
     if pad <= 0:
         return cache
-    widen = lambda a: jnp.pad(a, ((0, 0), (0, 0), (0, pad), (0, 0)))
+    def widen(a):
+        return jnp.pad(a, ((0, 0), (0, 0), (0, pad), (0, 0)))
     return KVCache(tuple(map(widen, cache.k)), tuple(map(widen, cache.v)), cache.lengths)
 
 
 @partial(jax.jit, donate_argnames=("state",))
 def _insert(state, cache, keys, token, step, slot):
-    put = lambda big, small: jax.lax.dynamic_update_slice(big, small.astype(big.dtype),
-                                                         (slot, 0, 0, 0))
+    def put(big, small):
+        return jax.lax.dynamic_update_slice(big, small.astype(big.dtype),
+                                                             (slot, 0, 0, 0))
     big = state.cache
     new_cache = KVCache(tuple(map(put, big.k, cache.k)), tuple(map(put, big.v, cache.v)),
                         big.lengths.at[slot].set(cache.lengths[0]))
@@ -288,5 +292,6 @@ def _save(pool, k, v, row, ids):
 @jax.jit
 def _load(pool, ids, n):
     # The pool has paged.py's layout, so its gather turns blocks into a contiguous cache.
-    get = lambda pool_l: gather_blocks(pool_l, ids[None])            # [1, K, P, H]
+    def get(pool_l):
+        return gather_blocks(pool_l, ids[None])            # [1, K, P, H]
     return KVCache(tuple(map(get, pool.k)), tuple(map(get, pool.v)), n[None])
