@@ -116,3 +116,37 @@ def test_the_memory_check_refuses_only_what_exceeds_the_available_memory():
     with pytest.raises(UsageError, match=r"a big thing needs at least 2\.0 kB, but only "
                                          r"1\.0 kB of test memory is available"):
         require_memory(2000, "a big thing", available=(1000, "test memory"))
+
+
+@pytest.mark.parametrize("error", [
+    MemoryError(),
+    "jax:RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes.\nmore",
+])
+def test_running_out_of_memory_anyway_is_one_line_and_exit_2(monkeypatch, capsys, error):
+    """The last line of defence behind the memory check: an allocation that fails."""
+    import jax
+
+    import inferbook.cli.kernel_bench as command
+    from inferbook.cli import main
+    if isinstance(error, str):
+        error = jax.errors.JaxRuntimeError(error.removeprefix("jax:"))
+
+    def run(args):
+        raise error
+    monkeypatch.setattr(command, "run", run)
+    assert main(["kernel-bench"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "out of memory" in err and "Traceback" not in err
+
+
+def test_other_runtime_errors_are_not_disguised_as_bad_input(monkeypatch):
+    import jax
+
+    import inferbook.cli.kernel_bench as command
+    from inferbook.cli import main
+
+    def run(args):
+        raise jax.errors.JaxRuntimeError("INTERNAL: a bug, with its traceback")
+    monkeypatch.setattr(command, "run", run)
+    with pytest.raises(jax.errors.JaxRuntimeError):
+        main(["kernel-bench"])

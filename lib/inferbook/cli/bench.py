@@ -71,6 +71,12 @@ def _check(args) -> dict:
         raise UsageError("--out needs --save")
     if args.model is not None:
         get_preset(args.model)                   # ConfigError (exit 2) for unknown names
+    if args.peer == "on":
+        import importlib.util
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise UsageError(f"--peer on needs {' and '.join(missing)} (pip install torch "
+                             "transformers)")
     if args.save:
         # Where the results will go must be writable now, not after the measurements.
         from inferbook.perf.bench import results_directory
