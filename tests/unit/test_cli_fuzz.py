@@ -237,7 +237,16 @@ NEEDS = {("generate", "--top-k"): ["--temperature", "1"],
          ("generate", "--top-p"): ["--temperature", "1"], ("bench", "--out"): ["--save"]}
 
 
+def needs_grading_packages(command: str) -> None:
+    """`grade` refuses everything where it cannot run notebooks (the unit-only environment
+    of the oldest JAX): its cases would pass without testing their values, so skip them."""
+    if command == "grade":
+        pytest.importorskip("nbclient")
+        pytest.importorskip("ipykernel")
+
+
 def command_line(command: str, flag: str, value: str | None) -> list[str]:
+    needs_grading_packages(command)
     base, _ = COMMANDS[command]
     argv = list(base)
     if flag == "NOTEBOOK":
@@ -298,6 +307,7 @@ def test_the_base_command_lines_are_valid(command, monkeypatch):
     for module, name in [(bench, "run_benchmark"), (kernels, "decode_rows"),
                          (grader, "grade_notebook"), (decode, "generate")]:
         monkeypatch.setattr(module, name, reached)
+    needs_grading_packages(command)
     r = run_cli(COMMANDS[command][0], LIMIT_S)
     if command == "estimate":       # fast and pure: it runs for real
         assert r.code == 0, r.describe()
