@@ -31,11 +31,11 @@ def run_cli(capsys, *argv):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--batches", "1,x"], "--batches must be comma-separated integers"),
-    (["--batches", "0"], "--batches values must be positive"),
-    (["--contexts", ""], "--contexts must be comma-separated integers"),
-    (["--prefill", "-4"], "--prefill values must be positive"),
-    (["--repeats", "0"], "--repeats must be positive"),
+    (["--batches", "1,x"], "argument --batches: must be a positive integer"),
+    (["--batches", "0"], "argument --batches: must be a positive integer"),
+    (["--contexts", ""], "argument --contexts: must be comma-separated integers"),
+    (["--prefill", "-4"], "argument --prefill: must be a positive integer"),
+    (["--repeats", "0"], "argument --repeats: must be a positive integer"),
     (["--model", "no-such-model"], "unknown model 'no-such-model'"),
     (["--model", "tiny", "--contexts", "4096"], "tiny holds at most 512 tokens"),
     (["--out", "somewhere"], "--out needs --save"),

@@ -53,11 +53,11 @@ def test_a_checkpoint_directory_generates_like_the_preset_it_was_saved_from(caps
     (["--model", "tiny", "--prompt-ids", ""], "not a comma-separated list"),
     (["--model", "tiny", "--prompt-ids", "1,2000"], "outside the vocabulary"),
     (["--model", "tiny", "--prompt-ids", "-1"], "outside the vocabulary"),
-    (["--model", "tiny", "--prompt-ids", "1", "--max-new-tokens", "0"], "must be positive"),
-    (["--model", "tiny", "--prompt-ids", "1", "--max-new-tokens", "-3"], "must be positive"),
+    (["--model", "tiny", "--prompt-ids", "1", "--max-new-tokens", "0"], "a positive integer"),
+    (["--model", "tiny", "--prompt-ids", "1", "--max-new-tokens", "-3"], "a positive integer"),
     (["--model", "nope", "--prompt-ids", "1"], "unknown model 'nope'"),
     (["--checkpoint", "/no/such/dir", "--prompt-ids", "1"], "does not exist"),
-    (["--model", "tiny", "--prompt-ids", "1", "--temperature", "0"], "must be positive"),
+    (["--model", "tiny", "--prompt-ids", "1", "--temperature", "0"], "finite number > 0"),
     (["--model", "tiny", "--prompt-ids", "1", "--top-k", "3"], "need --temperature"),
     (["--model", "tiny", "--prompt-ids", "1", "--temperature", "1", "--top-p", "2"], "top-p"),
 ])
@@ -69,9 +69,8 @@ def test_bad_input_gives_exit_code_2_and_one_line(capsys, argv, message):
 
 
 def test_argparse_errors_are_one_line_too(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["generate", "--model", "tiny", "--prompt-ids", "1", "--max-new-tokens", "lots"])
-    assert exit_info.value.code == 2
+    code = main(["generate", "--model", "tiny", "--prompt-ids", "1", "--max-new-tokens", "lots"])
+    assert code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 

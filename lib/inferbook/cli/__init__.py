@@ -4,6 +4,12 @@ Each subcommand lives in its own module with two functions: ``add_parser(subpars
 declares its arguments, ``run(args)`` does the work and returns an exit code. Bad input never
 produces a traceback: anything that raises `UsageError` (or one of the library's ValueError
 subclasses for bad configs and checkpoints) becomes exit code 2 and one line on stderr.
+
+The checks live in one layer per boundary: `args` parses each value strictly as argparse
+reads it (type, finiteness, range, writable output paths), each command's `run` then checks
+what needs the model or the device (positions, vocabulary, memory, via `resources`) before
+any weights are built or programs compiled. Running out of memory anyway is reported the same
+way, as the last line of defence.
 """
 
 from __future__ import annotations
@@ -11,10 +17,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 from typing import Sequence
 
-__all__ = ["main", "UsageError", "COMMANDS"]
+__all__ = ["main", "UsageError", "COMMANDS", "OneLineParser", "one_line"]
 
 # Subcommand name -> module under inferbook.cli. One entry per line, so additions merge cleanly.
 COMMANDS = {
@@ -30,17 +37,42 @@ class UsageError(ValueError):
     """Bad input from the user: reported as one line, exit code 2."""
 
 
-class _Parser(argparse.ArgumentParser):
+# Everything str.splitlines() would break a line at, and other control characters: a value
+# quoted in an error message must not turn one line into several.
+_BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def one_line(message: str) -> str:
+    """`message` with line breaks and control characters escaped (\\n, \\x1c, ...)."""
+    return _BREAKS.sub(lambda m: repr(m.group())[1:-1], str(message))
+
+
+def _report(prefix: str, message: object) -> None:
+    sys.stderr.write(f"{prefix}: error: {one_line(str(message))}\n")
+
+
+class OneLineParser(argparse.ArgumentParser):
     """argparse, but its errors are one line (no usage block) and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        _report(self.prog, message)
         raise SystemExit(2)
 
 
+def _out_of_memory(err: BaseException) -> bool:
+    """A device allocation that failed (XLA's RESOURCE_EXHAUSTED) or a host MemoryError."""
+    if isinstance(err, MemoryError):
+        return True
+    jax_errors = sys.modules.get("jax.errors")
+    runtime = getattr(jax_errors, "JaxRuntimeError", None)
+    return runtime is not None and isinstance(err, runtime) and "RESOURCE_EXHAUSTED" in str(err)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="inferbook", description="Inference by the Numbers: the book's library.")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser = OneLineParser(prog="inferbook",
+                           description="Inference by the Numbers: the book's library.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                       parser_class=OneLineParser)
     subparsers.required = True
     for name, module in COMMANDS.items():
         importlib.import_module(f".{module}", __name__).add_parser(subparsers)
@@ -49,16 +81,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:          # --help (0) or a bad argument (2, already reported)
+        return done.code if isinstance(done.code, int) else 2
     # Library errors that mean "your input is wrong" (bad configs, checkpoints, values).
-    from inferbook.model.checkpoint import CheckpointError
+    # Neither module starts JAX: the CLI stays fast for what it refuses.
     from inferbook.model.config import ConfigError
+    from inferbook.model.safetensors_io import CheckpointError
     try:
         return int(args.run(args) or 0)
     except (UsageError, ConfigError, CheckpointError, json.JSONDecodeError) as err:
-        sys.stderr.write(f"inferbook {args.command}: error: {err}\n")
+        _report(f"inferbook {args.command}", err)
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except Exception as err:
+        if not _out_of_memory(err):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        _report(f"inferbook {args.command}", f"out of memory: {first[:300]} "
+                "(use smaller sizes)")
+        return 2
 

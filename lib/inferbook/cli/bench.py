@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from . import UsageError
+from . import args as types
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "memory_needed"]
 
 HELP = "measure bandwidth, MBU/MFU and the estimator's error on this device"
+MAX_REPEATS = 1000          # each repeat runs every configuration once more
 
 
 def add_parser(subparsers) -> None:
@@ -31,13 +32,14 @@ def add_parser(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", metavar="PRESET",
                    help="a preset (default: cpu-336mb on a CPU, llama-3.2-1b elsewhere)")
-    p.add_argument("--batches", metavar="B,B,...", help="batch sizes (default 1,2,4,...,256)")
-    p.add_argument("--contexts", metavar="S,S,...", help="cached tokens per sequence "
-                   "(default 128,512)")
-    p.add_argument("--prefill", metavar="T,T,...", help="prompt lengths for prefill "
-                   "(default 128,512; 'none' to skip)")
-    p.add_argument("--repeats", type=int, default=None, help="timed runs per configuration "
-                   "(default 7; 3 with --quick)")
+    p.add_argument("--batches", metavar="B,B,...", type=types.int_list(),
+                   help="batch sizes (default 1,2,4,...,256)")
+    p.add_argument("--contexts", metavar="S,S,...", type=types.int_list(),
+                   help="cached tokens per sequence (default 128,512)")
+    p.add_argument("--prefill", metavar="T,T,...", type=types.int_list(none=True),
+                   help="prompt lengths for prefill (default 128,512; 'none' to skip)")
+    p.add_argument("--repeats", type=types.positive_int(MAX_REPEATS), default=None,
+                   help="timed runs per configuration (default 7; 3 with --quick)")
     p.add_argument("--dtype", choices=["float32", "bfloat16"],
                    help="weights (default float32 on a CPU, bfloat16 elsewhere)")
     p.add_argument("--quick", action="store_true",
@@ -47,50 +49,72 @@ def add_parser(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--save", action="store_true",
                    help="write the results under book/data/bench/ (or --out)")
-    p.add_argument("--out", type=Path, metavar="DIR", help="directory for --save")
+    p.add_argument("--out", type=types.writable_dir, metavar="DIR", help="directory for --save")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--note", default="", help="a remark kept in the results (e.g. how busy "
                    "the machine was)")
     p.set_defaults(run=run)
 
 
-def _ints(text: str | None, default: tuple[int, ...], flag: str,
-          allow_none: bool = False) -> tuple[int, ...]:
-    if text is None:
-        return default
-    if allow_none and text.strip().lower() == "none":
-        return ()
-    try:
-        values = tuple(int(s) for s in text.split(","))
-    except ValueError:
-        raise UsageError(f"{flag} must be comma-separated integers, got {text!r}") from None
-    if any(v <= 0 for v in values):
-        raise UsageError(f"{flag} values must be positive, got {text!r}")
-    return values
-
-
 def _check(args) -> dict:
     """Every argument checked before JAX starts: one line and exit 2 for bad input."""
     from inferbook.model.presets import get_preset
     quick = args.quick
-    options = dict(
-        batches=_ints(args.batches, (1, 8) if quick else (1, 2, 4, 8, 16, 32, 64, 128, 256),
-                      "--batches"),
-        contexts=_ints(args.contexts, (128,) if quick else (128, 512), "--contexts"),
-        prefill=_ints(args.prefill, (128,) if quick else (128, 512), "--prefill",
-                      allow_none=True),
-        repeats=args.repeats if args.repeats is not None else (3 if quick else 7))
-    if options["repeats"] <= 0:
-        raise UsageError(f"--repeats must be positive, got {options['repeats']}")
+
+    def pick(given, short, full):
+        return given if given is not None else (short if quick else full)
+    options = dict(batches=pick(args.batches, (1, 8), (1, 2, 4, 8, 16, 32, 64, 128, 256)),
+                   contexts=pick(args.contexts, (128,), (128, 512)),
+                   prefill=pick(args.prefill, (128,), (128, 512)),
+                   repeats=pick(args.repeats, 3, 7))
     if args.out is not None and not args.save:
         raise UsageError("--out needs --save")
     if args.model is not None:
-        cfg = get_preset(args.model)             # ConfigError (exit 2) for unknown names
-        longest = max(options["contexts"] + options["prefill"]) + 1
-        if longest > cfg.max_seq_len:
-            raise UsageError(f"{cfg.name} holds at most {cfg.max_seq_len} tokens; "
-                             f"--contexts/--prefill ask for {longest - 1}")
+        get_preset(args.model)                   # ConfigError (exit 2) for unknown names
+    if args.peer == "on":
+        import importlib.util
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise UsageError(f"--peer on needs {' and '.join(missing)} (pip install torch "
+                             "transformers)")
+    if args.save:
+        # Where the results will go must be writable now, not after the measurements.
+        from inferbook.perf.bench import results_directory
+        try:
+            types.writable_dir(str(results_directory(args.out)))
+        except (FileNotFoundError, argparse.ArgumentTypeError) as err:
+            raise UsageError(f"--save: {err}") from None
     return options
+
+
+def memory_needed(cfg, options: dict, itemsize: float, platform: str, quick: bool) -> float:
+    """A lower bound of the bytes the benchmark holds at its peak, from arithmetic alone.
+
+    The weights, the two bandwidth reads' arrays (alive for the whole run), and the larger of
+    the biggest decode row's cache (batch × (context + 1) tokens, plus one more layer for
+    the attention-alone program) and the longest prefill's. What XLA adds is not counted, so
+    a run this refuses could never have fit.
+    """
+    from inferbook.perf import counts
+    from inferbook.perf.bench import bandwidth_bytes
+    decode = max(counts.kv_cache_bytes(cfg, B, S + 1, itemsize) * (1 + 1 / cfg.L)
+                 for B in options["batches"] for S in options["contexts"])
+    prefill = max((counts.kv_cache_bytes(cfg, 1, T, itemsize) for T in options["prefill"]),
+                  default=0)
+    return (counts.param_count(cfg) * itemsize + 1.5 * bandwidth_bytes(platform, quick)
+            + max(decode, prefill))
+
+
+def _check_model(cfg, options: dict, dtype, platform: str, quick: bool) -> None:
+    """What needs the model and the device: its positions, and the memory the run takes."""
+    from .resources import require_memory
+    longest = max(max(options["contexts"]) + 1, max(options["prefill"], default=0))
+    if longest > cfg.max_seq_len:
+        raise UsageError(f"{cfg.name} holds at most {cfg.max_seq_len} tokens; "
+                         f"--contexts/--prefill ask for {longest - 1}")
+    needed = memory_needed(cfg, options, dtype.itemsize, platform, quick)
+    require_memory(needed, f"benchmarking {cfg.name} ({dtype.name}) at batch "
+                   f"{max(options['batches'])} and context {max(options['contexts'])}")
 
 
 def _pct(x) -> str:
@@ -134,13 +158,13 @@ def run(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
     from inferbook.model.presets import get_preset
-    from inferbook.perf import bench
+    from inferbook.perf import bench, calibration
     platform = jax.devices()[0].platform
     cfg = get_preset(args.model or bench.default_model(platform))
-    dtype = None if args.dtype is None else jnp.dtype(args.dtype)
+    dtype = jnp.dtype(args.dtype) if args.dtype else jnp.dtype(calibration.default_dtype())
+    _check_model(cfg, options, dtype, platform, args.quick)
     record = bench.run_benchmark(cfg, quick=args.quick, dtype=dtype,
-                                     show_progress=not args.no_progress, note=args.note,
-                                     **options)
+                                 show_progress=not args.no_progress, note=args.note, **options)
     peer = args.peer == "on" or (args.peer == "auto" and platform == "gpu")
     if peer:
         from inferbook.perf import hf_peer as peer_mod
@@ -151,8 +175,10 @@ def run(args: argparse.Namespace) -> int:
             if args.peer == "on":
                 raise UsageError(f"--peer on needs torch and transformers: {err}") from None
     if args.save:
-        path = bench.save(record, args.out)
-        record["saved_to"] = str(path)
+        try:
+            record["saved_to"] = str(bench.save(record, args.out))
+        except OSError as err:      # the disk filled up during the run, say
+            raise UsageError(f"cannot save the results: {err.strerror or err}") from None
     if args.json:
         print(json.dumps(record, indent=1))
     else:

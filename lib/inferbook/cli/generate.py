@@ -14,41 +14,64 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from . import UsageError
+from . import args as types
 
-__all__ = ["add_parser", "run", "parse_ids"]
+__all__ = ["add_parser", "run", "parse_ids", "SEED_MAX"]
+
+# Sampling keys are 32-bit: jax.random.key(2**32 + s) is jax.random.key(s), so a larger seed
+# would only pretend to differ (and a negative one is refused by numpy's weight init).
+SEED_MAX = 2**32 - 1
+MAX_PROMPT_TOKENS = 1 << 20     # more ids than any model here has positions, parsed no further
 
 
 def parse_ids(text: str) -> list[int]:
-    """'1,2,3' -> [1, 2, 3]; anything else is a UsageError."""
-    parts = [p.strip() for p in text.split(",")]
-    if not text.strip() or any(not p.lstrip("-").isdigit() for p in parts):
-        raise UsageError(f"--prompt-ids {text!r} is not a comma-separated list of integers")
+    """'1,2,3' -> [1, 2, 3]: an argparse type (ASCII digits only; the vocabulary is checked
+    once the model is known)."""
+    parts = text.split(",")
+    if len(parts) > MAX_PROMPT_TOKENS:
+        raise argparse.ArgumentTypeError(f"more than {MAX_PROMPT_TOKENS} token ids")
+    if not text.strip() or not all(re.fullmatch(r"\s*-?[0-9]{1,30}\s*", p) for p in parts):
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a comma-separated list of integers")
     return [int(p) for p in parts]
+
+
+def mesh_shape(text: str) -> str:
+    """An argparse type: '8', '2x4' or '2x2x2' in ASCII digits (checked again by
+    `parallel.mesh.parse_mesh_shape`, which also knows the axes)."""
+    if not re.fullmatch(r"\s*[1-9][0-9]{0,5}(\s*[x×]\s*[1-9][0-9]{0,5})*\s*", text):
+        raise argparse.ArgumentTypeError(f"mesh shape {text!r} is not of the form 8, 2x4 "
+                                         "or 2x2x2")
+    return text
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("generate", help="generate tokens with the KV-cached decoder",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", metavar="DIR", help="Hugging Face Llama-family checkpoint")
+    src.add_argument("--checkpoint", metavar="DIR", type=types.existing_dir,
+                     help="Hugging Face Llama-family checkpoint")
     src.add_argument("--model", metavar="PRESET", help="a preset with random weights (see --seed)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=types.integer(0, SEED_MAX), default=0,
                    help="seed of the random weights (with --model) and of sampling (default 0)")
-    p.add_argument("--prompt-ids", action="append", required=True, metavar="IDS",
+    p.add_argument("--prompt-ids", action="append", required=True, metavar="IDS", type=parse_ids,
                    help="comma-separated token ids; repeat for a batch of prompts")
-    p.add_argument("--max-new-tokens", type=int, default=16, metavar="N")
+    p.add_argument("--max-new-tokens", type=types.positive_int(), default=16, metavar="N")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--greedy", action="store_true", help="argmax decoding (the default)")
-    how.add_argument("--temperature", type=float, metavar="T")
-    p.add_argument("--top-k", type=int, metavar="K")
-    p.add_argument("--top-p", type=float, metavar="P")
-    p.add_argument("--eos-id", type=int, metavar="ID", help="stop a sequence at this token")
+    how.add_argument("--temperature", type=types.finite_float(0.0, above=True), metavar="T")
+    p.add_argument("--top-k", type=types.positive_int(), metavar="K")
+    p.add_argument("--top-p", type=types.probability, metavar="P")
+    p.add_argument("--eos-id", type=types.nonnegative_int(), metavar="ID",
+                   help="stop a sequence at this token")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--json", action="store_true", help='print {"tokens": [[...], ...]}')
-    p.add_argument("--mesh", metavar="SHAPE",
+    p.add_argument("--mesh", metavar="SHAPE", type=mesh_shape,
                    help="shard over a device mesh, e.g. 8, 2x4 or 2x2x2 (default: one device)")
     p.add_argument("--layout", choices=("1d-ws", "2d-ws"),
                    help="with --mesh: 1D or 2D weight-stationary sharding (default 1d-ws)")
@@ -61,26 +84,60 @@ def _sampler(args):
         if args.top_k is not None or args.top_p is not None:
             raise UsageError("--top-k and --top-p need --temperature")
         return GREEDY
-    if args.temperature <= 0:
-        raise UsageError(f"--temperature must be positive, got {args.temperature}")
-    if args.top_k is not None and args.top_k < 1:
-        raise UsageError(f"--top-k must be at least 1, got {args.top_k}")
-    if args.top_p is not None and not 0 < args.top_p <= 1:
-        raise UsageError(f"--top-p must be in (0, 1], got {args.top_p}")
-    return Sampler(args.temperature, args.top_k, args.top_p)
+    try:                        # Sampler is where the limits of each setting are defined
+        return Sampler(args.temperature, args.top_k, args.top_p)
+    except ValueError as err:
+        raise UsageError(f"--temperature/--top-k/--top-p: {err}") from None
+
+
+def _config(args):
+    """The model's config, read without building or loading any weights."""
+    if args.model is not None:
+        from inferbook.model.presets import get_preset
+        return get_preset(args.model)
+    from inferbook.model.hf_config import from_hf_config, read_hf_config
+    return from_hf_config(read_hf_config(args.checkpoint), name=Path(args.checkpoint).name)
+
+
+def _check_against_model(args, cfg, prompts) -> None:
+    """What only the model can tell: the vocabulary and the positions."""
+    for b, prompt in enumerate(prompts):
+        bad = [t for t in prompt if not 0 <= t < cfg.V]
+        if bad:
+            raise UsageError(f"prompt {b + 1} has token ids outside the vocabulary "
+                             f"[0, {cfg.V}): {', '.join(map(str, bad[:5]))}")
+    if args.eos_id is not None and args.eos_id >= cfg.V:
+        raise UsageError(f"--eos-id {args.eos_id} is outside the vocabulary [0, {cfg.V})")
+    longest = max(len(p) for p in prompts)
+    if longest + args.max_new_tokens > cfg.max_seq_len:
+        raise UsageError(f"a prompt of {longest} tokens plus --max-new-tokens "
+                         f"{args.max_new_tokens} needs {longest + args.max_new_tokens} "
+                         f"positions; {cfg.name} has {cfg.max_seq_len}")
+
+
+def _check_memory(args, cfg, prompts, mesh) -> None:
+    """Weights plus the KV cache `decode.generate` allocates (prompt padded to 16 tokens,
+    plus the new ones), against the memory where they will live."""
+    from inferbook.perf import counts
+
+    from .resources import require_memory
+    itemsize = {"float32": 4, "bfloat16": 2}[args.dtype]
+    T = -(-max(len(p) for p in prompts) // 16) * 16
+    needed = (counts.param_count(cfg) * itemsize
+              + counts.kv_cache_bytes(cfg, len(prompts), T + args.max_new_tokens, itemsize))
+    devices = 1 if mesh is None or mesh.devices.flat[0].platform == "cpu" else mesh.devices.size
+    require_memory(needed / devices, f"{cfg.name} ({args.dtype}) with a cache for "
+                   f"{len(prompts)} x {T + args.max_new_tokens} tokens")
 
 
 def run(args: argparse.Namespace) -> int:
-    prompts = [parse_ids(text) for text in args.prompt_ids]
-    if args.max_new_tokens < 1:
-        raise UsageError(f"--max-new-tokens must be positive, got {args.max_new_tokens}")
+    prompts = args.prompt_ids
     sampler = _sampler(args)
-    if args.checkpoint is not None and not Path(args.checkpoint).is_dir():
-        raise UsageError(f"checkpoint directory {args.checkpoint} does not exist")
+    cfg = _config(args)
+    _check_against_model(args, cfg, prompts)
     mesh = _mesh(args)
+    _check_memory(args, cfg, prompts, mesh)
 
-    from inferbook.model.presets import get_preset
-    cfg = get_preset(args.model) if args.model else None
     import jax
     import jax.numpy as jnp
 
@@ -88,15 +145,10 @@ def run(args: argparse.Namespace) -> int:
     from inferbook.model.decode import generate
     from inferbook.model.decoder import init_params
     dtype = jnp.dtype(args.dtype)
-    if cfg is None:
+    if args.checkpoint is not None:
         cfg, params = load_checkpoint(args.checkpoint, dtype=dtype)
     else:
         params = init_params(cfg, args.seed, dtype)
-    for b, prompt in enumerate(prompts):
-        bad = [t for t in prompt if not 0 <= t < cfg.V]
-        if bad:
-            raise UsageError(f"prompt {b + 1} has token ids outside the vocabulary "
-                             f"[0, {cfg.V}): {', '.join(map(str, bad[:5]))}")
     if mesh is not None:
         result = _sharded_generate(args, mesh, params, cfg, prompts, sampler)
     else:

@@ -15,12 +15,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
-from pathlib import Path
 
 from . import UsageError
+from . import args as types
+
+__all__ = ["add_parser", "add_arguments", "run", "main"]
 
 HELP = "time decode attention (split vs unsplit KV) against context length"
+MAX_REPEATS = 1000
+MAX_HEADS = 4096            # far beyond any model's, small enough to keep shapes int32
 
 
 def add_parser(subparsers) -> None:
@@ -29,50 +32,54 @@ def add_parser(subparsers) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--contexts", default="4096,8192,16384,32768",
+    p.add_argument("--contexts", default=(4096, 8192, 16384, 32768), type=types.int_list(),
                    help="comma-separated context lengths S")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=32, help="query heads N")
-    p.add_argument("--kv-heads", type=int, default=8, help="KV heads K")
-    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--batch", type=types.positive_int(), default=1)
+    p.add_argument("--heads", type=types.positive_int(MAX_HEADS), default=32,
+                   help="query heads N")
+    p.add_argument("--kv-heads", type=types.positive_int(MAX_HEADS), default=8,
+                   help="KV heads K")
+    p.add_argument("--head-dim", type=types.positive_int(MAX_HEADS), default=128)
     p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
-    p.add_argument("--splits", type=int, default=32, help="chunks P of the split kernels")
-    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--splits", type=types.positive_int(), default=32,
+                   help="chunks P of the split kernels")
+    p.add_argument("--repeats", type=types.positive_int(MAX_REPEATS), default=20)
     p.add_argument("--pallas", choices=["auto", "on", "off"], default="auto",
                    help="include the Pallas kernels (auto: on accelerators only)")
-    p.add_argument("--out", type=Path, help="write the results here as JSON")
+    p.add_argument("--out", type=types.writable_file, help="write the results here as JSON")
     p.set_defaults(run=run)
 
 
-def _contexts(text: str, splits: int) -> list[int]:
-    try:
-        contexts = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise UsageError(f"--contexts must be comma-separated integers, got {text!r}") from None
-    if not contexts or any(s <= 0 for s in contexts):
-        raise UsageError("--contexts needs at least one positive length")
-    bad = [s for s in contexts if s % splits]
+def _check(args: argparse.Namespace) -> None:
+    """What no single argument shows: heads that do not group, splits that do not divide,
+    and the memory the largest configuration needs on this device."""
+    if args.heads % args.kv_heads:
+        raise UsageError(f"--kv-heads {args.kv_heads} must divide --heads {args.heads}")
+    bad = [s for s in args.contexts if s % args.splits]
     if bad:
-        raise UsageError(f"--splits {splits} must divide every context length; it does not "
-                         f"divide {bad}")
-    return contexts
+        raise UsageError(f"--splits {args.splits} must divide every context length; it does "
+                         f"not divide {', '.join(map(str, bad[:5]))}")
+    from inferbook.kernels.kernel_bench import decode_memory_bytes
+
+    from .resources import require_memory
+    S = max(args.contexts)
+    itemsize = {"bfloat16": 2, "float32": 4}[args.dtype]
+    needed = decode_memory_bytes(S, args.batch, args.heads, args.kv_heads, args.head_dim,
+                                 itemsize)
+    require_memory(needed, f"decode attention at batch {args.batch}, context {S}, "
+                   f"{args.kv_heads} KV heads of {args.head_dim} ({args.dtype})")
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("batch", "heads", "kv_heads", "head_dim", "splits", "repeats"):
-        if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
-    if args.heads % args.kv_heads:
-        raise UsageError(f"--kv-heads {args.kv_heads} must divide --heads {args.heads}")
-    contexts = _contexts(args.contexts, args.splits)
+    _check(args)
     import jax
 
     from inferbook.kernels import kernel_bench
     from inferbook.perf import timing
     pallas = {"auto": None, "on": True, "off": False}[args.pallas]
-    rows = kernel_bench.decode_rows(contexts, B=args.batch, N=args.heads, K=args.kv_heads,
-                                    H=args.head_dim, dtype=args.dtype, num_splits=args.splits,
-                                    pallas=pallas, repeats=args.repeats)
+    rows = kernel_bench.decode_rows(list(args.contexts), B=args.batch, N=args.heads,
+                                    K=args.kv_heads, H=args.head_dim, dtype=args.dtype,
+                                    num_splits=args.splits, pallas=pallas, repeats=args.repeats)
     chip = kernel_bench.chip_for_device(jax.devices()[0].device_kind)
     record = dict(
         source="inferbook kernel-bench (python -m inferbook.cli.kernel_bench)",
@@ -86,20 +93,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"S={r['S']:>6}  {r['kernel']:<34} {1e6 * r['seconds']:10.1f} µs  "
               f"{r['bytes_per_s'] / 1e9:8.1f} GB/s{frac}")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=1) + "\n")
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(record, indent=1) + "\n")
+        except OSError as err:      # the disk filled up during the run, say
+            raise UsageError(f"cannot write {args.out}: {err.strerror or err}") from None
     return 0
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m inferbook.cli.kernel_bench",
-                                     description=HELP)
+    """`python -m inferbook.cli.kernel_bench`: the same command, errors in one line."""
+    from . import OneLineParser, one_line
+    parser = OneLineParser(prog="kernel-bench", description=HELP)
     add_arguments(parser)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else 2
     try:
         return run(args)
     except UsageError as err:
-        sys.stderr.write(f"kernel-bench: error: {err}\n")
+        import sys
+        sys.stderr.write(f"kernel-bench: error: {one_line(str(err))}\n")
         return 2
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["ProgramMemory", "program_memory", "attention_inputs", "decode_kernels",
-           "decode_rows", "chip_for_device"]
+           "decode_rows", "decode_memory_bytes", "chip_for_device"]
 
 _DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2,
                 "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
@@ -109,6 +109,14 @@ def chip_for_device(device_kind: str):
         if key in kind:
             return CHIPS[name]
     return None
+
+
+def decode_memory_bytes(S: int, B: int, N: int, K: int, H: int, itemsize: int) -> int:
+    """A lower bound of the bytes one `decode_rows` configuration holds: the cache's keys and
+    values (2·B·K·S·H elements), the queries, and one float32 score per query head and key
+    (B·N·S), which every kernel materialises at least once. Arithmetic only, nothing
+    allocated: the command refuses sizes that could never fit before it starts."""
+    return (2 * B * K * S * H + B * N * H) * itemsize + B * N * S * 4
 
 
 def decode_rows(contexts: list[int], B: int = 1, N: int = 32, K: int = 8, H: int = 128,

@@ -20,7 +20,12 @@ import numpy as np
 from inferbook.model.config import ConfigError, ModelConfig
 from inferbook.model.decoder import Params, param_shapes
 from inferbook.model.hf_config import from_hf_config, read_hf_config
-from inferbook.model.safetensors_io import CheckpointError, read_safetensors, write_safetensors
+from inferbook.model.safetensors_io import (
+    CheckpointError,
+    read_safetensors,
+    require_floating,
+    write_safetensors,
+)
 
 __all__ = ["CheckpointError", "read_safetensors", "write_safetensors", "load_checkpoint",
            "save_checkpoint", "hf_to_params", "params_to_hf"]
@@ -55,6 +60,7 @@ def hf_to_params(cfg: ModelConfig, tensors: dict[str, np.ndarray], dtype: Any = 
         if hf_name not in tensors:
             raise CheckpointError(f"checkpoint is missing tensor {hf_name!r}")
         used.add(hf_name)
+        require_floating(hf_name, tensors[hf_name])
         try:
             w = transform(tensors[hf_name])
         except ValueError:

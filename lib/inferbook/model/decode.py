@@ -37,6 +37,7 @@ from inferbook.model import kvcache
 from inferbook.model.attention import attention_mask, attention_reference, merge_partials
 from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import Params, forward, transformer, unembed
+from inferbook.model.generate_args import check_generate_args
 from inferbook.model.kvcache import KVCache
 from inferbook.model.sampling import GREEDY, Sampler, sample
 
@@ -155,20 +156,14 @@ def pad_prompts(prompts: Sequence[Sequence[int]],
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
+    if not isinstance(multiple, int) or multiple < 1:
+        raise ValueError(f"the padding multiple must be a positive integer, got {multiple!r}")
     lengths = np.array([len(p) for p in prompts], np.int32)
     T = -(-int(lengths.max()) // multiple) * multiple
     tokens = np.zeros((len(prompts), T), np.int32)
     for b, p in enumerate(prompts):
         tokens[b, :len(p)] = p
     return tokens, lengths
-
-
-def _check_tokens(cfg: ModelConfig, prompts: Sequence[Sequence[int]]) -> None:
-    for b, p in enumerate(prompts):
-        bad = [t for t in p if not 0 <= int(t) < cfg.V]
-        if bad:
-            raise ValueError(f"prompt {b} has token ids outside the vocabulary [0, {cfg.V}): "
-                             f"{bad[:5]}")
 
 
 def _trim(tokens_BN: np.ndarray, eos_id: int | None) -> GenerateResult:
@@ -211,9 +206,7 @@ def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
     after `max_new_tokens`. `key` drives sampling (ignored when greedy); token i is drawn with
     the i-th of `jax.random.split(key, max_new_tokens)`.
     """
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
-    _check_tokens(cfg, prompts)
+    check_generate_args(cfg, prompts, max_new_tokens, sampler, eos_id)
     tokens_BT, lengths_B = pad_prompts(prompts, pad_multiple)
     keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
     eos = -1 if eos_id is None else eos_id
@@ -249,9 +242,7 @@ def naive_generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[
     `bucket` tokens so that only one program per bucket is compiled. Draws the same random keys
     as `generate`, so both produce the same tokens from the same key.
     """
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
-    _check_tokens(cfg, prompts)
+    check_generate_args(cfg, prompts, max_new_tokens, sampler, eos_id)
     keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
     seqs = [list(map(int, p)) for p in prompts]
     lengths = np.array([len(s) for s in seqs], np.int32)

@@ -12,12 +12,20 @@ Tokens outside the kept set get probability exactly zero.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Sampler", "GREEDY", "filter_logits", "sample"]
+__all__ = ["Sampler", "GREEDY", "MIN_TEMPERATURE", "filter_logits", "sample"]
+
+
+# Below this, logits / temperature leaves float32's range (3.4e38) for logits of 3.4e32 — and
+# a temperature under 1.2e-38 is 0 in float32 — so every logit becomes ±inf or NaN and the
+# "sample" is garbage. At 1e-6 a logit gap of 1e-4 already gives odds of e^-100: greedy.
+MIN_TEMPERATURE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -29,16 +37,30 @@ class Sampler:
     top_p: float | None = None
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        # Checked here, once, because a NaN temperature would not fail anywhere later: it
+        # turns every logit into NaN and argmax of NaNs is token 0, for every step.
+        if not _is_real(self.temperature) or not 0 <= self.temperature < math.inf:
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            raise ValueError(f"temperature {self.temperature!r} is below {MIN_TEMPERATURE:g}, "
+                             "where logits / temperature overflows float32; temperature 0 "
+                             "(greedy) is the argmax these approach")
+        if self.top_k is not None and (not _is_int(self.top_k) or self.top_k < 1):
+            raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
+        if self.top_p is not None and (not _is_real(self.top_p) or not 0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be a number in (0, 1], got {self.top_p!r}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 GREEDY = Sampler(temperature=0.0)

@@ -39,8 +39,9 @@ from inferbook.model.config import ModelConfig
 from inferbook.perf import calibration, counts, roofline, timing
 
 __all__ = ["DEFAULT_BATCHES", "mbu", "mfu", "decode_bytes", "decode_flops", "default_model",
-           "bandwidth_programs", "read_bandwidth", "microbenchmarks",
-           "run_benchmark", "summary", "results_name", "save", "load_results"]
+           "bandwidth_programs", "bandwidth_bytes", "read_bandwidth", "microbenchmarks",
+           "run_benchmark", "summary", "results_name", "results_directory",
+           "save", "load_results"]
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESULTS_DIR = "bench"                  # under book/data/
@@ -80,7 +81,7 @@ def bandwidth_programs(platform: str, quick: bool = False) -> list[tuple[Callabl
     some CPUs XLA sums with one thread but multiplies with all; `calibration.measure_bandwidth`)."""
     import jax
     import jax.numpy as jnp
-    nbytes = (1 << 26 if quick else 1 << 28) * (1 if platform == "cpu" else 4)
+    nbytes = bandwidth_bytes(platform, quick)
     x = jnp.ones((nbytes // 4,), jnp.float32)
     total = jax.jit(jnp.sum)
     n = nbytes // 2 // (1024 * 4096 * 4)
@@ -88,6 +89,11 @@ def bandwidth_programs(platform: str, quick: bool = False) -> list[tuple[Callabl
     v = jnp.ones((1, 1024), jnp.float32)
     products = jax.jit(lambda v, ws: [v @ w for w in ws])
     return [(lambda: total(x), nbytes), (lambda: products(v, ws), n * 1024 * 4096 * 4)]
+
+
+def bandwidth_bytes(platform: str, quick: bool = False) -> int:
+    """Bytes the reduction of `bandwidth_programs` reads (the streamed weights are half that)."""
+    return (1 << 26 if quick else 1 << 28) * (1 if platform == "cpu" else 4)
 
 
 def read_bandwidth(programs: list[tuple[Callable, float]],
@@ -192,9 +198,8 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
     import jax
     import jax.numpy as jnp
 
-    from inferbook.model.decoder import init_params
-
     from inferbook import __version__
+    from inferbook.model.decoder import init_params
     dtype = calibration.default_dtype() if dtype is None else dtype
     dev = jax.devices()[0]
     spec = _spec_chip(dev.device_kind) if dev.platform != "cpu" else None
@@ -264,28 +269,27 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def results_name(record: dict[str, Any]) -> str:
-    """The file name for a record: its device and date, e.g. cpu-amd-epyc-2-cores_2025-01-31.json."""
+    """The file name for a record: its device and date, e.g.
+    cpu-amd-epyc-2-cores_2025-01-31.json."""
     slug = re.sub(r"[^a-z0-9]+", "-", record["device"].lower()).strip("-")
     return f"{slug}_{record['date'][:10]}.json"
 
 
-def _data_dir() -> Path | None:
-    """book/data/ of the checkout we run in (None on Colab, where only the library is)."""
+def results_directory(directory: str | Path | None = None) -> Path:
+    """Where `save` writes: `directory`, else book/data/bench/ of the checkout we run in
+    (FileNotFoundError on Colab, where only the library is)."""
+    if directory is not None:
+        return Path(directory)
     from inferbook.book.bookdata import _candidates
     for path in _candidates(RESULTS_DIR):
         if path.parent.is_dir():
-            return path.parent
-    return None
+            return path.parent / RESULTS_DIR
+    raise FileNotFoundError("no book/data/ here: pass a directory (--out)")
 
 
 def save(record: dict[str, Any], directory: str | Path | None = None) -> Path:
     """Write the record under book/data/bench/ (or `directory`) and list it in index.json."""
-    if directory is None:
-        data = _data_dir()
-        if data is None:
-            raise FileNotFoundError("no book/data/ here: pass a directory (--out)")
-        directory = data / RESULTS_DIR
-    directory = Path(directory)
+    directory = results_directory(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / results_name(record)
     path.write_text(json.dumps(record, indent=1) + "\n")

@@ -55,6 +55,8 @@ class Engine(abc.ABC):
     max_concurrent_decodes: int
     #: tokens a slot can hold: prompt plus generated
     max_len: int
+    #: token ids are in [0, vocab_size); the orchestrators refuse others (None: not checked)
+    vocab_size: int | None = None
 
     # The three calls ------------------------------------------------------------------------
 

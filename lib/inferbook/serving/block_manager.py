@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence
 
 from inferbook.kernels.paged import blocks_for
+from inferbook.serving.checks import positive_int
 
 __all__ = ["BlockManager", "OutOfBlocks", "Evictor", "Usage", "blocks_for", "paged_usage",
            "contiguous_usage"]
@@ -60,9 +61,8 @@ class BlockManager:
     """
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
-        if num_blocks < 1 or block_size < 1:
-            raise ValueError("num_blocks and block_size must be positive")
-        self.num_blocks, self.block_size = num_blocks, block_size
+        self.num_blocks = positive_int("num_blocks", num_blocks)
+        self.block_size = positive_int("block_size", block_size)
         self._refs = [0] * num_blocks
         self._free: deque[int] = deque(range(num_blocks))
         self.evictor: Evictor | None = None

@@ -33,6 +33,7 @@ from typing import Any
 from typing import Sequence as Seq
 
 from inferbook.serving.block_manager import BlockManager, Usage, blocks_for
+from inferbook.serving.checks import optional_positive_int, positive_int
 from inferbook.serving.prefix_cache import HashChainCache, RadixCache
 from inferbook.serving.request import Request, Sequence, Status
 from inferbook.serving.scheduler import Event, Orchestrator, RunResult
@@ -61,7 +62,7 @@ class MemorySample:
 class ContinuousBatching(Orchestrator):
     """Slots refilled as they free up, paged KV accounting, optional prefix cache.
 
-    num_blocks: KV blocks in the pool (default: enough for every slot at full length, so
+    num_blocks: KV blocks in the pool (None: enough for every slot at full length, so
       nothing is ever preempted). block_size: tokens per block.
     prefix_cache: None, "hash" (vLLM's hash chain) or "radix" (SGLang's radix tree).
     chunk: most prompt tokens prefilled per iteration (None: whole prompts).
@@ -80,8 +81,13 @@ class ContinuousBatching(Orchestrator):
             raise ValueError(f"prefix_cache must be None, 'hash' or 'radix', not {prefix_cache!r}")
         if admission not in ("fcfs", "lpm"):
             raise ValueError(f"admission must be 'fcfs' or 'lpm', not {admission!r}")
-        self.block_size = block_size
-        self.num_blocks = num_blocks or self.slots * blocks_for(engine.max_len, block_size)
+        # None, and only None, asks for the default: 0 blocks or a chunk of 0 tokens are
+        # mistakes, not requests for "the usual".
+        self.block_size = positive_int("block_size", block_size)
+        num_blocks = optional_positive_int("num_blocks", num_blocks)
+        chunk = optional_positive_int("chunk", chunk)
+        self.num_blocks = (self.slots * blocks_for(engine.max_len, block_size)
+                           if num_blocks is None else num_blocks)
         self.cache_kind, self.chunk, self.admission = prefix_cache, chunk, admission
         self.check = check
 
@@ -147,7 +153,7 @@ class ContinuousBatching(Orchestrator):
     # 2. prefill ---------------------------------------------------------------------------
 
     def _prefill(self) -> None:
-        budget = self.chunk or float("inf")
+        budget = float("inf") if self.chunk is None else self.chunk
         for seq in list(self.prefilling):
             if budget <= 0:
                 break

@@ -23,6 +23,7 @@ from collections import deque
 from typing import Any
 from typing import Sequence as Seq
 
+from inferbook.serving.checks import finite_number, positive_int
 from inferbook.serving.request import Request, Status
 from inferbook.serving.scheduler import Event, Orchestrator, RunResult
 from inferbook.serving.timing import Op
@@ -42,9 +43,10 @@ class Disaggregated(Orchestrator):
     def __init__(self, engine, params=None, *, link_bytes_per_s: float,
                  link_latency_s: float = 0.0, prefill_servers: int = 1, **kwargs: Any):
         super().__init__(engine, params, **kwargs)
-        if link_bytes_per_s <= 0 or prefill_servers < 1:
-            raise ValueError("link bandwidth and the number of prefill servers must be positive")
-        self.link_bytes_per_s, self.link_latency_s = link_bytes_per_s, link_latency_s
+        self.link_bytes_per_s = finite_number("link_bytes_per_s", link_bytes_per_s, minimum=0.0,
+                                              strictly=True)
+        self.link_latency_s = finite_number("link_latency_s", link_latency_s, minimum=0.0)
+        prefill_servers = positive_int("prefill_servers", prefill_servers)
         self.prefill_servers = [f"prefill{i}" for i in range(prefill_servers)]
 
     def transfer_s(self, prefix: Any) -> float:

@@ -29,13 +29,14 @@ from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.kvcache import KVCache
 from inferbook.model.sampling import Sampler
+from inferbook.serving.checks import integer, positive_int
 
 __all__ = ["DraftModel", "PromptLookup", "truncated_draft"]
 
 
 def truncated_draft(params: Any, cfg: ModelConfig, layers: int) -> "DraftModel":
     """A draft made of the target's first `layers` layers (shared weights, no copies)."""
-    if not 1 <= layers <= cfg.L:
+    if not 1 <= integer("layers", layers) <= cfg.L:
         raise ValueError(f"layers must be in 1..{cfg.L}")
     draft = dict(params, layers=params["layers"][:layers])
     return DraftModel(draft, cfg.replace(L=layers, name=f"{cfg.name}-first{layers}"))
@@ -77,7 +78,8 @@ def _draft_round(params, cfg, dparams, dcfg, cache, dcache, feed_2, n_feed, key,
     from inferbook.serving.speculative import probabilities, verify
     k_draft, k_verify = jax.random.split(key)
     dkeys = jax.random.split(k_draft, gamma)
-    draw = lambda k, q: jax.random.categorical(k, jnp.log(q)).astype(jnp.int32)
+    def draw(k, q):
+        return jax.random.categorical(k, jnp.log(q)).astype(jnp.int32)
     old = dcache.lengths
     # Catch up on the tokens the draft has not seen (one, or two after a full accept).
     logits, (k, v) = decode.extend(dparams, dcfg, feed_2[None], dcache, n_feed[None])
@@ -114,7 +116,7 @@ class PromptLookup:
     """
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
-        if not 1 <= min_ngram <= max_ngram:
+        if not 1 <= positive_int("min_ngram", min_ngram) <= positive_int("max_ngram", max_ngram):
             raise ValueError("need 1 <= min_ngram <= max_ngram")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 

@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from inferbook.serving.api import Engine
+from inferbook.serving.checks import positive_int
 
 __all__ = ["MockEngine", "mock_next", "mock_stream"]
 
@@ -58,7 +59,10 @@ class MockEngine(Engine):
     """
 
     def __init__(self, slots: int, max_len: int, V: int = 97, bytes_per_token: int = 1024):
-        self.max_concurrent_decodes, self.max_len, self.V = slots, max_len, V
+        self.max_concurrent_decodes = positive_int("slots", slots)
+        self.max_len = positive_int("max_len", max_len)
+        self.V = self.vocab_size = positive_int("V", V)
+        positive_int("bytes_per_token", bytes_per_token)
         self.bytes_per_token = bytes_per_token
 
     def prefill(self, params, tokens, *, existing_prefix=None, keys=None, step=0):

@@ -37,6 +37,7 @@ from inferbook.model.kvcache import KVCache
 from inferbook.model.sampling import GREEDY, Sampler, sample
 from inferbook.perf.counts import kv_bytes_per_token
 from inferbook.serving.api import Engine
+from inferbook.serving.checks import positive_int, token_ids
 
 __all__ = ["ModelEngine", "ModelPrefix", "SlotState", "KVPool"]
 
@@ -69,7 +70,8 @@ class KVPool(NamedTuple):
 
 def _sample_rows(logits_BV, keys_B2, sampler):
     """Sample each row with its own key, exactly as a batch of one would."""
-    one = lambda kd, l: sample(l[None], jax.random.wrap_key_data(kd), sampler)[0]
+    def one(kd, logits_V):
+        return sample(logits_V[None], jax.random.wrap_key_data(kd), sampler)[0]
     return jax.vmap(one)(keys_B2, logits_BV)
 
 
@@ -78,10 +80,15 @@ class ModelEngine(Engine):
 
     def __init__(self, cfg: ModelConfig, slots: int, max_len: int, *,
                  sampler: Sampler = GREEDY, min_bucket: int = 16, dtype: Any = jnp.float32):
+        slots, max_len = positive_int("slots", slots), positive_int("max_len", max_len)
+        min_bucket = positive_int("min_bucket", min_bucket)
         if max_len % min_bucket:
             raise ValueError(f"max_len={max_len} must be a multiple of min_bucket={min_bucket}")
+        if not isinstance(sampler, Sampler):
+            raise ValueError(f"sampler must be a Sampler, got {sampler!r}")
         self.cfg, self.sampler, self.dtype = cfg, sampler, dtype
         self.max_concurrent_decodes, self.max_len, self.min_bucket = slots, max_len, min_bucket
+        self.vocab_size = cfg.V
 
     def bucket(self, n: int) -> int:
         """The padded length for n tokens: a power of two times min_bucket, at most max_len."""
@@ -101,7 +108,10 @@ class ModelEngine(Engine):
     # prefill ------------------------------------------------------------------------------
 
     def prefill(self, params, tokens, *, existing_prefix=None, keys=None, step=0):
-        tokens = np.asarray(tokens, np.int32)
+        # Checked here because the embedding lookup would clamp an id past the vocabulary.
+        tokens = np.asarray(token_ids("prefill", tokens, self.cfg.V), np.int32)
+        if len(tokens) == 0:
+            raise ValueError("prefill needs at least one token")
         n = len(tokens)
         if keys is not None or existing_prefix is None:
             key_rows = self._keys(keys)
@@ -128,6 +138,9 @@ class ModelEngine(Engine):
         B = self.max_concurrent_decodes
         if len(prompts) > B:
             raise ValueError(f"{len(prompts)} prompts but only {B} slots")
+        prompts = [token_ids(f"prompt {b}", p, self.cfg.V) for b, p in enumerate(prompts)]
+        if not prompts or not all(prompts):
+            raise ValueError("prefill_batch needs at least one prompt, each of one token or more")
         P = self.bucket(max(len(p) for p in prompts))
         tokens = np.zeros((B, P), np.int32)
         lengths = np.ones(B, np.int32)
@@ -175,10 +188,13 @@ class ModelEngine(Engine):
                    kv_bytes_per_token(self.cfg, jnp.dtype(self.dtype).itemsize))
 
     def init_pool(self, num_blocks, block_size) -> KVPool:
+        num_blocks = positive_int("num_blocks", num_blocks)
+        block_size = positive_int("block_size", block_size)
         if self.min_bucket % block_size:
             raise ValueError(f"block_size={block_size} must divide min_bucket={self.min_bucket}")
         shape = (num_blocks, self.cfg.K, block_size, self.cfg.H)
-        zeros = lambda: tuple(jnp.zeros(shape, self.dtype) for _ in range(self.cfg.L))
+        def zeros():
+            return tuple(jnp.zeros(shape, self.dtype) for _ in range(self.cfg.L))
         return KVPool(zeros(), zeros())
 
     def save_blocks(self, pool, source, blocks, first):
@@ -229,14 +245,16 @@ def _grow(cache: KVCache, S: int) -> KVCache:
     pad = S - cache.max_len
     if pad <= 0:
         return cache
-    widen = lambda a: jnp.pad(a, ((0, 0), (0, 0), (0, pad), (0, 0)))
+    def widen(a):
+        return jnp.pad(a, ((0, 0), (0, 0), (0, pad), (0, 0)))
     return KVCache(tuple(map(widen, cache.k)), tuple(map(widen, cache.v)), cache.lengths)
 
 
 @partial(jax.jit, donate_argnames=("state",))
 def _insert(state, cache, keys, token, step, slot):
-    put = lambda big, small: jax.lax.dynamic_update_slice(big, small.astype(big.dtype),
-                                                         (slot, 0, 0, 0))
+    def put(big, small):
+        return jax.lax.dynamic_update_slice(big, small.astype(big.dtype),
+                                                             (slot, 0, 0, 0))
     big = state.cache
     new_cache = KVCache(tuple(map(put, big.k, cache.k)), tuple(map(put, big.v, cache.v)),
                         big.lengths.at[slot].set(cache.lengths[0]))
@@ -274,5 +292,6 @@ def _save(pool, k, v, row, ids):
 @jax.jit
 def _load(pool, ids, n):
     # The pool has paged.py's layout, so its gather turns blocks into a contiguous cache.
-    get = lambda pool_l: gather_blocks(pool_l, ids[None])            # [1, K, P, H]
+    def get(pool_l):
+        return gather_blocks(pool_l, ids[None])            # [1, K, P, H]
     return KVCache(tuple(map(get, pool.k)), tuple(map(get, pool.v)), n[None])

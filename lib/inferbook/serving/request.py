@@ -25,6 +25,15 @@ from typing import Sequence as Seq
 
 import numpy as np
 
+from inferbook.serving.checks import (
+    SEED_LIMIT,
+    finite_number,
+    integer,
+    nonnegative_int,
+    positive_int,
+    token_ids,
+)
+
 __all__ = ["Request", "Sequence", "Status", "Summary", "summarize", "step_keys"]
 
 
@@ -52,11 +61,16 @@ class Request:
     session: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "prompt", tuple(int(t) for t in self.prompt))
+        where = f"request {self.id!r}"
+        integer("request id", self.id)
+        object.__setattr__(self, "prompt", token_ids(where, self.prompt))
         if not self.prompt:
-            raise ValueError(f"request {self.id}: the prompt needs at least one token")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"request {self.id}: max_new_tokens must be positive")
+            raise ValueError(f"{where}: the prompt needs at least one token")
+        positive_int(f"{where}: max_new_tokens", self.max_new_tokens)
+        finite_number(f"{where}: arrival_s", self.arrival_s, minimum=0.0)
+        nonnegative_int(f"{where}: seed", self.seed, SEED_LIMIT)
+        if self.session is not None:
+            integer(f"{where}: session", self.session)
 
 
 def step_keys(request: Request) -> np.ndarray:

@@ -33,6 +33,7 @@ from typing import Sequence as Seq
 import numpy as np
 
 from inferbook.serving.api import Engine
+from inferbook.serving.checks import nonnegative_int, token_ids
 from inferbook.serving.request import Request, Sequence, Status, Summary, step_keys, summarize
 from inferbook.serving.timing import CostTimer, LinearCost, Op, Timer
 
@@ -79,6 +80,13 @@ class Orchestrator:
     def __init__(self, engine: Engine, params: Any = None, *, timer: Timer | None = None,
                  eos_id: int | None = None,
                  on_token: Callable[[int, int, float], None] | None = None):
+        if not isinstance(engine, Engine):
+            raise ValueError(f"engine must be an Engine, got {type(engine).__name__}")
+        if eos_id is not None:
+            eos_id = nonnegative_int("eos_id", eos_id, engine.vocab_size)
+        for name, fn in (("timer", timer), ("on_token", on_token)):
+            if fn is not None and not callable(fn):
+                raise ValueError(f"{name} must be callable, got {fn!r}")
         self.engine, self.params = engine, params
         self.timer = timer or CostTimer(LinearCost())
         self.eos_id, self.on_token = eos_id, on_token
@@ -87,10 +95,14 @@ class Orchestrator:
     # set-up -------------------------------------------------------------------------------
 
     def _start(self, trace: Seq[Request]) -> list[Sequence]:
+        if not all(isinstance(r, Request) for r in trace):
+            raise ValueError("a trace is a sequence of Request objects")
         ids = [r.id for r in trace]
         if len(set(ids)) != len(ids):
             raise ValueError("request ids must be unique")
         for r in trace:
+            # Request checked its ids are >= 0; only the engine knows its vocabulary.
+            token_ids(f"request {r.id}", r.prompt, self.engine.vocab_size)
             if len(r.prompt) + r.max_new_tokens > self.engine.max_len:
                 raise ValueError(f"request {r.id}: prompt + max_new_tokens exceeds the "
                                  f"engine's {self.engine.max_len} tokens per slot")

@@ -39,7 +39,9 @@ import numpy as np
 
 from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
+from inferbook.model.generate_args import check_generate_args
 from inferbook.model.sampling import GREEDY, Sampler, filter_logits
+from inferbook.serving.checks import positive_int
 from inferbook.serving.draft import DraftModel, PromptLookup
 
 __all__ = ["probabilities", "accept", "verify", "SpecStats", "speculative_generate"]
@@ -135,8 +137,8 @@ def speculative_generate(params, cfg: ModelConfig, prompt: Sequence[int], max_ne
     Returns the tokens and the acceptance statistics. With a greedy sampler the tokens equal
     `decode.generate`'s; when sampling, each token follows the target's distribution.
     """
-    if gamma < 1:
-        raise ValueError("gamma must be at least 1")
+    positive_int("gamma", gamma)
+    check_generate_args(cfg, [prompt], max_new_tokens, sampler, eos_id)
     key = jax.random.key(0) if key is None else key
     n_prompt = len(prompt)
     S = 16                  # room for everything, rounded to a power of two: few compiles

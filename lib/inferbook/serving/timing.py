@@ -34,6 +34,7 @@ from typing import Callable, Protocol, TypeVar
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, phase_time
 from inferbook.perf.hardware import Chip
+from inferbook.serving.checks import finite_number
 
 __all__ = ["Op", "Timer", "WallClock", "MedianClock", "CostTimer", "LinearCost",
            "RooflineCost"]
@@ -118,6 +119,10 @@ class LinearCost:
     generate_s: float = 2e-3
     copy_s: float = 1e-4
 
+    def __post_init__(self) -> None:
+        for name in ("prefill_s", "per_token_s", "generate_s", "copy_s"):
+            finite_number(name, getattr(self, name), minimum=0.0)
+
     def __call__(self, op: Op) -> float:
         if op.kind == "prefill":
             return self.prefill_s + self.per_token_s * op.batch * op.tokens
@@ -134,6 +139,10 @@ class RooflineCost:
     chip: Chip
     weight_bytes: float = 2
     kv_bytes: float = 2
+
+    def __post_init__(self) -> None:
+        for name in ("weight_bytes", "kv_bytes"):
+            finite_number(name, getattr(self, name), minimum=0.0, strictly=True)
 
     def __call__(self, op: Op) -> float:
         if op.kind == "prefill":

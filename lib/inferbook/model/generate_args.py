@@ -1,0 +1,62 @@
+"""What a generation loop must refuse before it starts: the arguments of `generate`.
+
+A decode loop given a bad argument rarely fails by itself, it answers wrongly:
+
+  * an embedding lookup clamps a token id outside the vocabulary to the last row, so
+    token 999 of a 256-token vocabulary quietly becomes token 255;
+  * positions past the model's `max_seq_len` were never trained (or, for learned position
+    embeddings, do not exist and are clamped), yet RoPE computes them without complaint;
+  * an EOS id outside the vocabulary can never be sampled, so the loop never stops early;
+  * a NaN temperature turns every logit into NaN, and argmax of NaNs is token 0 at every
+    step (`Sampler` refuses it when it is built).
+
+`check_generate_args` is the public boundary every loop calls first — `decode.generate`,
+`decode.naive_generate`, and any other loop over the same arguments — so that a Python caller
+gets the same one-line `ValueError` the command line turns into exit code 2. The checks run on
+the host, once per call, never inside a compiled step.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+from typing import Sequence
+
+from inferbook.model.config import ModelConfig
+from inferbook.model.sampling import GREEDY, Sampler
+
+__all__ = ["check_generate_args"]
+
+
+def check_generate_args(cfg: ModelConfig, prompts: Sequence[Sequence[int]],
+                        max_new_tokens: int, sampler: Sampler = GREEDY,
+                        eos_id: int | None = None) -> None:
+    """Refuse, with a ValueError saying why, what a generation loop would get silently wrong.
+
+    Token ids outside the vocabulary (an embedding lookup clamps them), a prompt plus its new
+    tokens longer than the model's `max_seq_len` positions (the positions past it were never
+    trained), an EOS id that no step can produce, a sampler that is not a `Sampler`.
+    """
+    if not isinstance(max_new_tokens, numbers.Integral) or isinstance(max_new_tokens, bool) \
+            or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    if not isinstance(sampler, Sampler):
+        raise ValueError(f"sampler must be a Sampler, got {sampler!r}")
+    if eos_id is not None and (not isinstance(eos_id, numbers.Integral)
+                               or isinstance(eos_id, bool) or not 0 <= eos_id < cfg.V):
+        raise ValueError(f"eos_id must be a token id in [0, {cfg.V}), got {eos_id!r}")
+    if len(prompts) == 0 or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    for b, p in enumerate(prompts):
+        try:
+            p = [operator.index(t) for t in p]      # ints, numpy or JAX integer scalars
+        except TypeError:
+            raise ValueError(f"prompt {b} holds something other than integer token ids") from None
+        bad = [t for t in p if not 0 <= t < cfg.V]
+        if bad:
+            raise ValueError(f"prompt {b} has token ids outside the vocabulary [0, {cfg.V}): "
+                             f"{bad[:5]}")
+    longest = max((len(p) for p in prompts), default=0)
+    if longest + max_new_tokens > cfg.max_seq_len:
+        raise ValueError(f"a prompt of {longest} tokens plus {max_new_tokens} new tokens "
+                         f"exceeds the model's {cfg.max_seq_len} positions")
