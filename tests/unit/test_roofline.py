@@ -201,3 +201,16 @@ def test_bigger_batches_trade_latency_for_throughput_until_b_crit():
 def test_chip_is_a_plain_dataclass_so_estimates_take_custom_hardware():
     chip = dataclasses.replace(CHIPS["A100 40GB"], hbm_bytes_per_s=1.5e12)
     assert roofline.critical_batch(chip) == pytest.approx(208)
+
+
+@pytest.mark.parametrize("kv_bytes, chips", [(1e-20, 1), (1e-300, 1), (2, 10 ** 31)])
+def test_max_batch_of_huge_ratios_is_exact_and_immediate(kv_bytes, chips):
+    """Issue 15: ±1 steps on a float of 1e20 never ended. The floor is taken on the exact
+    rationals of the two sizes, at once."""
+    from fractions import Fraction
+    cfg, chip = PRESETS["tiny"], CHIPS["TPU v5e"]
+    got = roofline.max_batch(cfg, chip, 100, chips, 2, kv_bytes)
+    free = chips * chip.hbm_bytes - counts.param_bytes(cfg, 2)
+    per_seq = counts.kv_cache_bytes(cfg, 1, 100, kv_bytes)
+    assert got == math.floor(Fraction(free) / Fraction(per_seq))
+    assert got * Fraction(per_seq) <= Fraction(free) < (got + 1) * Fraction(per_seq)

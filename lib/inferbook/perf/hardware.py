@@ -135,15 +135,20 @@ CHIPS: dict[str, Chip] = {c.name: c for c in [
          source="NVIDIA L4 Tensor Core GPU datasheet; 8 per server: Google Cloud G2 machine "
                 "types" + _NCCL.format(lat="10.6 µs", link="PCIe", n=8)),
     # NVIDIA A10 datasheet: 125 TFLOPS bf16 (250 sparse), 250 TOPS int8 (500 sparse);
-    # PCIe Gen4 x16. Servers hold up to 8 (AWS g5.48xlarge, A10G).
+    # PCIe Gen4 x16. PCIe servers hold up to 8 (AWS's g5.48xlarge: eight A10G, its cloud
+    # variant).
     Chip("A10", hbm_bytes=24e9, hbm_bytes_per_s=6.0e11, bf16_flops_per_s=1.25e14,
          int8_ops_per_s=2.5e14, interconnect="PCIe 4.0 x16", link_bytes_per_s=3.2e10, links=1,
          hop_latency_s=1.06e-5, max_chips=8,
-         source="NVIDIA A10 Tensor Core GPU datasheet; 8 per server: AWS G5 instances"
+         source="NVIDIA A10 Tensor Core GPU datasheet; 8 per PCIe server, as AWS G5 "
+                "instances hold eight A10G"
                 + _NCCL.format(lat="10.6 µs", link="PCIe", n=8)),
 ]}
 
 _ALIASES = {name.lower().replace(" ", "-"): name for name in CHIPS}
+# Short names people type: a bare generation means the chip the registry has of it.
+_ALIASES |= {"h100": "H100 SXM", "h100-sxm5": "H100 SXM", "h200-sxm": "H200", "v4": "TPU v4",
+             "v5e": "TPU v5e", "v5p": "TPU v5p", "v6e": "TPU v6e"}
 
 
 def get_chip(name: str) -> Chip:
