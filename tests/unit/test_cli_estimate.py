@@ -269,6 +269,7 @@ def test_bad_input_gives_exit_code_2_and_one_line(capsys, argv, message):
     ('{"num_hidden_layers": 1e12, "hidden_size": 64, "intermediate_size": 128, '
      '"num_attention_heads": 4, "vocab_size": 10}', "num_hidden_layers"),
     ('{"model_type": "mamba", "hidden_size": 64}', "model_type='mamba'"),
+    ('{"model_type": [], "hidden_size": 64}', "model_type"),
     ('{"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, '
      '"num_attention_heads": 4, "vocab_size": 10, "rms_norm_eps": "small"}', "rms_norm_eps"),
     ('{"num_hidden_layers": 2, "hidden_size": "64", "intermediate_size": 128, '

@@ -113,10 +113,15 @@ def _model(args):
     from inferbook.model.presets import get_preset
     if args.model is not None:
         return get_preset(args.model)
+    path = Path(args.config)
+    if not (path.is_file() or (path / "config.json").is_file()):
+        raise UsageError(f"--config: no config file at {args.config!r}")
     try:
         raw = read_hf_config(args.config)
     except RecursionError:
-        raise UsageError(f"--config: {args.config} nests too deeply to be a config") from None
+        raise UsageError(f"--config: {args.config!r} nests too deeply to be a config") from None
+    if not isinstance(raw.get("model_type", ""), str):     # hf_config would hash it
+        raise UsageError(f"--config: model_type must be a string, got {raw['model_type']!r}")
     for key in ("num_hidden_layers", "n_layer"):
         value = raw.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) \
@@ -145,11 +150,11 @@ def _plot_path(text: str) -> Path:
         raise UsageError(f"--plot: {text!r} must end in .png, .svg or .pdf")
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise UsageError(f"--plot: {text} is a directory")
+        raise UsageError(f"--plot: {text!r} is a directory")
     if not parent.is_dir():
-        raise UsageError(f"--plot: the folder {parent} does not exist")
+        raise UsageError(f"--plot: the folder {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UsageError(f"--plot: {text} is not writable")
+        raise UsageError(f"--plot: {text!r} is not writable")
     return path
 
 
@@ -170,7 +175,7 @@ def estimate_rows(args: argparse.Namespace) -> list:
         raise UsageError(f"--batch × --context: at most {MAX_SWEEP} rows")
     prompt = None if args.prompt is None else _whole("--prompt", args.prompt)
     try:
-        weights = quant.parse_weight_format(args.weights or "bf16")
+        weights = quant.parse_weight_format("bf16" if args.weights is None else args.weights)
     except ValueError as err:
         raise UsageError(f"--weights: {err}") from None
     if args.kv is not None and args.kv not in quant.KV_FORMATS:
@@ -183,6 +188,9 @@ def estimate_rows(args: argparse.Namespace) -> list:
     if chip.max_chips is not None and chips > chip.max_chips:
         raise UsageError(f"--chips: {chips} chips exceed the {chip.max_chips} that one "
                          f"{chip.interconnect} domain of {chip.name} joins")
+    if contexts is None and cfg.max_seq_len > 2 ** 40:
+        raise UsageError(f"--context: {cfg.name} claims {cfg.max_seq_len:,} positions, too many "
+                         "to be the default context; give --context")
     contexts = contexts or [cfg.max_seq_len]
     for S in contexts:
         if S > cfg.max_seq_len and args.strict:
@@ -200,7 +208,8 @@ def estimate_rows(args: argparse.Namespace) -> list:
         for B in batches:
             try:
                 rows.append(estimate(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
-                                     layout=args.layout, weights=weights, kv=args.kv or "bf16",
+                                     layout=args.layout, weights=weights,
+                                     kv="bf16" if args.kv is None else args.kv,
                                      weight_bytes=wb, kv_bytes=kvb, strict=args.strict))
             except (ValueError, OverflowError) as err:
                 raise UsageError(str(err).splitlines()[0]) from None
@@ -228,6 +237,20 @@ def _list(what: str, as_json: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print the estimate (or sweep, or list); every refusal is a UsageError of one line."""
+    try:
+        return _run(args)
+    except UsageError:
+        raise
+    except OverflowError:
+        raise UsageError("the model's sizes are too large to estimate (a number overflows)") \
+            from None
+    except (ValueError, RecursionError) as err:     # the library's refusals, in one line
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UsageError(first) from None
+
+
+def _run(args: argparse.Namespace) -> int:
     import sys
 
     from inferbook.cli.estimate_report import report, save_plot
@@ -248,6 +271,6 @@ def run(args: argparse.Namespace) -> int:
         try:
             save_plot(rows, _plot_path(args.plot))
         except OSError as err:
-            raise UsageError(f"--plot: cannot write {args.plot}: "
+            raise UsageError(f"--plot: cannot write {args.plot!r}: "
                              f"{err.strerror or err}") from None
     return 0

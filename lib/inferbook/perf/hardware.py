@@ -177,15 +177,16 @@ def chip_from_json(source: str | Path | dict[str, Any]) -> Chip:
         try:
             raw = json.loads(path.read_text(), parse_constant=_refuse_constant)
         except FileNotFoundError:
-            raise HardwareError(f"hardware config {path} does not exist") from None
+            raise HardwareError(f"hardware config {str(path)!r} does not exist") from None
         except IsADirectoryError:
-            raise HardwareError(f"hardware config {path} is a directory") from None
+            raise HardwareError(f"hardware config {str(path)!r} is a directory") from None
         except HardwareError as err:
-            raise HardwareError(f"{path}: {err}") from None
+            raise HardwareError(f"{str(path)!r}: {err}") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise HardwareError(f"cannot read hardware config {path} as JSON: {first}") from None
-        where = str(path)
+            raise HardwareError(f"cannot read hardware config {str(path)!r} as JSON: "
+                                f"{first}") from None
+        where = repr(str(path))
     if not isinstance(raw, dict):
         raise HardwareError(f"{where} must hold a JSON object")
     data = dict(raw)
