@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Any, Sequence
 
 from inferbook.model.config import ModelConfig
-from inferbook.perf.counts import kv_bytes_per_token, kv_cache_bytes, param_bytes, param_count
+from inferbook.perf.counts import kv_bytes_per_token, param_bytes, param_count
 from inferbook.perf.hardware import Chip
 
 __all__ = ["peak_flops_per_s", "roofline_time", "matmul_flops", "matmul_bytes",
@@ -183,15 +183,16 @@ def max_batch(cfg: ModelConfig, chip: Chip, context: int, chips: int = 1,
     """The largest B with param_bytes + B·(one sequence's cache) ≤ chips · HBM (0: none fits).
 
     Weights and KV caches are what inference holds (the scaling book, part 7, "what about
-    memory?"; kipply, "capacity"); activations are left out as negligible. A sequence's cache
-    is `kv_cache_bytes(cfg, 1, context)`: sliding-window layers hold at most their window.
+    memory?"; kipply, "capacity"); activations are left out as negligible. As in the sources,
+    every cached token costs `kv_bytes_per_token` (`perf.estimator`, behind `inferbook
+    estimate`, caps sliding-window layers at their window).
     """
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise ValueError(f"context must be a positive integer, got {context!r}")
     if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
         raise ValueError(f"chips must be a positive integer, got {chips!r}")
     free = chips * chip.hbm_bytes - param_bytes(cfg, weight_bytes)
-    return batches_that_fit(free, kv_cache_bytes(cfg, 1, context, kv_bytes))
+    return batches_that_fit(free, context * kv_bytes_per_token(cfg, kv_bytes))
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ def estimate_decode(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: in
     """One decode step of B sequences with S cached tokens each, on `chips` chips.
 
     The sources' model, chips dividing bandwidth and FLOP/s: param_bytes = params ·
-    weight_bytes; kv_bytes = B · S · 2·L·K·H·kv_bytes (windows capped: `kv_cache_bytes`);
+    weight_bytes; kv_bytes = B · S · 2·L·K·H·kv_bytes;
     total_bytes = their sum; fits = total ≤ chips · HBM; critical_batch for one chip; step
     times from `step_time_lower_bound` and `step_time` with params standing for the
     FLOP-carrying parameters (the sources' 2·P rule). `inferbook estimate` adds communication,
@@ -230,7 +231,7 @@ def estimate_decode(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: in
     P = param_count(cfg)
     pbytes = param_bytes(cfg, weight_bytes)
     per_token = kv_bytes_per_token(cfg, kv_bytes)
-    kv = kv_cache_bytes(cfg, batch, context, kv_bytes)
+    kv = batch * context * per_token
     total = pbytes + kv
     hbm = chips * chip.hbm_bytes
     step = step_time(P, pbytes, kv, batch, chip, chips, compute)
