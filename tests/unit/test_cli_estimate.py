@@ -330,3 +330,14 @@ def test_the_installed_command_never_shows_a_traceback():
     proc = subprocess.run([sys.executable, "-m", "inferbook", "estimate", "--model", "tiny",
                            "--hardware", "L4", "--json"], capture_output=True, text=True)
     assert proc.returncode == 0 and json.loads(proc.stdout)["params"] > 0
+
+
+def test_every_json_field_is_defined_on_the_books_reference_page(capsys):
+    from pathlib import Path
+    page = (Path(__file__).resolve().parents[2] / "book" / "estimate_reference.md").read_text()
+    fields = fields_of(capsys, "--model", "mixtral-8x7b", "--hardware", "H100 SXM",
+                       "--chips", "2", "--context", "1024")
+    missing = [key for key in fields if f"`{key}`" not in page]
+    assert not missing, missing
+    toc = (Path(__file__).resolve().parents[2] / "_toc.yml").read_text()
+    assert "book/estimate_reference" in toc

@@ -11,12 +11,11 @@ import json
 from functools import lru_cache
 
 import pytest
+from public_configs import CONFIGS
 
 from inferbook.cli import main
 from inferbook.model.presets import PRESETS
 from inferbook.model.presets_families import FAMILY_CONFIGS
-
-from public_configs import CONFIGS
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -6,7 +6,6 @@ import math
 from functools import partial
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given
@@ -23,17 +22,20 @@ from inferbook.perf.hardware import get_chip
 
 @given(E=st.integers(2, 64), data=st.data())
 def test_expected_experts_match_simulated_routing(E, data):
-    """Route B tokens to k distinct experts each, uniformly, many times; count the experts
-    that received any token."""
+    """Route B tokens to k distinct experts each, uniformly (the k smallest of E random keys),
+    in many trials; count the experts that received any token."""
     k = data.draw(st.integers(1, E))
-    tokens = data.draw(st.integers(0, 200))
+    tokens = data.draw(st.integers(0, 64))
     rng = np.random.default_rng(E * 1000 + k)
-    trials = 400
-    touched = [len(set().union(*(rng.choice(E, k, replace=False) for _ in range(tokens))))
-               if tokens else 0 for _ in range(trials)]
-    mean, sd = np.mean(touched), np.std(touched) + 1e-9
+    trials = 300
+    keys = rng.random((trials, tokens, E))
+    chosen = np.argsort(keys, axis=-1)[..., :k]                      # [trials, tokens, k]
+    hit = np.zeros((trials, E), bool)
+    np.put_along_axis(hit, chosen.reshape(trials, -1), True, axis=1)
+    touched = hit.sum(axis=1)
+    mean, sd = touched.mean(), max(touched.std(), 0.5)     # rare misses: floor the spread
     want = params.expected_experts(E, k, tokens)
-    assert abs(mean - want) <= 5 * sd / math.sqrt(trials) + 1e-9
+    assert abs(mean - want) <= 5 * sd / math.sqrt(trials)
     assert want <= min(E, k * tokens) + 1e-9
 
 
@@ -122,7 +124,8 @@ def test_prefill_is_the_slower_of_its_flops_and_its_bytes():
     B, T = 2, 3000
     P = params.param_count(cfg)
     layer = 2 * cfg.D * cfg.N * cfg.H + 2 * cfg.D * cfg.K * cfg.H + 3 * cfg.D * cfg.F
-    flops = 2 * B * T * cfg.L * layer + 4 * cfg.L * B * T * T * cfg.N * cfg.H + 2 * B * cfg.D * cfg.V
+    flops = (2 * B * T * cfg.L * layer + 4 * cfg.L * B * T * T * cfg.N * cfg.H
+             + 2 * B * cfg.D * cfg.V)
     moved = 2 * P + B * T * 2 * cfg.L * cfg.K * cfg.H * 2
     est = estimate(cfg, chip, batch=B, context=4096, prompt=T)
     want = max(flops / chip.bf16_flops_per_s, moved / chip.hbm_bytes_per_s)

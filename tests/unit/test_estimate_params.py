@@ -44,7 +44,8 @@ def configs(draw, widths=(64, 128, 256), heads=(16, 32, 64)):
     G = draw(st.sampled_from([1, 2, 4]))
     H = draw(st.sampled_from(heads))
     D = draw(st.sampled_from(widths))
-    return ModelConfig(L=draw(st.integers(1, 2)), D=D, F=draw(st.sampled_from([2 * D, 3 * D, 4 * D])),
+    return ModelConfig(L=draw(st.integers(1, 2)), D=D,
+                       F=draw(st.sampled_from([2 * D, 3 * D, 4 * D])),
                        N=K * G, K=K, H=H, V=draw(st.sampled_from([64, 256, 1000])),
                        mlp=draw(st.sampled_from(["gated", "plain"])),
                        tied_embeddings=draw(st.booleans()))
@@ -83,7 +84,8 @@ def test_kv_cache_bytes_equal_the_allocated_cache(cfg, batch, seq, dtype):
     cache = jax.eval_shape(partial(kvcache.init_cache, cfg, batch, seq, dtype))
     itemsize = jnp.dtype(dtype).itemsize
     assert counts.kv_cache_bytes(cfg, batch, seq, itemsize) == allocated_bytes((cache.k, cache.v))
-    assert counts.kv_bytes_per_token(cfg, itemsize) * batch * seq == allocated_bytes((cache.k, cache.v))
+    assert counts.kv_bytes_per_token(cfg, itemsize) * batch * seq == allocated_bytes(
+        (cache.k, cache.v))
 
 
 @pytest.mark.parametrize("name", ["llama-2-13b", "llama-3-70b", "mistral-7b", "kipply-52b"])
@@ -97,7 +99,8 @@ def test_kv_cache_bytes_of_big_presets(name):
         full = jax.eval_shape(partial(kvcache.init_cache, cfg, 4, 8192, jnp.bfloat16))
         assert counts.kv_cache_bytes(cfg, 4, 8192, 2) == allocated_bytes((full.k, full.v))
     else:
-        assert counts.kv_cache_bytes(cfg, 4, 8192, 2) == 4 * cfg.window * counts.kv_bytes_per_token(cfg)
+        assert counts.kv_cache_bytes(cfg, 4, 8192, 2) == \
+            4 * cfg.window * counts.kv_bytes_per_token(cfg)
 
 
 @pytest.mark.parametrize("K, shards", [(4, 1), (4, 2), (4, 4), (8, 8), (2, 8), (1, 8)])

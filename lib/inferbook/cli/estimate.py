@@ -37,10 +37,8 @@ def _whole(flag: str, text: str, high: int = 2 ** 40) -> int:
     """A whole number from 1 to `high`, or a one-line error naming the flag."""
     t = text.strip()
     if not re.fullmatch(r"[0-9]+", t):
-        kind = "a whole number" if re.fullmatch(r"[-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?", t) \
-            else "a number"
-        raise UsageError(f"{flag}: {text!r} is not {kind}"
-                         + (" (it must be a whole number)" if kind == "a whole number" else ""))
+        numeric = re.fullmatch(r"[-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?", t)
+        raise UsageError(f"{flag}: {text!r} is not {'a whole number' if numeric else 'a number'}")
     value = int(t)
     if not 1 <= value <= high:
         raise UsageError(f"{flag}: {value:,} is out of range (1 to {high:,})")

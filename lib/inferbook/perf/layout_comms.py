@@ -61,10 +61,11 @@ def collective_time(comm: Comm, chip: Chip, axes: int = 1) -> tuple[float, float
     if comm.group <= 1 or comm.count == 0:
         return 0.0, 0.0
     if chip.link_bytes_per_s is None or chip.links is None or chip.hop_latency_s is None:
-        missing = ("link bandwidth" if chip.link_bytes_per_s is None or chip.links is None
-                   else "per-hop latency")
-        raise ValueError(f"{chip.name} has no interconnect {missing} in the registry; "
-                         "give it in a --hardware-config file to estimate several chips")
+        missing = ("link bandwidth (link_bytes_per_s, links)"
+                   if chip.link_bytes_per_s is None or chip.links is None
+                   else "latency (hop_latency_s)")
+        raise ValueError(f"{chip.name} has no interconnect {missing}, which estimating "
+                         "several chips needs; a --hardware-config file can give it")
     if chip.torus_axes is not None:
         bandwidth = 2 * chip.link_bytes_per_s * axes
         per_pass = chip.hop_latency_s * comm.group / 2
