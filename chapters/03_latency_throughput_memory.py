@@ -313,7 +313,8 @@ def llama_table(cfg_kv, label):
                          fits=weights_bf16 + kv <= chips * v5e.hbm_bytes, step=step,
                          lower=lower, tput=roofline.tokens_per_s(B, step)))
     text = (f"**{label}**\n\n| batch | KV cache | weights + KV | fits in "
-            f"{fmt_bytes(chips * v5e.hbm_bytes, 0)} | step time | tokens/s |\n|---:|---:|---:|:-:|---:|---:|\n")
+            f"{fmt_bytes(chips * v5e.hbm_bytes, 0)} | step time | tokens/s |\n"
+            "|---:|---:|---:|:-:|---:|---:|\n")
     text += "\n".join(f"| {r['B']} | {fmt_bytes(r['kv'])} | {fmt_bytes(r['total'])} | "
                       f"{'yes' if r['fits'] else 'no'} | {fmt_seconds(r['step'], 2)} | "
                       f"{r['tput']:,.0f} |" for r in rows)
@@ -367,7 +368,8 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 
 # %%
 gqa = llama.replace(K=8, name="llama-2-13b, K=8")
-glue("ch3_gqa_K", str(gqa.K)); glue("ch3_gqa_N", str(gqa.N)); glue("ch3_gqa_G", str(gqa.G))
+for letter in "KNG":
+    glue(f"ch3_gqa_{letter}", str(getattr(gqa, letter)))
 assert counts.kv_bytes_per_token(llama) == 5 * counts.kv_bytes_per_token(gqa)
 gqa_rows, gqa_text = llama_table(gqa, "The same with K = 8 KV heads (5× smaller cache)")
 Markdown(gqa_text)
@@ -412,6 +414,163 @@ plt.show()
 # diminish, but the curve keeps climbing toward the critical batch instead of stopping at
 # batch {glue:text}`ch3_mha_max_batch`.
 #
+# ## One command for all of it
+#
+# Everything in this chapter — memory, the step at each batch, the frontier — is what
+# `inferbook estimate` computes, with more of the real system added: the collectives of the
+# sharded layout on the chips' interconnect (chapters 8–10), the prefill and the time to the
+# first token, quantized formats with their scales, sliding windows and mixtures of experts.
+# [The estimator's fields](../book/estimate_reference.md) defines each number it prints. Here
+# is the table above as the command line prints it:
+
+# %%
+import json
+import shlex
+import tempfile
+from pathlib import Path
+
+from IPython.display import Image, display
+
+from inferbook.cli import main as inferbook_cli
+from inferbook.model.presets_families import FAMILY_CONFIGS
+from inferbook.perf.estimator import estimate
+from inferbook.perf.pareto_plot import pareto_figure
+
+sweep_batches = [1, 8, 15, 16, 32, 64]
+argv = ["estimate", "--model", "llama-2-13b", "--hardware", "TPU v5e", "--chips", str(chips),
+        "--batch", ",".join(map(str, sweep_batches)), "--context", str(S)]
+print("$ inferbook " + " ".join(shlex.quote(a) for a in argv))
+assert inferbook_cli(argv) == 0
+
+# %%
+cli_rows = [estimate(llama, v5e, batch=B, context=S, chips=chips) for B in sweep_batches]
+by_batch = {r.batch: r for r in cli_rows}
+for r in cli_rows:
+    kv = counts.kv_cache_bytes(llama, r.batch, S)
+    roof = roofline.step_time(total, weights_bf16, kv, r.batch, v5e, chips)
+    # The chapter's step, plus the collectives: their bytes overlap, their latencies add.
+    assert roof < r.step_time_s <= roof + r.comm_time_s
+    assert r.fits == (weights_bf16 + kv <= chips * v5e.hbm_bytes)
+assert cli_rows[0].max_batch == max_b and by_batch[15].fits and not by_batch[16].fits
+comm_share = by_batch[1].comm_time_s / by_batch[1].step_time_s
+glue("ch3_cli_comm_1", fmt_seconds(by_batch[1].comm_time_s))
+glue("ch3_cli_comm_share", fmt_percent(comm_share))
+glue("ch3_cli_layout", by_batch[1].layout)
+glue("ch3_cli_ttft_1", fmt_seconds(by_batch[1].ttft_s))
+glue("ch3_cli_ttft_15", fmt_seconds(by_batch[15].ttft_s))
+glue("ch3_positions_13b", f"{llama.max_seq_len:,}")
+
+# %% [markdown]
+# The columns are this chapter's, with three new ones. The estimator warns (on stderr) that
+# LLaMA-2 was trained on {glue:text}`ch3_positions_13b` positions — the scaling book's
+# 8,192-token example asks for more than the model supports — and which batches do not fit.
+# Its step times are a little longer than the table's: on eight chips the
+# {glue:text}`ch3_cli_layout` layout (chapter 9) adds two all-reduces per layer, whose
+# per-hop latencies cannot hide behind the work; at batch 1 they cost
+# {glue:text}`ch3_cli_comm_1` per step, {glue:text}`ch3_cli_comm_share` of it. And it gives
+# the time to the first token: prefilling one 8,192-token prompt takes
+# {glue:text}`ch3_cli_ttft_1`, fifteen of them together {glue:text}`ch3_cli_ttft_15` —
+# prefill is compute-bound, so its time grows with every prompt added.
+#
+# ### A model of today on eight H100s
+#
+# The same questions for Llama-3.1-70B {cite:p}`grattafiori2024llama3` on an 8-GPU H100
+# board, with 8,192- and 32,768-token contexts. With {glue:text}`ch3_l70_K` KV heads for
+# {glue:text}`ch3_l70_N` query heads, a token's cache is {glue:text}`ch3_l70_kv_frac` of a
+# multi-head model's, so far larger batches fit:
+
+# %%
+h100 = get_chip("H100 SXM")
+l70 = get_preset("llama-3.1-70b")
+glue("ch3_l70_K", str(l70.K))
+glue("ch3_l70_N", str(l70.N))
+glue("ch3_l70_kv_frac", f"1/{l70.N // l70.K}")
+modern = [estimate(l70, h100, batch=B, context=ctx, prompt=2048, chips=8)
+          for ctx in (8192, 32768) for B in (1, 4, 16, 64, 128, 256, 512)]
+fig = pareto_figure(modern)
+display(fig)
+
+# %%
+fit = {ctx: max(r.batch for r in modern if r.context == ctx and r.fits) for ctx in (8192, 32768)}
+front = [r for r in modern if r.fits]
+front = [front[i] for i in roofline.pareto_frontier([r.step_time_s for r in front],
+                                                    [r.tokens_per_s_per_chip for r in front])]
+assert fit[8192] > 2 * fit[32768]
+assert all(a.tokens_per_s_per_chip < b.tokens_per_s_per_chip for a, b in zip(front, front[1:]))
+fastest, cheapest = front[0], front[-1]
+assert fastest.batch == 1 and cheapest.batch == fit[8192] and cheapest.context == 8192
+glue("ch3_l70_fit_8k", str(fit[8192]))
+glue("ch3_l70_fit_32k", str(fit[32768]))
+glue("ch3_l70_max_8k", str(modern[0].max_batch))
+glue("ch3_l70_max_32k", str(modern[7].max_batch))
+glue("ch3_l70_fast", fmt_seconds(fastest.step_time_s))
+glue("ch3_l70_fast_user", fmt_rate(fastest.tokens_per_s_per_user, "tokens/s"))
+glue("ch3_l70_cheap_chip", fmt_rate(cheapest.tokens_per_s_per_chip, "tokens/s"))
+glue("ch3_l70_cheap_step", fmt_seconds(cheapest.step_time_s))
+glue("ch3_l70_layout", fastest.layout)
+
+# %% [markdown]
+# Hollow points do not fit in the board's memory: at 8,192 tokens the largest batch is
+# {glue:text}`ch3_l70_max_8k` (of those drawn, {glue:text}`ch3_l70_fit_8k`), at 32,768 only
+# {glue:text}`ch3_l70_max_32k`. The frontier runs from batch 1, {glue:text}`ch3_l70_fast` per
+# step ({glue:text}`ch3_l70_fast_user` for the one user), to batch
+# {glue:text}`ch3_l70_fit_8k`, where each GPU produces {glue:text}`ch3_l70_cheap_chip` but
+# every user waits {glue:text}`ch3_l70_cheap_step` per token. The longer context costs on both
+# axes: every sequence's cache is four times larger, so fewer fit and each step reads more.
+# (The {glue:text}`ch3_l70_layout` layout won on this shape; `--layout` picks one.)
+#
+# ### Estimating your own model
+#
+# To estimate a model of your own choosing, you need its `config.json`, the file that sits
+# beside the weights on the Hugging Face hub (the page's *Files* tab, or
+# `huggingface-cli download Qwen/Qwen3-30B-A3B config.json --local-dir qwen3`; no weights are
+# needed). Below we write the keys of Qwen3-30B-A3B's published file, a mixture of
+# {glue:text}`ch3_moe_E` experts of which each token uses {glue:text}`ch3_moe_k`; a downloaded
+# file has more keys, which the estimator reads or ignores. Then one command sweeps the batch
+# on one H100, the weights stored in fp8 with their scales, and draws the frontier:
+
+# %%
+folder = Path(tempfile.mkdtemp()) / "qwen3"
+folder.mkdir()
+(folder / "config.json").write_text(json.dumps(FAMILY_CONFIGS["qwen3-30b-a3b"], indent=1))
+plot_path = folder / "pareto.png"
+argv = ["estimate", "--config", str(folder / "config.json"), "--hardware", "H100 SXM",
+        "--batch", "1,4,16,64,256,1024", "--context", "4096", "--prompt", "1024",
+        "--weights", "fp8", "--plot", str(plot_path)]
+print("$ inferbook " + " ".join(shlex.quote(a) for a in argv))
+assert inferbook_cli(argv) == 0
+Image(filename=str(plot_path))
+
+# %%
+qwen = get_preset("qwen3-30b-a3b")
+moe_rows = {B: estimate(qwen, h100, batch=B, context=4096, prompt=1024, weights="fp8")
+            for B in (1, 4, 16, 64, 256, 1024)}
+one, many = moe_rows[1], moe_rows[256]
+assert one.weight_bytes_read < 0.2 * one.param_bytes          # one token: 8 experts of 128
+assert many.weight_bytes_read > 0.95 * many.param_bytes       # 256 tokens: nearly all of them
+dense_bcrit = roofline.critical_batch(h100, one.weight_bytes)  # same bytes per weight
+assert one.critical_batch > 5 * dense_bcrit
+glue("ch3_moe_E", str(qwen.moe.E))
+glue("ch3_moe_k", str(qwen.moe.k))
+glue("ch3_moe_params", fmt_count(one.params))
+glue("ch3_moe_active", fmt_count(one.active_params))
+glue("ch3_moe_read_1", fmt_bytes(one.weight_bytes_read))
+glue("ch3_moe_read_256", fmt_bytes(many.weight_bytes_read))
+glue("ch3_moe_experts_16", f"{moe_rows[16].experts_touched:.0f}")
+glue("ch3_moe_bcrit", f"{one.critical_batch:,.0f}")
+glue("ch3_dense_bcrit", f"{dense_bcrit:.0f}")
+
+# %% [markdown]
+# Of its {glue:text}`ch3_moe_params` parameters a token uses {glue:text}`ch3_moe_active`, and
+# a step at batch 1 reads only the experts its token was routed to,
+# {glue:text}`ch3_moe_read_1` of weights. Each added sequence is routed to experts of its own:
+# at batch 16 a layer already reads {glue:text}`ch3_moe_experts_16` experts on average, at
+# batch 256 the step reads {glue:text}`ch3_moe_read_256`, nearly all of them
+# ([the fields page](../book/estimate_reference.md) derives the expected count). So a mixture
+# of experts stays memory-bound far longer than a dense model: its critical batch is
+# {glue:text}`ch3_moe_bcrit` tokens against {glue:text}`ch3_dense_bcrit` for a dense model on
+# the same GPU.
+#
 # ```{admonition} Takeaways
 # - A decode step cannot be faster than (weights + every sequence's KV cache) / bandwidth; the
 #   weight matmuls turn compute-bound only past the critical batch, attention never does.
@@ -421,4 +580,6 @@ plt.show()
 # - Past a few thousand tokens of context, the KV cache — not the weights — decides how large
 #   a batch fits and how much throughput a chip can deliver. Shrinking it (chapter 5) pays off
 #   in latency, throughput and maximum batch at once.
+# - `inferbook estimate` puts all of this, plus communication, prefill and quantization, behind
+#   one command that reads any model's `config.json`.
 # ```

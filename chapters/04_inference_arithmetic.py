@@ -211,6 +211,34 @@ glue("ch4_cap_gain", fmt_ratio(cap[4][0] / cap[3][0]));
 # heads and hidden dimensions cleanly. Since the weights cost the same however large the batch,
 # each model instance wants as large a batch as its memory allows.
 #
+# The arithmetic has not aged. For Llama-3.1-70B {cite:p}`grattafiori2024llama3` in bfloat16
+# on 80 GB H100s:
+
+# %%
+l31 = get_preset("llama-3.1-70b")
+h100 = get_chip("H100 SXM")
+l31_min = latency.min_chips_for_weights(l31, h100)
+l31_tokens = {g: latency.kv_capacity_tokens(l31, h100, g) for g in (l31_min, 4, 8)}
+assert l31_min == 2 and l31_tokens[4] > 5 * l31_tokens[2]    # the third GPU onward is all cache
+free8, per = 8 * h100.hbm_bytes - counts.param_bytes(l31), counts.kv_bytes_per_token(l31)
+assert l31_tokens[8] * per <= free8 < (l31_tokens[8] + 1) * per
+glue("ch4_l31_weights", fmt_bytes(counts.param_bytes(l31)))
+glue("ch4_l31_min", str(l31_min))
+glue("ch4_l31_tok2", fmt_count(l31_tokens[2]))
+glue("ch4_l31_tok4", fmt_count(l31_tokens[4]))
+glue("ch4_l31_tok8", fmt_count(l31_tokens[8]))
+glue("ch4_l31_ctx", fmt_count(l31.max_seq_len))
+assert counts.kv_bytes_per_token(l31.replace(K=l31.N)) == l31.G * per   # one KV head per query
+glue("ch4_l31_G", str(l31.G))
+
+# %% [markdown]
+# Its {glue:text}`ch4_l31_weights` of weights need {glue:text}`ch4_l31_min` GPUs, which leave
+# room for {glue:text}`ch4_l31_tok2` tokens of cache; four hold {glue:text}`ch4_l31_tok4`, and
+# a full board of eight {glue:text}`ch4_l31_tok8` — against a context window of
+# {glue:text}`ch4_l31_ctx` tokens per request. With one KV head per query head, as in the
+# 52B model, a token's cache would be {glue:text}`ch4_l31_G` times larger and the same memory
+# would hold that many times fewer tokens (grouped-query attention, chapter 5).
+#
 # ## Model parallelism
 #
 # *Tensor parallelism* splits every weight matrix across the $N$ GPUs (attention by heads, the

@@ -142,6 +142,64 @@ glue("ch5_mistral_W", f"{get_preset('mistral-7b').window:,}")
 # Falcon-7B, with a single KV head, stores
 # {glue:text}`ch5_falcon7_token`.
 #
+# ### Today's families
+#
+# The models served today push the same lever further, and add two more. Gemma-2 and Phi-3
+# give some or all layers a sliding window, so their cache per token shrinks as the context
+# outgrows the window (the sliding-window section below); DeepSeek's latent attention caches
+# one compressed vector per token and layer instead of keys and values per head. Mixtures of
+# experts (Mixtral, Qwen3-30B-A3B, DeepSeek) change the weights, not the cache. The same
+# formula, read from each model's published config (the presets cite them), in bfloat16:
+
+# %%
+family_models = ["llama-3.2-1b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
+                 "qwen2.5-7b", "qwen3-8b", "qwen3-30b-a3b", "mixtral-8x7b", "gemma-2-9b",
+                 "phi-3-mini", "deepseek-v2-lite", "deepseek-v3"]
+fam = {}
+for name in family_models:
+    c = get_preset(name)
+    full = counts.kv_bytes_per_token(c, BF16)
+    at_context = counts.kv_cache_bytes(c, 1, c.max_seq_len, BF16) / c.max_seq_len
+    cached = (f"latent {c.mla.R_kv} + rotary key {c.mla.H_rope}" if c.mla is not None
+              else f"K = {c.K} of N = {c.N} heads of H = {c.H}")
+    windows = sum(w is not None for w in c.windows)
+    fam[name] = dict(cfg=c, full=full, at_context=at_context, cached=cached, windows=windows,
+                     params=counts.param_count(c))
+Markdown("| model | parameters | what a layer caches per token | windowed layers | KV per token "
+         "| per token over its whole context |\n|---|---:|---|---:|---:|---:|\n" + "\n".join(
+             f"| {n} | {fmt_count(r['params'])} | {r['cached']} | {r['windows']} of "
+             f"{r['cfg'].L} | {fmt_bytes(r['full'], 1)} | {fmt_bytes(r['at_context'], 1)} "
+             f"({fmt_count(r['cfg'].max_seq_len)} tokens) |" for n, r in fam.items()))
+
+# %%
+ds3, l405 = fam["deepseek-v3"], fam["llama-3.1-405b"]
+assert ds3["params"] > l405["params"] and ds3["full"] < l405["full"] / 5   # latent attention
+assert fam["mixtral-8x7b"]["full"] == counts.kv_bytes_per_token(get_preset("mistral-7b"))
+gemma, phi = fam["gemma-2-9b"], fam["phi-3-mini"]
+assert gemma["at_context"] < gemma["full"] and phi["at_context"] < phi["full"] / 1.9
+assert phi["full"] > fam["llama-3.1-8b"]["full"]          # multi-head ...
+assert phi["params"] < fam["llama-3.1-8b"]["params"] / 2  # ... with less than half the weights
+assert 2 * gemma["windows"] == gemma["cfg"].L             # Gemma-2: every other layer slides
+glue("ch5_ds3_latent", str(ds3["cfg"].mla.R_kv))
+glue("ch5_gemma_window", f"{gemma['cfg'].window:,}")
+glue("ch5_ds3_token", fmt_bytes(ds3["full"], 1))
+glue("ch5_l405_token", fmt_bytes(l405["full"], 1))
+glue("ch5_ds3_vs_l405", fmt_ratio(l405["full"] / ds3["full"]))
+glue("ch5_gemma_token", fmt_bytes(gemma["full"], 1))
+glue("ch5_gemma_ctx", fmt_bytes(gemma["at_context"], 1))
+glue("ch5_phi_token", fmt_bytes(phi["full"], 1))
+glue("ch5_l31_8b_token", fmt_bytes(fam["llama-3.1-8b"]["full"], 1))
+
+# %% [markdown]
+# DeepSeek-V3, the largest model in the table, stores {glue:text}`ch5_ds3_token` per token and
+# Llama-3.1-405B {glue:text}`ch5_l405_token`, {glue:text}`ch5_ds3_vs_l405` as much, because
+# DeepSeek's layers cache a latent of {glue:text}`ch5_ds3_latent` numbers instead of keys and values
+# per head. Gemma-2-9B stores {glue:text}`ch5_gemma_token` per token while every layer still
+# holds it, but every other layer keeps only a {glue:text}`ch5_gemma_window`-token window, so
+# over its whole context a token costs {glue:text}`ch5_gemma_ctx`. Phi-3-mini, multi-head with
+# less than half the parameters of Llama-3.1-8B, stores {glue:text}`ch5_phi_token` per token to
+# Llama's {glue:text}`ch5_l31_8b_token`.
+#
 # ## What fits on a chip
 #
 # Whatever memory the weights leave is all the cache can have. For LLaMA-2 7B in bfloat16 on

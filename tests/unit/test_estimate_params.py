@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from inferbook.memory import kv_window
 from inferbook.model import decode, decoder, kvcache
-from inferbook.model.config import ModelConfig
+from inferbook.model.config import ConfigError, ModelConfig
 from inferbook.model.presets import PRESETS
 from inferbook.parallel.devices import make_mesh
 from inferbook.perf import counts, latency
@@ -43,7 +44,8 @@ def configs(draw, widths=(64, 128, 256), heads=(16, 32, 64)):
     G = draw(st.sampled_from([1, 2, 4]))
     H = draw(st.sampled_from(heads))
     D = draw(st.sampled_from(widths))
-    return ModelConfig(L=draw(st.integers(1, 2)), D=D, F=draw(st.sampled_from([2 * D, 3 * D, 4 * D])),
+    return ModelConfig(L=draw(st.integers(1, 2)), D=D,
+                       F=draw(st.sampled_from([2 * D, 3 * D, 4 * D])),
                        N=K * G, K=K, H=H, V=draw(st.sampled_from([64, 256, 1000])),
                        mlp=draw(st.sampled_from(["gated", "plain"])),
                        tied_embeddings=draw(st.booleans()))
@@ -57,7 +59,10 @@ def test_param_bytes_equal_the_allocated_bytes_of_every_preset(name, dtype):
     """abstract_params is the model's layout without memory; where init_params is willing to
     draw the weights, its (abstract) output must have the very same leaves."""
     cfg = PRESETS[name]
-    shapes = decoder.abstract_params(cfg, dtype)
+    try:
+        shapes = decoder.abstract_params(cfg, dtype)
+    except ConfigError as err:        # a family the runtime does not run yet: sized elsewhere
+        pytest.skip(str(err))         # (test_estimate_families checks it against transformers)
     itemsize = jnp.dtype(dtype).itemsize
     assert counts.param_bytes(cfg, itemsize) == allocated_bytes(shapes)
     assert counts.param_count(cfg) == sum(int(np.prod(x.shape)) for x in jax.tree.leaves(shapes))
@@ -79,14 +84,23 @@ def test_kv_cache_bytes_equal_the_allocated_cache(cfg, batch, seq, dtype):
     cache = jax.eval_shape(partial(kvcache.init_cache, cfg, batch, seq, dtype))
     itemsize = jnp.dtype(dtype).itemsize
     assert counts.kv_cache_bytes(cfg, batch, seq, itemsize) == allocated_bytes((cache.k, cache.v))
-    assert counts.kv_bytes_per_token(cfg, itemsize) * batch * seq == allocated_bytes((cache.k, cache.v))
+    assert counts.kv_bytes_per_token(cfg, itemsize) * batch * seq == allocated_bytes(
+        (cache.k, cache.v))
 
 
 @pytest.mark.parametrize("name", ["llama-2-13b", "llama-3-70b", "mistral-7b", "kipply-52b"])
 def test_kv_cache_bytes_of_big_presets(name):
+    """A sliding-window layer keeps W slots (its ring buffer, `kv_window`): Mistral's 4,096-token
+    window caps an 8,192-token sequence's cache at half; full-attention models fill all slots."""
     cfg = PRESETS[name]
-    cache = jax.eval_shape(partial(kvcache.init_cache, cfg, 4, 8192, jnp.bfloat16))
+    cache = jax.eval_shape(partial(kv_window.init_cache, cfg, cfg.windows, 4, 8192, jnp.bfloat16))
     assert counts.kv_cache_bytes(cfg, 4, 8192, 2) == allocated_bytes((cache.k, cache.v))
+    if cfg.window is None:
+        full = jax.eval_shape(partial(kvcache.init_cache, cfg, 4, 8192, jnp.bfloat16))
+        assert counts.kv_cache_bytes(cfg, 4, 8192, 2) == allocated_bytes((full.k, full.v))
+    else:
+        assert counts.kv_cache_bytes(cfg, 4, 8192, 2) == \
+            4 * cfg.window * counts.kv_bytes_per_token(cfg)
 
 
 @pytest.mark.parametrize("K, shards", [(4, 1), (4, 2), (4, 4), (8, 8), (2, 8), (1, 8)])

@@ -37,14 +37,17 @@ def test_matmul_flops_are_what_xla_counts_and_bytes_are_each_tensor_once(B, D, F
                                                                           w_dtype):
     x = jax.ShapeDtypeStruct((B, D), x_dtype)
     w = jax.ShapeDtypeStruct((D, F), w_dtype)
-    matmul = lambda x, w: jnp.matmul(x, w.astype(x.dtype))
+    def matmul(x, w):
+        return jnp.matmul(x, w.astype(x.dtype))
     if x_dtype == w_dtype == jnp.float32:     # (XLA:CPU counts bf16 conversions as FLOPs too)
         assert xla_cost(matmul, x, w)["flops"] == roofline.matmul_flops(B, D, F)
     out = jax.eval_shape(matmul, x, w)
-    nbytes = lambda a: math.prod(a.shape) * jnp.dtype(a.dtype).itemsize
+    def nbytes(a):
+        return math.prod(a.shape) * jnp.dtype(a.dtype).itemsize
     assert roofline.matmul_bytes(B, D, F, jnp.dtype(x_dtype).itemsize,
                                  jnp.dtype(w_dtype).itemsize,
-                                 jnp.dtype(out.dtype).itemsize) == nbytes(x) + nbytes(w) + nbytes(out)
+                                 jnp.dtype(out.dtype).itemsize) == \
+        nbytes(x) + nbytes(w) + nbytes(out)
 
 
 @given(B=st.integers(1, 4096), D=st.integers(1, 8192), F=st.integers(1, 8192))
@@ -87,8 +90,10 @@ def test_int8_weights_halve_b_crit_and_int8_arithmetic_doubles_it():
 def test_attention_cost_counts_both_products_and_every_tensor_once(B, T, S, N, K, H):
     q = jax.ShapeDtypeStruct((B, K, (N // K) * T, H), jnp.float32)
     k = jax.ShapeDtypeStruct((B, K, S, H), jnp.float32)
-    products = lambda q, k, v: jnp.einsum("BKMS,BKSH->BKMH",
-                                          jnp.einsum("BKMH,BKSH->BKMS", q, k), v)
+
+    def products(q, k, v):
+        return jnp.einsum("BKMS,BKSH->BKMH", jnp.einsum("BKMH,BKSH->BKMS", q, k), v)
+
     flops, nbytes = roofline.attention_cost(T, S, N, K, H, B, 4, 4)
     assert xla_cost(products, q, k, k)["flops"] == flops
     tensors = [q, k, k, q]           # read Q, K, V; write an output shaped like Q
@@ -142,9 +147,10 @@ def test_general_step_time_equals_a_roofline_per_weight_matrix(name, chip, batch
        weight_bytes=st.sampled_from([2, 1, 0.5]), kv_bytes=st.sampled_from([2, 1]))
 def test_max_batch_is_the_largest_batch_that_fits(name, chip, n, context, weight_bytes, kv_bytes):
     cfg, chip = PRESETS[name], CHIPS[chip]
-    fits = lambda B: roofline.estimate_decode(cfg, chip, batch=B, context=context, chips=n,
-                                              weight_bytes=weight_bytes,
-                                              kv_bytes=kv_bytes).fits
+    def fits(B):
+        return roofline.estimate_decode(cfg, chip, batch=B, context=context, chips=n,
+                                        weight_bytes=weight_bytes, kv_bytes=kv_bytes).fits
+
     best = roofline.max_batch(cfg, chip, context, n, weight_bytes, kv_bytes)
     if best == 0:
         assert not fits(1)
@@ -201,3 +207,16 @@ def test_bigger_batches_trade_latency_for_throughput_until_b_crit():
 def test_chip_is_a_plain_dataclass_so_estimates_take_custom_hardware():
     chip = dataclasses.replace(CHIPS["A100 40GB"], hbm_bytes_per_s=1.5e12)
     assert roofline.critical_batch(chip) == pytest.approx(208)
+
+
+@pytest.mark.parametrize("kv_bytes, chips", [(1e-20, 1), (1e-300, 1), (2, 10 ** 31)])
+def test_max_batch_of_huge_ratios_is_exact_and_immediate(kv_bytes, chips):
+    """Issue 15: ±1 steps on a float of 1e20 never ended. The floor is taken on the exact
+    rationals of the two sizes, at once."""
+    from fractions import Fraction
+    cfg, chip = PRESETS["tiny"], CHIPS["TPU v5e"]
+    got = roofline.max_batch(cfg, chip, 100, chips, 2, kv_bytes)
+    free = chips * chip.hbm_bytes - counts.param_bytes(cfg, 2)
+    per_seq = counts.kv_cache_bytes(cfg, 1, 100, kv_bytes)
+    assert got == math.floor(Fraction(free) / Fraction(per_seq))
+    assert got * Fraction(per_seq) <= Fraction(free) < (got + 1) * Fraction(per_seq)

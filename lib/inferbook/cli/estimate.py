@@ -1,23 +1,7 @@
-"""`inferbook estimate`: memory, critical batch and step time of decoding, from the roofline.
+"""`inferbook estimate`: memory, latency and throughput of serving a model, from its config.
 
-    inferbook estimate --model llama-2-13b --hardware "TPU v5e" --chips 8 --batch 16 \
-        --context 8192 --json
-
-Definitions (B batch, S context, the rest from the model and the chip):
-
-    params                    parameters of the model (embeddings included)
-    param_bytes               params × weight-bytes
-    kv_bytes_per_token        2·L·K·H × kv-bytes
-    kv_bytes                  B · S · kv_bytes_per_token
-    total_bytes               param_bytes + kv_bytes
-    hbm_bytes                 chips × the chip's memory
-    fits                      total_bytes ≤ hbm_bytes
-    max_batch                 the largest B that fits at this context
-    critical_batch            flops · weight-bytes / (2 · hbm_bandwidth), one chip
-    step_time_lower_bound_s   (kv_bytes + param_bytes) / (chips · hbm_bandwidth)
-    step_time_s               kv_bytes / (chips · hbm_bandwidth)
-                              + max(2·B·params / (chips · flops), param_bytes / (chips · hbm_bandwidth))
-    tokens_per_s              B / step_time_s
+Every field it prints is defined in book/estimate_reference.md ("The estimator's fields").
+Bad input is refused before any work, in one line that names the flag.
 """
 
 from __future__ import annotations
@@ -25,56 +9,126 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+from pathlib import Path
 
 from . import UsageError
 
-__all__ = ["add_parser", "run", "estimate_fields"]
+__all__ = ["add_parser", "run", "estimate_fields", "estimate_rows"]
+
+MAX_SWEEP = 1000             # rows of one sweep
+MAX_LAYERS = 100_000         # a config.json with more layers describes no model
+
+EXAMPLES = """\
+examples:
+  inferbook estimate --model llama-3.1-8b --hardware "H100 SXM"
+  inferbook estimate --model llama-3.1-70b --hardware H100 --chips 8 --batch 1,8,64 --context 8192
+  inferbook estimate --model deepseek-v3 --hardware H200 --chips 8 --weights fp8 --kv int8 --json
+  inferbook estimate --config ./config.json --hardware "TPU v5e" --chips 8 \\
+      --batch 1,2,4,8,16,32,64,128 --context 4096 --prompt 1024 --plot pareto.png
+  inferbook estimate --list models
+
+Every field is defined in the book's "The estimator's fields" page (book/estimate_reference.md).
+"""
 
 
-def _positive(kind):
-    """An argparse type: a positive, finite number of the given kind (int or float)."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-        return value
-    parse.__name__ = kind.__name__
-    return parse
+def _whole(flag: str, text: str, high: int = 2 ** 40) -> int:
+    """A whole number from 1 to `high`, or a one-line error naming the flag."""
+    t = text.strip()
+    if not re.fullmatch(r"[0-9]+", t):
+        numeric = re.fullmatch(r"[-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?", t)
+        raise UsageError(f"{flag}: {text!r} is not {'a whole number' if numeric else 'a number'}")
+    value = int(t)
+    if not 1 <= value <= high:
+        raise UsageError(f"{flag}: {value:,} is out of range (1 to {high:,})")
+    return value
+
+
+def _wholes(flag: str, text: str) -> list[int]:
+    parts = text.split(",")
+    if len(parts) > MAX_SWEEP:
+        raise UsageError(f"{flag}: at most {MAX_SWEEP} values, got {len(parts)}")
+    values = [_whole(flag, p) for p in parts]
+    return list(dict.fromkeys(values))                  # keep the order, drop repeats
+
+
+def _bytes(flag: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not a number") from None
+    if not math.isfinite(value) or not 0.125 <= value <= 8:
+        raise UsageError(f"{flag}: {text} bytes is out of range (0.125 to 8 bytes per number)")
+    return value
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("estimate", help="roofline estimate of a decode step",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    model = p.add_mutually_exclusive_group(required=True)
-    model.add_argument("--model", metavar="PRESET", help="a preset model (e.g. llama-2-13b)")
-    model.add_argument("--config", metavar="PATH",
-                       help="a Hugging Face Llama-family config.json")
-    hw = p.add_mutually_exclusive_group(required=True)
-    hw.add_argument("--hardware", metavar="NAME", help='a chip of the registry, e.g. "TPU v5e"')
-    hw.add_argument("--hardware-config", metavar="PATH",
-                    help="JSON with hbm_bytes, hbm_bandwidth (B/s) and flops (FLOP/s)")
-    p.add_argument("--chips", type=_positive(int), default=1, metavar="N")
-    p.add_argument("--batch", type=_positive(int), default=1, metavar="B")
-    p.add_argument("--context", type=_positive(int), default=None, metavar="S",
-                   help="cached tokens per sequence (default: the model's context length)")
-    p.add_argument("--weight-bytes", type=_positive(float), default=2.0, metavar="BYTES",
-                   help="bytes per weight: 2 bf16, 1 int8, 0.5 int4 (default 2)")
-    p.add_argument("--kv-bytes", type=_positive(float), default=2.0, metavar="BYTES",
-                   help="bytes per KV-cache element (default 2)")
-    p.add_argument("--json", action="store_true", help="print the fields as one JSON object")
+    from inferbook.model.presets import PRESETS
+    from inferbook.perf.hardware import CHIPS
+    epilog = (EXAMPLES + "\npresets: " + ", ".join(PRESETS) + "\nchips: "
+              + ", ".join(CHIPS) + "\n")
+    p = subparsers.add_parser(
+        "estimate", help="memory, latency and throughput of serving a model (roofline)",
+        description="Estimate serving a model on one or many chips: memory, decode step, "
+                    "prefill and time to first token, tokens/s; sweeps and a Pareto plot.",
+        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p.add_argument("--model", metavar="PRESET", help="a preset (see the list below)")
+    p.add_argument("--config", metavar="PATH", help="a Hugging Face config.json (any family "
+                   "the book reads: Llama, Mistral, Mixtral, Qwen, Gemma, Phi-3, DeepSeek, GPT-2)")
+    p.add_argument("--hardware", metavar="NAME", help='a chip of the registry, e.g. "H100 SXM"')
+    p.add_argument("--hardware-config", metavar="PATH",
+                   help="JSON with hbm_bytes, hbm_bandwidth (B/s) and flops (FLOP/s), "
+                        "optionally interconnect, link_bytes_per_s, links, hop_latency_s")
+    p.add_argument("--list", choices=("models", "chips"), help="list the presets or the chips")
+    p.add_argument("--chips", default="1", metavar="N", help="chips serving one copy (default 1)")
+    p.add_argument("--layout", choices=("1d-ws", "2d-ws"),
+                   help="the sharded layout (default: the faster one for the shape, printed)")
+    p.add_argument("--batch", default="1", metavar="B[,B...]", help="sequences per step")
+    p.add_argument("--context", metavar="S[,S...]",
+                   help="cached tokens per sequence (default: the model's positions)")
+    p.add_argument("--prompt", metavar="T", help="prompt tokens prefilled (default: the context)")
+    w = p.add_mutually_exclusive_group()
+    w.add_argument("--weights", default=None, metavar="FMT",
+                   help="bf16 | fp8 | int8 | int4[:group], scales counted (default bf16)")
+    w.add_argument("--weight-bytes", metavar="BYTES",
+                   help="plain bytes per parameter instead, no scales (2 bf16, 1 int8, 0.5 int4)")
+    k = p.add_mutually_exclusive_group()
+    k.add_argument("--kv", default=None, metavar="FMT",
+                   help="bf16 | fp8 | int8 KV cache, with one float32 scale per vector")
+    k.add_argument("--kv-bytes", metavar="BYTES", help="plain bytes per cached number instead")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse a context beyond the model's positions (default: a warning)")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="draw latency against throughput per chip, the Pareto frontier marked")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: one object, or a list of rows for a sweep")
     p.set_defaults(run=run)
 
 
 def _model(args):
-    from inferbook.model.hf_config import from_hf_config
+    from inferbook.model.hf_config import from_hf_config, read_hf_config
     from inferbook.model.presets import get_preset
     if args.model is not None:
         return get_preset(args.model)
-    return from_hf_config(args.config)
+    path = Path(args.config)
+    if not (path.is_file() or (path / "config.json").is_file()):
+        raise UsageError(f"--config: no config file at {args.config!r}")
+    try:
+        raw = read_hf_config(args.config)
+    except RecursionError:
+        raise UsageError(f"--config: {args.config!r} nests too deeply to be a config") from None
+    if not isinstance(raw.get("model_type", ""), str):     # hf_config would hash it
+        raise UsageError(f"--config: model_type must be a string, got {raw['model_type']!r}")
+    for key in ("num_hidden_layers", "n_layer"):
+        value = raw.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and value > MAX_LAYERS:
+            raise UsageError(f"--config: {key}={value!r} is more layers than any model has "
+                             f"(at most {MAX_LAYERS:,})")
+    return from_hf_config(raw, purpose="estimate",
+                          name=Path(args.config).resolve().parent.name
+                          if Path(args.config).is_file() else Path(args.config).name)
 
 
 def _chip(args):
@@ -84,49 +138,137 @@ def _chip(args):
             return get_chip(args.hardware)
         return chip_from_json(args.hardware_config)
     except HardwareError as err:
-        raise UsageError(str(err)) from None
+        flag = "--hardware" if args.hardware is not None else "--hardware-config"
+        raise UsageError(f"{flag}: {err}") from None
 
 
-def estimate_fields(args: argparse.Namespace) -> dict:
-    """The JSON object `inferbook estimate --json` prints, for parsed arguments."""
-    from inferbook.perf.roofline import estimate_decode
+def _plot_path(text: str) -> Path:
+    path = Path(text)
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--plot: {text!r} must end in .png, .svg or .pdf")
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"--plot: {text!r} is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"--plot: the folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--plot: {text!r} is not writable")
+    return path
+
+
+def estimate_rows(args: argparse.Namespace) -> list:
+    """The `Estimate` of each (context, batch) the arguments ask for, checked first."""
+    from inferbook.perf import quant
+    from inferbook.perf.estimator import estimate
+    from inferbook.perf.layout_comms import layout_candidates
+    if (args.model is None) == (args.config is None):
+        raise UsageError("give one of --model PRESET or --config PATH (or --list models)")
+    if (args.hardware is None) == (args.hardware_config is None):
+        raise UsageError("give one of --hardware NAME or --hardware-config PATH "
+                         "(or --list chips)")
+    chips = _whole("--chips", args.chips, 2 ** 20)
+    batches = _wholes("--batch", args.batch)
+    contexts = None if args.context is None else _wholes("--context", args.context)
+    if contexts is not None and len(batches) * len(contexts) > MAX_SWEEP:
+        raise UsageError(f"--batch × --context: at most {MAX_SWEEP} rows")
+    prompt = None if args.prompt is None else _whole("--prompt", args.prompt)
+    try:
+        weights = quant.parse_weight_format("bf16" if args.weights is None else args.weights)
+    except ValueError as err:
+        raise UsageError(f"--weights: {err}") from None
+    if args.kv is not None and args.kv not in quant.KV_FORMATS:
+        raise UsageError(f"--kv: unknown format {args.kv!r}; known: {', '.join(quant.KV_FORMATS)}")
+    wb = None if args.weight_bytes is None else _bytes("--weight-bytes", args.weight_bytes)
+    kvb = None if args.kv_bytes is None else _bytes("--kv-bytes", args.kv_bytes)
+    if args.plot is not None:
+        _plot_path(args.plot)
     cfg, chip = _model(args), _chip(args)
-    context = args.context if args.context is not None else cfg.max_seq_len
-    est = estimate_decode(cfg, chip, batch=args.batch, context=context, chips=args.chips,
-                          weight_bytes=args.weight_bytes, kv_bytes=args.kv_bytes)
-    fields = {"model": cfg.name, "hardware": chip.name, "chips": args.chips,
-              "batch": args.batch, "context": context, "weight_bytes": args.weight_bytes,
-              "kv_bytes_per_element": args.kv_bytes}
-    fields.update(est.as_dict())
-    return fields
+    if chip.max_chips is not None and chips > chip.max_chips:
+        raise UsageError(f"--chips: {chips} chips exceed the {chip.max_chips} that one "
+                         f"{chip.interconnect} domain of {chip.name} joins")
+    if contexts is None and cfg.max_seq_len > 2 ** 40:
+        raise UsageError(f"--context: {cfg.name} claims {cfg.max_seq_len:,} positions, too many "
+                         "to be the default context; give --context")
+    contexts = contexts or [cfg.max_seq_len]
+    for S in contexts:
+        if S > cfg.max_seq_len and args.strict:
+            raise UsageError(f"--context: {S:,} exceeds the {cfg.max_seq_len:,} positions of "
+                             f"{cfg.name} (--strict)")
+        if prompt is not None and prompt > S:
+            raise UsageError(f"--prompt: {prompt:,} tokens cannot exceed the context ({S:,})")
+    if chips > 1:
+        for B in batches:
+            if not layout_candidates(cfg, chips, B, args.layout)[0]:
+                problem = layout_candidates(cfg, chips, B, args.layout)[1]
+                raise UsageError(f"--{'layout' if args.layout else 'chips'}: {problem}")
+    rows = []
+    for S in contexts:
+        for B in batches:
+            try:
+                rows.append(estimate(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
+                                     layout=args.layout, weights=weights,
+                                     kv="bf16" if args.kv is None else args.kv,
+                                     weight_bytes=wb, kv_bytes=kvb, strict=args.strict))
+            except (ValueError, OverflowError) as err:
+                raise UsageError(str(err).splitlines()[0]) from None
+    return rows
 
 
-_UNITS = [("params", "parameters", "count"), ("param_bytes", "weights", "bytes"),
-          ("kv_bytes_per_token", "KV cache per token", "bytes"),
-          ("kv_bytes", "KV cache (batch × context)", "bytes"),
-          ("total_bytes", "weights + KV cache", "bytes"), ("hbm_bytes", "device memory", "bytes"),
-          ("fits", "fits in memory", "bool"), ("max_batch", "largest batch that fits", "int"),
-          ("critical_batch", "critical batch (one chip)", "float"),
-          ("step_time_lower_bound_s", "step time, memory-bound bound", "seconds"),
-          ("step_time_s", "step time, roofline", "seconds"),
-          ("tokens_per_s", "throughput", "tokens/s")]
+def estimate_fields(args: argparse.Namespace) -> dict | list:
+    """What `inferbook estimate --json` prints: one object, or a list for a sweep."""
+    rows = [r.as_dict() for r in estimate_rows(args)]
+    return rows[0] if len(rows) == 1 else rows
 
 
-def _table(fields: dict) -> str:
-    from inferbook.book.present import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
-    fmt = {"count": lambda v: f"{fmt_count(v, 2)} ({v:,})",
-           "bytes": lambda v: fmt_bytes(v, 2), "bool": lambda v: "yes" if v else "no",
-           "int": lambda v: f"{v:,}", "float": lambda v: f"{v:,.1f}",
-           "seconds": lambda v: fmt_seconds(v, 3), "tokens/s": lambda v: fmt_rate(v, "tokens/s")}
-    head = (f"{fields['model']} on {fields['chips']} × {fields['hardware']}, batch "
-            f"{fields['batch']}, context {fields['context']:,}, {fields['weight_bytes']:g} "
-            f"bytes/weight, {fields['kv_bytes_per_element']:g} bytes/KV element")
-    width = max(len(label) for _, label, _ in _UNITS)
-    rows = [f"  {label:<{width}}  {fmt[kind](fields[key])}" for key, label, kind in _UNITS]
-    return "\n".join([head, *rows])
+def _list(what: str, as_json: bool) -> int:
+    from inferbook.cli.estimate_report import chip_list, model_list
+    rows = model_list() if what == "models" else chip_list()
+    if as_json:
+        print(json.dumps(rows, allow_nan=False))
+    else:
+        keys = list(rows[0])
+        widths = [max(len(k), *(len(str(r[k])) for r in rows)) for k in keys]
+        print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
+        for r in rows:
+            print("  ".join(str(r[k]).ljust(w) for k, w in zip(keys, widths)))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    fields = estimate_fields(args)
-    print(json.dumps(fields) if args.json else _table(fields))
+    """Print the estimate (or sweep, or list); every refusal is a UsageError of one line."""
+    try:
+        return _run(args)
+    except UsageError:
+        raise
+    except OverflowError:
+        raise UsageError("the model's sizes are too large to estimate (a number overflows)") \
+            from None
+    except (ValueError, RecursionError) as err:     # the library's refusals, in one line
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UsageError(first) from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    import sys
+
+    from inferbook.cli.estimate_report import report, save_plot
+    if args.list is not None:
+        if any(v is not None for v in (args.model, args.config, args.hardware,
+                                       args.hardware_config)):
+            raise UsageError("--list takes no model or hardware")
+        return _list(args.list, args.json)
+    rows = estimate_rows(args)
+    for text in dict.fromkeys(w for r in rows for w in r.warnings):
+        sys.stderr.write(f"warning: {text}\n")
+    if args.json:
+        data = [r.as_dict() for r in rows]
+        print(json.dumps(data[0] if len(data) == 1 else data, allow_nan=False))
+    else:
+        print(report(rows, layout_given=args.layout is not None))
+    if args.plot is not None:
+        try:
+            save_plot(rows, _plot_path(args.plot))
+        except OSError as err:
+            raise UsageError(f"--plot: cannot write {args.plot!r}: "
+                             f"{err.strerror or err}") from None
     return 0

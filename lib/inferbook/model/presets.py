@@ -1,5 +1,7 @@
 """Named model configurations: the models the book's sources discuss, the models their worked
-problems invent, and tiny models that decode on a laptop CPU in seconds.
+problems invent, tiny models that decode on a laptop CPU in seconds, and (from
+`presets_families`) the families readers serve today: Llama-3.x, Qwen2.5/3, Mixtral, Gemma-2,
+Phi-3, DeepSeek-V2/V3 and GPT-2.
 
 Each real model's numbers come from its published ``config.json`` or paper, each invented
 model's from the source that defines it; the comment above each entry says which.
@@ -8,9 +10,9 @@ model's from the source that defines it; the comment above each entry says which
 from __future__ import annotations
 
 from inferbook.model.config import ConfigError, ModelConfig
+from inferbook.model.presets_families import family_presets
 
 __all__ = ["PRESETS", "get_preset"]
-
 
 
 def _llama(name, L, D, F, N, K, V, *, theta=10_000.0, seq=4096, eps=1e-5, window=None):
@@ -80,11 +82,6 @@ PRESETS: dict[str, ModelConfig] = {
     "bloom-176b": ModelConfig(L=70, D=14336, F=4 * 14336, N=112, K=112, H=128, V=250880,
                               mlp="plain", activation="gelu", tied_embeddings=True,
                               max_seq_len=2048, name="bloom-176b"),
-    # Meta's LLaMA 3.2 1B (config.json on the hub): 1.24 billion parameters, the output tied to
-    # the embedding; its long-context rope scaling is not modelled. The GPU benchmark's model.
-    "llama-3.2-1b": ModelConfig(L=16, D=2048, F=8192, N=32, K=8, H=64, V=128256,
-                                rope_theta=500_000.0, tied_embeddings=True, max_seq_len=8192,
-                                name="llama-3.2-1b"),
     # Tiny models for tests and for chapters that run on a laptop CPU.
     "tiny": ModelConfig(L=2, D=64, F=192, N=4, K=2, H=16, V=256, max_seq_len=512, name="tiny"),
     "tiny-mha": ModelConfig(L=2, D=64, F=192, N=4, K=4, H=16, V=256, max_seq_len=512,
@@ -97,6 +94,7 @@ PRESETS: dict[str, ModelConfig] = {
     # memory bandwidth rather than by dispatch overhead.
     "cpu-336mb": ModelConfig(L=4, D=1024, F=4096, N=16, K=16, H=64, V=8192, max_seq_len=4096,
                              name="cpu-336mb"),
+    **family_presets(),
 }
 
 

@@ -6,10 +6,15 @@ against the arrays the model allocates, FLOPs against XLA's cost analysis, step 
 against measurement on the reader's device.
 
     hardware.py     the chip registry, every figure with its source
+    params.py       every weight of every family, tensor by tensor; active parameters, experts
     counts.py       parameters, bytes, KV-cache bytes and FLOPs of a model
+    quant.py        storage formats of weights and KV caches, scales counted
     roofline.py     arithmetic intensity, critical batch, step time, max batch, Pareto front
     latency.py      the tensor-parallel latency model of "Transformer Inference Arithmetic"
     comm_time.py    time spent in collectives: 1D/2D weight-stationary, limits, latency-bound
+    layout_comms.py the collectives of the 1D/2D layouts, priced on a chip's interconnect
+    estimator.py    `inferbook estimate`: memory, decode, prefill, TTFT on one or many chips
+    pareto_plot.py  the latency-throughput figure of an estimate sweep
     phase_time.py   prefill, generate-step and KV-transfer times of a serving system
     speculation.py  expected tokens and speedup of speculative decoding
     timing.py       timing a function honestly: warm-up, medians, compile time apart

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any, Sequence
 
 from inferbook.model.config import ModelConfig
@@ -32,7 +33,7 @@ from inferbook.perf.hardware import Chip
 __all__ = ["peak_flops_per_s", "roofline_time", "matmul_flops", "matmul_bytes",
            "matmul_intensity", "critical_intensity", "critical_batch", "attention_cost",
            "attention_intensity", "step_time_lower_bound", "step_time", "tokens_per_s",
-           "max_batch", "DecodeEstimate", "estimate_decode", "pareto_frontier"]
+           "max_batch", "batches_that_fit", "DecodeEstimate", "estimate_decode", "pareto_frontier"]
 
 
 def peak_flops_per_s(chip: Chip, compute: str = "bf16") -> float:
@@ -159,23 +160,39 @@ def tokens_per_s(batch: int, step_s: float) -> float:
     return batch / step_s
 
 
+def batches_that_fit(free_bytes: float, bytes_per_sequence: float) -> int:
+    """floor(free / per_sequence), exactly and at once: the most sequences whose caches fit
+    in `free_bytes` (0 when nothing is free).
+
+    Computed on the exact rationals of the two floats, so it never rounds either way and never
+    loops, whatever their size. Raises ValueError on non-finite or non-positive sizes.
+    """
+    for name, value in (("free bytes", free_bytes), ("bytes per sequence", bytes_per_sequence)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if bytes_per_sequence <= 0:
+        raise ValueError(f"bytes per sequence must be positive, got {bytes_per_sequence!r}")
+    if free_bytes <= 0:
+        return 0
+    return math.floor(Fraction(free_bytes) / Fraction(bytes_per_sequence))
+
+
 def max_batch(cfg: ModelConfig, chip: Chip, context: int, chips: int = 1,
               weight_bytes: float = 2, kv_bytes: float = 2) -> int:
-    """The largest B with param_bytes + B·S·kv_bytes_per_token ≤ chips · HBM (0: none fits).
+    """The largest B with param_bytes + B·(one sequence's cache) ≤ chips · HBM (0: none fits).
 
     Weights and KV caches are what inference holds (the scaling book, part 7, "what about
-    memory?"; kipply, "capacity"); activations are left out as negligible.
+    memory?"; kipply, "capacity"); activations are left out as negligible. As in the sources,
+    every cached token costs `kv_bytes_per_token` (`perf.estimator`, behind `inferbook
+    estimate`, caps sliding-window layers at their window).
     """
+    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+        raise ValueError(f"context must be a positive integer, got {context!r}")
+    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
+        raise ValueError(f"chips must be a positive integer, got {chips!r}")
     free = chips * chip.hbm_bytes - param_bytes(cfg, weight_bytes)
-    per_seq = context * kv_bytes_per_token(cfg, kv_bytes)
-    if free < 0:
-        return 0
-    b = math.floor(free / per_seq)
-    while (b + 1) * per_seq <= free:        # guard the floor against rounding either way
-        b += 1
-    while b > 0 and b * per_seq > free:
-        b -= 1
-    return b
+    return batches_that_fit(free, context * kv_bytes_per_token(cfg, kv_bytes))
 
 
 @dataclass(frozen=True)
@@ -204,10 +221,12 @@ def estimate_decode(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: in
                     compute: str = "bf16") -> DecodeEstimate:
     """One decode step of B sequences with S cached tokens each, on `chips` chips.
 
-    Definitions (the contract of `inferbook estimate`): param_bytes = params · weight_bytes;
-    kv_bytes = B · S · 2·L·K·H·kv_bytes; total_bytes = their sum; fits = total ≤ chips · HBM;
-    critical_batch for one chip; step times from `step_time_lower_bound` and `step_time`
-    with params standing for the FLOP-carrying parameters (the sources' 2·P rule).
+    The sources' model, chips dividing bandwidth and FLOP/s: param_bytes = params ·
+    weight_bytes; kv_bytes = B · S · 2·L·K·H·kv_bytes;
+    total_bytes = their sum; fits = total ≤ chips · HBM; critical_batch for one chip; step
+    times from `step_time_lower_bound` and `step_time` with params standing for the
+    FLOP-carrying parameters (the sources' 2·P rule). `inferbook estimate` adds communication,
+    prefill, quantization formats and mixtures of experts on top (`perf.estimator`).
     """
     P = param_count(cfg)
     pbytes = param_bytes(cfg, weight_bytes)

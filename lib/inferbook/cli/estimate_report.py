@@ -1,0 +1,124 @@
+"""What `inferbook estimate` prints: one estimate as a labelled table, a sweep as one row per
+setting, the lists of presets and chips, and the latency–throughput plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from inferbook.book.present import fmt_count, fmt_rate, fmt_seconds
+
+__all__ = ["report", "single_report", "sweep_report", "model_list", "chip_list", "save_plot"]
+
+
+def _bytes(v: float) -> str:
+    """Decimal and binary at once: datasheets print "80 GB", peers print GiB."""
+    return f"{v / 1e9:,.2f} GB ({v / 2 ** 30:,.2f} GiB)" if v >= 1e7 else f"{v / 1e3:,.2f} kB"
+
+
+def _layout(r) -> str:
+    if r.layout is None:
+        return "one chip"
+    return r.layout if r.layout == "1d-ws" else f"2d-ws (X={r.layout_x}, YZ={r.layout_yz})"
+
+
+_FIELDS = [
+    ("params", "parameters", lambda r: f"{fmt_count(r.params, 2)} ({r.params:,})"),
+    ("active_params", "active per token", lambda r: f"{fmt_count(r.active_params, 2)}"),
+    ("param_bytes", "weights", lambda r: _bytes(r.param_bytes)),
+    ("kv_bytes_per_token", "KV cache per token", lambda r: _bytes(r.kv_bytes_per_token)),
+    ("kv_bytes", "KV cache (batch × context)", lambda r: _bytes(r.kv_bytes)),
+    ("total_bytes", "weights + KV cache", lambda r: _bytes(r.total_bytes)),
+    ("hbm_bytes", "device memory", lambda r: _bytes(r.hbm_bytes)),
+    ("fits", "fits in memory", lambda r: "yes" if r.fits else "NO"),
+    ("max_batch", "largest batch that fits", lambda r: f"{r.max_batch:,}"),
+    ("critical_batch", "critical batch", lambda r: f"{r.critical_batch:,.1f}"),
+    ("experts_touched", "experts read per MoE layer",
+     lambda r: "—" if r.experts_touched is None else f"{r.experts_touched:,.1f}"),
+    ("comm_time_s", "collectives per step", lambda r: fmt_seconds(r.comm_time_s, 3)),
+    ("step_time_lower_bound_s", "step time, memory-bound bound",
+     lambda r: fmt_seconds(r.step_time_lower_bound_s, 3)),
+    ("step_time_s", "decode step time", lambda r: fmt_seconds(r.step_time_s, 3)),
+    ("tokens_per_s", "throughput", lambda r: fmt_rate(r.tokens_per_s, "tokens/s")),
+    ("tokens_per_s_per_user", "per user", lambda r: fmt_rate(r.tokens_per_s_per_user,
+                                                              "tokens/s")),
+    ("tokens_per_s_per_chip", "per chip", lambda r: fmt_rate(r.tokens_per_s_per_chip,
+                                                             "tokens/s")),
+    ("prefill_time_s", "prefill of the batch's prompts", lambda r: fmt_seconds(r.prefill_time_s,
+                                                                               3)),
+    ("ttft_s", "time to first token", lambda r: fmt_seconds(r.ttft_s, 3)),
+]
+
+
+def _head(r, layout_given: bool) -> str:
+    how = "" if r.layout is None or layout_given else ", the faster layout for this shape"
+    return (f"{r.model} on {r.chips} × {r.hardware} ({_layout(r)}{how}); weights {r.weights}, "
+            f"KV cache {r.kv}")
+
+
+def single_report(r, layout_given: bool = False) -> str:
+    """One estimate, a line per field, with its unit."""
+    head = (_head(r, layout_given) + f"; batch {r.batch:,}, context {r.context:,}, "
+            f"prompt {r.prompt:,}")
+    width = max(len(label) for _, label, _ in _FIELDS)
+    return "\n".join([head, *(f"  {label:<{width}}  {fmt(r)}" for _, label, fmt in _FIELDS)])
+
+
+def sweep_report(rows: Sequence, layout_given: bool = False) -> str:
+    """A sweep: what all rows share, then a row per (context, batch)."""
+    r0 = rows[0]
+    head = [_head(r0, layout_given) + f"; prompt {r0.prompt:,}",
+            f"  parameters {fmt_count(r0.params, 2)} (active {fmt_count(r0.active_params, 2)}),"
+            f" weights {_bytes(r0.param_bytes)}, device memory {_bytes(r0.hbm_bytes)}"]
+    cols = ["batch", "context", "fits", "KV cache GB", "step ms", "tok/s/user", "tok/s",
+            "tok/s/chip", "TTFT s"] + (["layout"] if r0.chips > 1 else [])
+    body = [[f"{r.batch:,}", f"{r.context:,}", "yes" if r.fits else "NO",
+             f"{r.kv_bytes / 1e9:,.2f}", f"{r.step_time_s * 1e3:,.3f}",
+             f"{r.tokens_per_s_per_user:,.1f}", f"{r.tokens_per_s:,.1f}",
+             f"{r.tokens_per_s_per_chip:,.1f}", f"{r.ttft_s:,.3f}"]
+            + ([_layout(r)] if r0.chips > 1 else []) for r in rows]
+    widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(cols)]
+    lines = ["  " + "  ".join(c.rjust(w) for c, w in zip(cols, widths))]
+    lines += ["  " + "  ".join(v.rjust(w) for v, w in zip(b, widths)) for b in body]
+    return "\n".join(head + lines)
+
+
+def report(rows: Sequence, layout_given: bool = False) -> str:
+    return single_report(rows[0], layout_given) if len(rows) == 1 else \
+        sweep_report(rows, layout_given)
+
+
+def model_list() -> list[dict]:
+    """A row per preset: name, family traits, parameters."""
+    from inferbook.model.presets import PRESETS
+    from inferbook.perf.params import active_param_count, param_count
+    rows = []
+    for name, cfg in PRESETS.items():
+        kind = cfg.attention_kind + (f", MoE {cfg.moe.k} of {cfg.moe.E}" if cfg.moe else "")
+        rows.append({"name": name, "layers": cfg.L, "d_model": cfg.D, "attention": kind,
+                     "params": fmt_count(param_count(cfg), 2),
+                     "active": fmt_count(active_param_count(cfg), 2),
+                     "positions": cfg.max_seq_len})
+    return rows
+
+
+def chip_list() -> list[dict]:
+    """A row per chip of the registry."""
+    from inferbook.perf.hardware import CHIPS
+    return [{"name": c.name, "memory_GB": round(c.hbm_bytes / 1e9, 1),
+             "bandwidth_GB_s": round(c.hbm_bytes_per_s / 1e9),
+             "bf16_TFLOP_s": round(c.bf16_flops_per_s / 1e12, 1),
+             "interconnect": c.interconnect or "—",
+             "link_GB_s_x_links": ("—" if c.link_bytes_per_s is None
+                                   else f"{c.link_bytes_per_s / 1e9:g} x {c.links}"),
+             "max_chips": c.max_chips or "—"} for c in CHIPS.values()]
+
+
+def save_plot(rows: Sequence, path: Path) -> None:
+    """Write the latency–throughput figure of `rows` to `path` (no GUI needed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from inferbook.perf.pareto_plot import pareto_figure
+    fig = pareto_figure(rows)
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=120)

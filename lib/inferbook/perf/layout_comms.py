@@ -1,0 +1,180 @@
+"""How long the collectives of a sharded step take, layout by layout.
+
+What a layout sends is not modelled here but listed: `parallel.collectives` gives every
+collective of the 1D and 2D weight-stationary layouts (chapters 8-10), byte for byte as the
+compiled programs hold them (tests/unit/test_hlo.py checks that). This module prices each
+one on a chip's interconnect:
+
+    time = passes · latency  +  wire bytes / bandwidth
+
+* wire bytes are what one chip sends with the bandwidth-optimal ring algorithms, the
+  convention of `parallel.hlo.Collective.wire_bytes`: (n−1)/n of the array for an AllGather,
+  a ReduceScatter or an AllToAll over n chips, twice that for an AllReduce (a ReduceScatter,
+  then an AllGather);
+* bandwidth is a chip's one-way bandwidth into the collective: on a TPU torus, both
+  directions of a ring on each axis the group spans (2 · link per axis, the scaling book's
+  W_ici); through NVLink or PCIe switches, all of the chip's links at once;
+* latency is paid per pass (an AllReduce makes two): n/2 hops of `hop_latency_s` on a torus
+  ring (appendix C of the scaling book), one message latency through a switch (kipply).
+
+A layout's chips are laid out compactly: a group of n chips on a torus spans
+min(axes of the torus, log2 n) axes; in the 2D layout X takes one axis and YZ the others.
+Mixtures of experts and latent attention use the 1D inventory (each expert and each head split
+over the chips like a dense MLP and dense heads); the 2D layout is defined for dense models.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from inferbook.model.config import ModelConfig
+from inferbook.parallel.collectives import Comm, ws1d_collectives, ws2d_collectives
+from inferbook.perf.hardware import Chip
+
+__all__ = ["LAYOUTS", "LayoutComms", "wire_bytes", "collective_time", "layout_problem",
+           "layout_comms", "layout_candidates"]
+
+LAYOUTS = ("1d-ws", "2d-ws")
+
+
+def wire_bytes(kind: str, nbytes: float, group: int) -> float:
+    """Bytes one chip sends for a collective over `group` chips on an array of `nbytes`."""
+    if group <= 1:
+        return 0.0
+    if kind == "collective-permute":
+        return float(nbytes)
+    return (2 if kind == "all-reduce" else 1) * nbytes * (group - 1) / group
+
+
+def _axes(chip: Chip, group: int, limit: int | None = None) -> int:
+    """Torus axes a compact group of `group` chips spans (1 for switched interconnects)."""
+    dims = chip.torus_axes
+    if dims is None:
+        return 1
+    return max(1, min(dims if limit is None else limit, int(math.log2(group))))
+
+
+def collective_time(comm: Comm, chip: Chip, axes: int = 1) -> tuple[float, float]:
+    """(bandwidth seconds, latency seconds) of `comm.count` collectives of `comm.bytes` each
+    over groups of `comm.group` chips spanning `axes` torus axes."""
+    if comm.group <= 1 or comm.count == 0:
+        return 0.0, 0.0
+    if chip.link_bytes_per_s is None or chip.links is None or chip.hop_latency_s is None:
+        missing = ("link bandwidth (link_bytes_per_s, links)"
+                   if chip.link_bytes_per_s is None or chip.links is None
+                   else "latency (hop_latency_s)")
+        raise ValueError(f"{chip.name} has no interconnect {missing}, which estimating "
+                         "several chips needs; a --hardware-config file can give it")
+    if chip.torus_axes is not None:
+        bandwidth = 2 * chip.link_bytes_per_s * axes
+        per_pass = chip.hop_latency_s * comm.group / 2
+    else:
+        bandwidth = chip.link_bytes_per_s * chip.links
+        per_pass = chip.hop_latency_s
+    passes = 2 if comm.kind == "all-reduce" else 1
+    sent = wire_bytes(comm.kind, comm.bytes, comm.group) * comm.count
+    return sent / bandwidth, passes * per_pass * comm.count
+
+
+@dataclass(frozen=True)
+class LayoutComms:
+    """The collectives of one forward pass of a layout on `X · YZ` chips, priced."""
+
+    layout: str
+    X: int
+    YZ: int
+    bandwidth_s: float      # wire bytes over bandwidth, every collective of the pass
+    latency_s: float        # fixed costs, every collective of the pass
+    bytes_sent: float       # wire bytes one chip sends
+    collectives: int        # collectives per pass (groups of one chip left out)
+
+    @property
+    def chips(self) -> int:
+        return self.X * self.YZ
+
+    @property
+    def describe(self) -> str:
+        return self.layout if self.layout != "2d-ws" else f"2d-ws (X={self.X}, YZ={self.YZ})"
+
+
+def layout_problem(cfg: ModelConfig, chips: int, batch: int, layout: str,
+                   X: int = 1) -> str | None:
+    """Why `layout` cannot split `cfg` over `chips` chips (None when it can), as the library's
+    sharding plans require (`parallel.sharding.make_plan`): heads and widths must divide."""
+    if layout not in LAYOUTS:
+        return f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}"
+    YZ = chips // X
+    if X * YZ != chips:
+        return f"X={X} does not divide {chips} chips"
+    what = f"{layout} on {chips} chips"
+    widths = {"F": cfg.F} if cfg.moe is None or cfg.moe.dense_layers else {}
+    if cfg.moe is not None:
+        widths["expert F"] = cfg.moe.F
+        if cfg.moe.shared_F:
+            widths["shared-expert F"] = cfg.moe.shared_F
+    if layout == "2d-ws":
+        if cfg.moe is not None or cfg.mla is not None:
+            return "the 2D layout (chapter 10) is defined for dense models without latent attention"
+        Y = math.gcd(cfg.K, YZ)
+        if batch % (X * (YZ // Y)):
+            return f"{what}: batch {batch} does not split over X·Z = {X * (YZ // Y)} chips"
+        if cfg.D % chips:
+            return f"{what}: D={cfg.D} does not split {chips} ways"
+    elif cfg.D % chips:
+        return f"{what}: D={cfg.D} does not split {chips} ways"
+    model = YZ if layout == "2d-ws" else chips
+    if cfg.N % model:
+        return f"{what}: N={cfg.N} query heads do not split {model} ways"
+    for name, width in widths.items():
+        if width % model:
+            return f"{what}: {name}={width} does not split {model} ways"
+    return None
+
+
+def layout_comms(cfg: ModelConfig, chip: Chip, chips: int, batch: int, tokens: int,
+                 layout: str, X: int = 1, act_bytes: float = 2) -> LayoutComms:
+    """The priced collectives of one forward pass of `batch` sequences of `tokens` tokens.
+
+    Raises ValueError when the layout cannot split the model (see `layout_problem`) or the
+    chip lacks an interconnect figure.
+    """
+    problem = layout_problem(cfg, chips, batch, layout, X)
+    if problem:
+        raise ValueError(problem)
+    if chips == 1:
+        return LayoutComms(layout, 1, 1, 0.0, 0.0, 0.0, 0)
+    if layout == "1d-ws":
+        comms = ws1d_collectives(cfg, batch, tokens, chips, bytes_per_element=act_bytes)
+        axes = {c.group: _axes(chip, c.group) for c in comms}
+    else:
+        YZ = chips // X
+        comms = ws2d_collectives(cfg, batch, tokens, X, YZ, bytes_per_element=act_bytes)
+        axes = {X: 1, YZ: _axes(chip, YZ, (chip.torus_axes or 1) - 1 if X > 1 else None),
+                chips: _axes(chip, chips)}
+    bw = lat = sent = 0.0
+    count = 0
+    for c in comms:
+        b, t = collective_time(c, chip, axes.get(c.group, 1))
+        bw, lat = bw + b, lat + t
+        sent += wire_bytes(c.kind, c.bytes, c.group) * c.count
+        count += c.count if c.group > 1 else 0
+    return LayoutComms(layout, X if layout == "2d-ws" else 1,
+                       chips // X if layout == "2d-ws" else chips, bw, lat, sent, count)
+
+
+def layout_candidates(cfg: ModelConfig, chips: int, batch: int,
+                      layout: str | None = None) -> tuple[list[tuple[str, int]], str | None]:
+    """The (layout, X) pairs that can split `cfg` over `chips` chips at this batch, and the
+    reason the first refused one failed (for a message when none can)."""
+    names = LAYOUTS if layout is None else (layout,)
+    out, first = [], None
+    for name in names:
+        xs = [1] if name == "1d-ws" else [x for x in range(1, chips + 1) if chips % x == 0]
+        for x in xs:
+            problem = layout_problem(cfg, chips, batch, name, x)
+            if problem is None:
+                out.append((name, x))
+            elif first is None:
+                first = problem
+    return out, first
