@@ -58,8 +58,11 @@ export INFERBOOK_DATA="$ROOT/source/data"
 RESULTS="$ROOT/results/results.json"
 mkdir -p "$ROOT/results"
 rm -f "$RESULTS"
-fail() {{ "$PYTHON" -c 'import json, sys; print(json.dumps({{"score": 0, "output": sys.argv[1]}}))' \\
-          "$1" > "$RESULTS"; exit 0; }}
+fail() {{
+  "$PYTHON" -c 'import json, sys; print(json.dumps({{"score": 0, "output": sys.argv[1]}}))' \\
+      "$1" > "$RESULTS"
+  exit 0
+}}
 shopt -s nullglob
 cd "$ROOT/submission" || fail "no submission folder"
 notebooks=( *.ipynb )

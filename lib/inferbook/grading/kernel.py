@@ -2,7 +2,7 @@
 
 The grader talks to the kernel the way Jupyter does (jupyter_client), over Unix sockets in
 the runtime folder rather than TCP — under bubblewrap the kernel has no network at all. The
-kernel is `kernel_boot` (ipykernel, sealed or not) started through `Sandbox.command`.
+kernel is this module's `main` (ipykernel, sealed or not) started through `Sandbox.command`.
 
 `execute(code, limit_s)` returns a `CellOutcome`: the cell finished (with or without an
 error), ran past its limit, or the kernel died under it. Past the limit the kernel is sent
@@ -10,10 +10,17 @@ an interrupt request (a KeyboardInterrupt in the cell, as Jupyter's "stop" butto
 cell has not stopped a few seconds later — it ignores SIGINT, or is stuck inside XLA — the
 outcome says so and the caller restarts the kernel. While a cell runs, its output is read and
 dropped — all but its errors and the answers a sealed `check` sends (`capture.MIME`).
+
+The kernel's side, ``python -m inferbook.grading.kernel [--sealed] -f CONNECTION_FILE`` in
+the sandbox: with ``--sealed`` the answer keys are refused before any of the student's code
+runs (`seal.guard_answer_keys`; the sandbox also hides their files where it can) and `check`
+records answers for the grader instead of grading them (`capture.activate`). Then it is an
+ordinary IPython kernel: the notebook sees nothing else different.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import subprocess
 import sys
@@ -21,10 +28,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import capture, seal
 from .capture import MIME
 from .sandbox import Sandbox
 
-__all__ = ["CellOutcome", "Kernel", "KernelStartError", "INTERRUPT_GRACE_S"]
+__all__ = ["CellOutcome", "Kernel", "KernelStartError", "INTERRUPT_GRACE_S", "main"]
 
 INTERRUPT_GRACE_S = 5.0         # how long an interrupted cell gets to stop
 START_TIMEOUT_S = 120.0
@@ -65,7 +73,7 @@ class Kernel:
         from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
         self.starts += 1
-        boot = [sys.executable, "-m", "inferbook.grading.kernel_boot",
+        boot = [sys.executable, "-m", "inferbook.grading.kernel",
                 *(["--sealed"] if self.sealed else []), "-f", "{connection_file}"]
         spec = KernelSpec(argv=self.sandbox.command(boot), display_name="inferbook grader",
                           language="python", interrupt_mode="message", env={})
@@ -168,3 +176,22 @@ class Kernel:
                 self.kc.get_shell_msg(timeout=0)
         except (queue.Empty, Exception):  # noqa: BLE001
             pass
+
+
+def main(argv: list[str]) -> None:
+    """The kernel's side (see the module doc)."""
+    sealed = "--sealed" in argv
+    argv = [a for a in argv if a != "--sealed"]
+    if sealed:
+        seal.guard_answer_keys()
+        capture.activate()
+    # ipykernel ends itself when its parent changes; inside a PID namespace the grader's pid
+    # means nothing, and the sandbox's jail already ends the kernel with the grader.
+    os.environ.pop("JPY_PARENT_PID", None)
+    from ipykernel import kernelapp
+    sys.argv = [sys.argv[0], *argv]
+    kernelapp.launch_new_instance()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
