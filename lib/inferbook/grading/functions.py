@@ -111,7 +111,7 @@ def _one_runner(jobs: list[FunctionJob], blocked: dict[str, str], sandbox: Sandb
         time.sleep(0.05)
     status = proc.wait()
     if current and current not in results:
-        results[current] = {"killed": f"the process running it ended (exit status {status}: "
+        results[current] = {"killed": f"ended the process running it (exit status {status}: "
                                       f"out of memory, or the code ended the process)"}
     if problem is None and not any(j.id in results for j in jobs):
         tail = errors.read_bytes()[-600:].decode("utf-8", "replace").strip().splitlines()

@@ -133,8 +133,8 @@ class Sandbox:
     def __post_init__(self) -> None:
         self.problem = bwrap_problem() if self.isolate else "isolation not requested"
         self.bwrap = self.problem is None
-        if self.hide_keys:
-            self.stub = self.runtime / "sealed-keys"
+        if self.hide_keys:            # beside the runtime folder: the submission cannot write it
+            self.stub = self.runtime.parent / f"{self.runtime.name}-sealed-keys"
             self.stub.mkdir(parents=True, exist_ok=True)
             (self.stub / "__init__.py").write_text(KEYS_STUB)
 
@@ -160,6 +160,8 @@ class Sandbox:
 
     def command(self, argv: list[str]) -> list[str]:
         """`argv` wrapped in the jail and, where it works, in bubblewrap."""
+        for path in (self.runtime, self.scratch):     # the submission may have deleted them
+            path.mkdir(parents=True, exist_ok=True)
         inner = self._bwrap() + list(argv) if self.bwrap else list(argv)
         return [sys.executable, "-I", str(JAIL), str(self.memory_bytes), "--", *inner]
 

@@ -57,18 +57,20 @@ def _root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _bound(stmt: ast.stmt) -> set[str]:
-    """Names a top-level statement binds or changes in place, outside its function bodies.
+def _bound(stmt: ast.stmt, modules: set[str]) -> tuple[set[str], set[str]]:
+    """(names a top-level statement binds or changes, names it surely rebinds).
 
     `cfg.x = 1`, `table[k] = v` and `cases.append(c)` change `cfg`, `table`, `cases`: the
-    statement belongs to the answer whenever the name does."""
+    statement belongs to the answer whenever the name does — unless the name is a module
+    (`os._exit(1)` does not define `os`). Only an unconditional assignment, import, `def` or
+    `class` at the top of the statement *rebinds* a name, hiding earlier bindings of it."""
     names: set[str] = set()
     todo: list[ast.AST] = [stmt]
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-            todo += getattr(node, "decorator_list", [])
+            todo += node.decorator_list
             continue
         if isinstance(node, ast.Lambda):
             continue
@@ -77,13 +79,25 @@ def _bound(stmt: ast.stmt) -> set[str]:
         elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
         elif isinstance(node, (ast.Attribute, ast.Subscript)) and \
-                isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node):
+                isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) not in modules:
             names.add(_root(node))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
-                isinstance(node.value.func, ast.Attribute) and _root(node.value.func):
+                isinstance(node.value.func, ast.Attribute) and \
+                _root(node.value.func) not in modules:
             names.add(_root(node.value.func))
         todo += ast.iter_child_nodes(node)
-    return names
+    names.discard(None)
+    rebound: set[str] = set()
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        rebound.add(stmt.name)
+    elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        rebound |= {a.asname or a.name.split(".")[0] for a in stmt.names}
+    elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and getattr(stmt, "value", None):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for target in targets:
+            elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            rebound |= {t.id for t in elts if isinstance(t, ast.Name)}
+    return names, rebound
 
 
 def _globals_used(code: str, mode: str = "exec") -> set[str]:
@@ -133,13 +147,15 @@ def answer_program(cells: list[str], cell: int, line: int | None,
             if index == cell and stmt.end_lineno >= call.lineno:
                 break
             statements.append((index, stmt))
+    modules = {a.asname or a.name.split(".")[0] for _, stmt in statements
+               if isinstance(stmt, (ast.Import, ast.ImportFrom)) for a in stmt.names}
     needed = _globals_used(expression, "eval")
     keep: set[int] = set()
-    for k in range(len(statements) - 1, -1, -1):
-        stmt = statements[k][1]
-        if _bound(stmt) & needed:
+    for k in range(len(statements) - 1, -1, -1):          # a backward slice
+        bound, rebound = _bound(statements[k][1], modules)
+        if bound & needed:
             keep.add(k)
-            needed |= _globals_used(ast.unparse(stmt))
+            needed = (needed - rebound) | _globals_used(ast.unparse(statements[k][1]))
     lines: dict[int, set[int]] = {}
     for k in keep:
         index, stmt = statements[k]
