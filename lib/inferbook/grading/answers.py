@@ -54,7 +54,7 @@ class Unsupported:
 
 
 def _array(x: np.ndarray) -> dict[str, Any]:
-    x = np.ascontiguousarray(x)
+    x = np.array(x, order="C", copy=True)      # (ascontiguousarray would make 0-d arrays 1-d)
     return {"__array__": {"dtype": x.dtype.name, "shape": list(x.shape),
                           "data": base64.b64encode(x.tobytes()).decode("ascii")}}
 
@@ -126,7 +126,7 @@ def _decode_array(spec: Any) -> np.ndarray:
     raw = base64.b64decode(spec["data"].encode("ascii"), validate=True)
     if len(raw) != math.prod(shape) * dtype.itemsize:
         raise AnswerFormatError("an array's data does not match its shape and dtype")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    return np.frombuffer(raw, dtype=dtype).reshape(tuple(shape)).copy()
 
 
 def decode(data: Any, depth: int = 0) -> Any:

@@ -100,7 +100,8 @@ class Report:
         tests = []
         for g in self.grades:
             test = {"name": f"{g.question.id}: {g.question.title}", "score": g.score,
-                    "max_score": g.max_score, "output": g.output or g.status}
+                    "max_score": g.max_score,
+                    "output": g.status + (f": {g.output}" if g.output else "")}
             if g.status == "blocked":
                 test["output"] = f"blocked (not counted): {g.output}"
             else:

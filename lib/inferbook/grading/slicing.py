@@ -7,9 +7,10 @@ call the kernel reported (cell and line), and keeps, from the cells before it, t
 statements the answer depends on — walking backwards from the names `expr` uses to the
 statements that bind them (an assignment, a `def`, an `import`...), then to the names those
 use, and so on. Names used inside a function body count only when they are global there
-(`symtable` tells). The result, run in a fresh process, rebuilds the function as the kernel
-had it: `ws2d_mlp = jax.jit(shard_map(mlp_2d_body, mesh, ...))` brings `mlp_2d_body`,
-`mesh`, `P`, `jax` and `shard_map` along, and nothing else.
+(`symtable` tells), and are looked up as of the check, when the function runs. The result,
+run in a fresh process, rebuilds the function as the kernel had it: `ws2d_mlp =
+jax.jit(shard_map(mlp_2d_body, mesh, ...))` brings `mlp_2d_body`, `mesh`, `P`, `jax` and
+`shard_map` along, and nothing else.
 
 Lines keep their cell and line numbers (the rest of each cell is blanked), so a traceback in
 the sandbox points at the student's own line.
@@ -100,20 +101,25 @@ def _bound(stmt: ast.stmt, modules: set[str]) -> tuple[set[str], set[str]]:
     return names, rebound
 
 
-def _globals_used(code: str, mode: str = "exec") -> set[str]:
-    """Global names a piece of code reads: at module level, and free in its functions."""
+def _uses(code: str, mode: str = "exec") -> tuple[set[str], set[str]]:
+    """(global names a piece of code reads as it runs, names its function bodies read later).
+
+    A function reads its globals when it is called — at the check, or later — so whatever
+    binds them before the check counts, even after the `def`. (Names read in the bodies are
+    counted as read at once too: a comprehension's body runs at once.)"""
     try:
         top = symtable.symtable(code, "<cell>", mode)
     except SyntaxError:
-        return set()
-    used = {s.get_name() for s in top.get_symbols() if s.is_referenced()}
+        return set(), set()
+    later: set[str] = set()
     todo = list(top.get_children())
     while todo:
         table = todo.pop()
-        used |= {s.get_name() for s in table.get_symbols()
-                 if s.is_global() and (s.is_referenced() or s.is_assigned())}
+        later |= {s.get_name() for s in table.get_symbols()
+                  if s.is_global() and (s.is_referenced() or s.is_assigned())}
         todo += table.get_children()
-    return used
+    now = {s.get_name() for s in top.get_symbols() if s.is_referenced()}
+    return now | later, later
 
 
 def _check_call(tree: ast.Module, question_id: str, line: int | None) -> ast.Call | None:
@@ -149,13 +155,19 @@ def answer_program(cells: list[str], cell: int, line: int | None,
             statements.append((index, stmt))
     modules = {a.asname or a.name.split(".")[0] for _, stmt in statements
                if isinstance(stmt, (ast.Import, ast.ImportFrom)) for a in stmt.names}
-    needed = _globals_used(expression, "eval")
-    keep: set[int] = set()
-    for k in range(len(statements) - 1, -1, -1):          # a backward slice
-        bound, rebound = _bound(statements[k][1], modules)
-        if bound & needed:
-            keep.add(k)
-            needed = (needed - rebound) | _globals_used(ast.unparse(statements[k][1]))
+    at_check, _ = _uses(expression, "eval")           # what must be bound when check runs
+    while True:                                        # a backward slice, to a fixed point
+        needed, keep, grown = set(at_check), set(), False
+        for k in range(len(statements) - 1, -1, -1):
+            bound, rebound = _bound(statements[k][1], modules)
+            if bound & needed:
+                keep.add(k)
+                now, later = _uses(ast.unparse(statements[k][1]))
+                needed = (needed - rebound) | now
+                grown |= not later <= at_check
+                at_check |= later
+        if not grown:
+            break
     lines: dict[int, set[int]] = {}
     for k in keep:
         index, stmt = statements[k]
