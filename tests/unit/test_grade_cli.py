@@ -40,6 +40,11 @@ def run_cli(capsys, *argv):
     (lambda p: (p / "broken.ipynb").write_text("{not json") and p / "broken.ipynb", [],
      "cannot read"),
     (lambda p: (p / "list.ipynb").write_text("[1, 2]") and p / "list.ipynb", [], "cannot read"),
+    (lambda p: (p / "int.ipynb").write_text(
+        '{"cells": [{"cell_type": "code", "source": 5, "metadata": {}, "outputs": []}], '
+        '"metadata": {}, "nbformat": 4, "nbformat_minor": 5}') and p / "int.ipynb", [],
+     "cell 1 has no cell type and text"),
+    (lambda p: p, [], "is a directory"),
     (lambda p: notebook(p, "print('no exercises here')"), [], "holds none of the book's"),
     (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--timeout", "0"],
      "--timeout must be a positive"),
@@ -102,3 +107,14 @@ def test_gradescope_results_count_blocked_criteria_out():
     assert t3["max_score"] == 0 and "status" not in t3 and "blocked" in t3["output"]
     assert report.max_score == q1.points + q2.points
     assert "blocked" in report.table() and "too big" in report.table()
+
+
+def test_the_scratch_copy_holds_the_folder_but_no_links_and_not_itself(tmp_path):
+    from inferbook.grading.grader import copy_submission
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.txt").write_text("x")
+    (tmp_path / "hw.ipynb").write_text("{}")
+    (tmp_path / "link").symlink_to("/etc")
+    copy = copy_submission(tmp_path, tmp_path / "grader" / "nb" / "work")   # inside the folder
+    assert (copy / "data" / "x.txt").read_text() == "x" and (copy / "hw.ipynb").is_file()
+    assert not (copy / "link").exists() and not (copy / "grader").exists()

@@ -23,6 +23,7 @@ the grader reports it on a question and carries on.
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import shutil
@@ -44,7 +45,7 @@ from .sealed import score_sealed
 __all__ = ["GradingError", "read_notebook", "question_sets", "score", "grade_notebook",
            "copy_submission"]
 
-MAX_COPY_BYTES = 512 * 2**20      # the submission's folder, copied for the run
+MAX_COPY_BYTES = 256 * 2**20      # the submission's folder, copied for the run
 MAX_COPY_FILES = 10_000
 
 
@@ -56,6 +57,8 @@ class GradingError(ValueError):
 
 def read_notebook(path: Path) -> Any:
     """The notebook at `path` (.ipynb, or a py:percent .py source if jupytext is installed)."""
+    if path.is_dir():
+        raise GradingError(f"{path} is a directory, not a notebook")
     if not path.is_file():
         raise GradingError(f"{path} does not exist")
     if path.suffix == ".py":
@@ -78,6 +81,15 @@ def read_notebook(path: Path) -> Any:
         raise GradingError(f"cannot read {path} as a notebook: {text}") from None
     if not isinstance(nb.get("cells"), list):
         raise GradingError(f"{path} is not a notebook (no cells)")
+    for index, cell in enumerate(nb.cells):
+        if not (isinstance(cell, dict) and cell.get("cell_type") in ("code", "markdown", "raw")
+                and isinstance(cell.get("source"), str)):
+            raise GradingError(f"{path} is not a notebook: cell {index + 1} has no cell type "
+                               f"and text")
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = nbformat.NotebookNode()
+    if not isinstance(nb.get("metadata"), dict):
+        nb["metadata"] = nbformat.NotebookNode()
     return nb
 
 
@@ -96,26 +108,30 @@ def question_sets(nb: Any, path: Path) -> list[str]:
 # Running it ---------------------------------------------------------------------------------
 
 def copy_submission(folder: Path, into: Path) -> Path:
-    """A scratch copy of the submission's folder (plain files only, within a size limit)."""
+    """A scratch copy of the submission's folder: plain files, within a size limit.
+
+    Links are not followed, unreadable files are skipped, and so is `into` itself (a notebook
+    in /tmp is copied into /tmp)."""
     into.mkdir(parents=True)
-    budget = [MAX_COPY_BYTES, MAX_COPY_FILES]
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        skipped = set()
-        for name in names:
-            path = Path(directory) / name
-            if path.is_symlink() or not (path.is_file() or path.is_dir()):
-                skipped.add(name)
-            elif path.is_file():
-                size = path.stat().st_size
-                if size > budget[0] or budget[1] <= 0:
-                    skipped.add(name)
-                else:
-                    budget[0] -= size
-                    budget[1] -= 1
-        return skipped
-
-    shutil.copytree(folder, into, ignore=ignore, dirs_exist_ok=True)
+    skip = into.resolve().parents[1]               # the grader's temporary folder
+    left_bytes, left_files = MAX_COPY_BYTES, MAX_COPY_FILES
+    for root, dirs, files in os.walk(folder):
+        here = Path(root)
+        dirs[:] = [d for d in sorted(dirs) if not (here / d).is_symlink()
+                   and (here / d).resolve() != skip]
+        target = into / here.relative_to(folder)
+        target.mkdir(exist_ok=True)
+        for name in sorted(files):
+            path = here / name
+            try:
+                size = path.lstat().st_size
+                if path.is_symlink() or not path.is_file() or size > left_bytes \
+                        or left_files <= 0:
+                    continue
+                shutil.copyfile(path, target / name)
+            except OSError:
+                continue
+            left_bytes, left_files = left_bytes - size, left_files - 1
     return into
 
 

@@ -36,6 +36,7 @@ __all__ = ["CellOutcome", "Kernel", "KernelStartError", "INTERRUPT_GRACE_S", "ma
 
 INTERRUPT_GRACE_S = 5.0         # how long an interrupted cell gets to stop
 START_TIMEOUT_S = 120.0
+MAX_ANSWERS = 10_000            # per run: a notebook that floods the grader with answers
 
 
 class KernelStartError(RuntimeError):
@@ -59,7 +60,7 @@ class Kernel:
     def __init__(self, sandbox: Sandbox, sealed: bool, env: dict[str, str]) -> None:
         self.sandbox, self.sealed, self.env = sandbox, sealed, env
         self.km = self.kc = None
-        self.starts = 0
+        self.starts = self.answers_seen = 0
 
     def __enter__(self) -> "Kernel":
         self.start()
@@ -154,7 +155,9 @@ class Kernel:
                 continue
             kind, content = msg["msg_type"], msg["content"]
             if kind == "display_data" and MIME in content.get("data", {}):
-                out.answers.append(content["data"][MIME])
+                if self.answers_seen < MAX_ANSWERS:      # gets no more of our memory
+                    out.answers.append(content["data"][MIME])
+                self.answers_seen += 1
             elif kind == "error":
                 out.ename = str(content.get("ename", "Error"))
                 value = str(content.get("evalue", "")).strip().splitlines()
