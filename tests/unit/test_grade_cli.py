@@ -73,6 +73,8 @@ def run_cli(capsys, *argv):
      "unknown question set"),
     (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--sealed", "--exercises", ""],
      "unknown question set"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--seed", "-1"], "--seed"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--seed", "1.5"], "--seed"),
     (lambda p: "no_such_exercise", ["--gradescope-autograder", "/tmp/x.zip"], "no exercise"),
     (lambda p: "01", ["--gradescope-autograder", "/tmp"], "it is a directory"),
     (lambda p: "01", ["--gradescope-autograder", "/proc/x/a.zip"], "no directory /proc/x"),

@@ -51,6 +51,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--memory-limit", default="50%", metavar="SIZE",
                    help="the kernel's memory limit: 4G, 512M, or a share of the machine "
                         "such as 50%% (the default)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="sealed: draw the coding questions' inputs with this seed (the report "
+                        "prints the one it used; default: a fresh one)")
     p.add_argument("--exercises", metavar="SETS",
                    help="grade these question sets (e.g. ch01,ch02) whatever the notebook holds")
     p.add_argument("--gradescope-autograder", metavar="ZIP",
@@ -128,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         memory = parse_memory(args.memory_limit)
     except ValueError as err:
         raise UsageError(f"--memory-limit: {err}") from None
+    if args.seed is not None and not 0 <= args.seed < 2**32:
+        raise UsageError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
     sets = None
     if args.exercises is not None:
         sets = [s.strip() for s in args.exercises.split(",") if s.strip()]
@@ -138,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         read_notebook(Path(args.notebook))             # refuse a bad file before any work
         report = grade_notebook(args.notebook, timeout_s=args.timeout, sealed=args.sealed,
-                                cell_timeout_s=args.cell_timeout, memory=memory, sets=sets)
+                                cell_timeout_s=args.cell_timeout, memory=memory, sets=sets,
+                                seed=args.seed)
     except GradingError as err:
         raise UsageError(str(err)) from None
     print(report.table())
