@@ -25,6 +25,7 @@ import pytest
 
 from inferbook.grading import generate, registry
 from inferbook.grading.grader import grade_notebook
+from inferbook.grading.kernel import INTERRUPT_GRACE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "exercises").glob("[0-9]*.py"))
@@ -143,16 +144,20 @@ def tiny_notebook(tmp_path: Path, *cells: str) -> Path:
     return path
 
 
-def test_an_endless_loop_at_the_top_level_loses_only_its_cell(tmp_path):
-    path = tiny_notebook(tmp_path, CORRECT, 'while True:\n    pass\ncheck("ch01.write_kv", f)',
-                         'check("ch01.prompt_kv_bytes", 524288000)')
+def test_an_endless_loop_that_ignores_interrupts_loses_only_its_cell(tmp_path):
+    # The interrupt does not take (SIGINT ignored): the kernel is restarted and the cells
+    # before the loop run again. (An interruptible loop: test_sealed_grading.py.)
+    stubborn = ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                'while True:\n    pass\ncheck("ch01.write_kv", f)')
+    path = tiny_notebook(tmp_path, CORRECT, stubborn, 'check("ch01.prompt_kv_bytes", 524288000)')
     report = grade_notebook(path, timeout_s=300, cell_timeout_s=4)
     grades = by_id(report)
     assert grades["ch01.kv_bytes_per_token_llama_2_7b"].status == "passed"
     assert grades["ch01.write_kv"].status == "failed"
-    assert "per-cell time limit (4 s)" in grades["ch01.write_kv"].output
+    assert "per-cell time limit (4 s) and did not stop" in grades["ch01.write_kv"].output
     assert grades["ch01.prompt_kv_bytes"].status == "passed"
-    assert report.run.seconds < 4 + 40       # not the notebook's 300 s
+    assert report.run.restarts == 1
+    assert report.run.seconds < 4 + INTERRUPT_GRACE_S + 40       # not the notebook's 300 s
 
 
 def test_a_check_that_kills_the_kernel_fails_that_question_only(tmp_path):

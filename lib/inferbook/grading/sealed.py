@@ -125,8 +125,12 @@ def score_sealed(questions: list[Question], nb: Any, run: Run, *, seed: int,
             except SliceError as err:
                 results[q.id] = q.result("failed", str(err))
                 continue
-            jobs.append(FunctionJob(q.id, program, q.cases(q.rng(seed)), q.time_limit_s,
-                                    setup_limit_s))
+            try:
+                cases = q.cases(q.rng(seed))
+            except Exception as err:  # noqa: BLE001 - a broken question, not the student
+                results[q.id] = q.result("failed", f"could not draw inputs ({err!r})")
+                continue
+            jobs.append(FunctionJob(q.id, program, cases, q.time_limit_s, setup_limit_s))
         else:
             results[q.id] = grade_value(q, value)
     if jobs:
@@ -135,15 +139,18 @@ def score_sealed(questions: list[Question], nb: Any, run: Run, *, seed: int,
         events = run_jobs(jobs, blocked)
         for job in jobs:
             q = next(q for q in questions if q.id == job.id)
-            results[q.id] = _judge_function(q, job, events.get(job.id, {
-                "infrastructure": "no result came back"}))
-    return [_grade(q, results.get(q.id), nb, run) for q in questions]
+            event = events.get(job.id, {"infrastructure": "no result came back"})
+            try:
+                results[q.id] = _judge_function(q, job, event)
+            except Exception as err:  # noqa: BLE001 - a broken reference, not the student
+                results[q.id] = q.result("failed", f"could not check this answer ({err!r})")
+    regions = _answer_regions(nb)
+    return [_grade(q, results.get(q.id), regions.get(q.id, range(0)), run) for q in questions]
 
 
-def _grade(q: Question, result: Result | None, nb: Any, run: Run) -> Grade:
+def _grade(q: Question, result: Result | None, region: range, run: Run) -> Grade:
     if result is not None:
         return Grade(q, result.status, result.message)
-    region = _answer_regions(nb).get(q.id, range(0))
     refused = [run.cell_errors[i] for i in region if i in run.sealed_refusals]
     why = f"scored 0 sealed — the answer was read from the library: {refused[-1]}" \
         if refused else None
