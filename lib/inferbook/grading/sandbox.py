@@ -174,8 +174,9 @@ class Sandbox:
                 args += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 args += ["--ro-bind", top, top]
-        for dev in sorted(Path("/dev").glob("nvidia*")) + sorted(Path("/dev").glob("accel*")):
-            args += ["--dev-bind", str(dev), str(dev)]       # the accelerators, if any
+        for pattern in ("nvidia*", "accel*", "vfio"):           # the accelerators, if any
+            for dev in sorted(Path("/dev").glob(pattern)):
+                args += ["--dev-bind", str(dev), str(dev)]
         for path in (*python_paths(), *data_paths()):
             args += ["--ro-bind", path, path]
         if self.hide_keys and _keys_dir().is_dir():
