@@ -7,6 +7,8 @@ starting it loads only the standard library. It
   mapping (what a Python or NumPy allocation uses), so an allocation bomb gets a MemoryError
   — or, in C code that cannot report one, dies — instead of taking the machine down. It is
   not RLIMIT_AS: JAX reserves far more address space than it ever touches;
+- limits each file it writes (RLIMIT_FSIZE, `MAX_FILE_BYTES`), so one endless write cannot
+  fill the grader's disk (many files still can: see the instructors' page);
 - stands between the grader and the submission: a kernel that kills its parent
   (``os.kill(os.getppid(), SIGKILL)``) kills this process, not the grader — and COMMAND is
   asked to die with it (PR_SET_PDEATHSIG), as this process is asked to die with the grader;
@@ -24,6 +26,7 @@ import subprocess
 import sys
 
 PR_SET_PDEATHSIG = 1
+MAX_FILE_BYTES = 2**30
 
 
 def die_with_parent() -> None:
@@ -48,6 +51,7 @@ def main(argv: list[str]) -> int:
         die_with_parent()
         if memory > 0:
             resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
 
     child = subprocess.Popen(command, preexec_fn=limit)
 

@@ -87,15 +87,19 @@ class Kernel:
         self.km = KernelManager(kernel_name="inferbook", kernel_spec_manager=OneSpec(),
                                 transport="ipc", ip=str(run / f"k{self.starts}"),
                                 connection_file=str(run / f"kernel{self.starts}.json"))
+        log = run / f"kernel{self.starts}.stderr"      # read only if the start fails
         try:
-            self.km.start_kernel(env=self.env, cwd=str(self.sandbox.scratch),
-                                 stdout=subprocess.DEVNULL, stderr=None)
+            with open(log, "wb") as stderr:
+                self.km.start_kernel(env=self.env, cwd=str(self.sandbox.scratch),
+                                     stdout=subprocess.DEVNULL, stderr=stderr)
             self.kc = self.km.client()
             self.kc.start_channels()
             self.kc.wait_for_ready(timeout=START_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - whatever broke, it was not the student
             self.stop()
-            raise KernelStartError(f"{type(err).__name__}: {err}".strip()) from None
+            tail = log.read_bytes()[-400:].decode("utf-8", "replace").strip().splitlines()
+            raise KernelStartError(f"{type(err).__name__}: {err}".strip()
+                                   + (f" ({tail[-1]})" if tail else "")) from None
 
     def stop(self) -> None:
         """Stop the kernel at once (the sandbox and the reaper end what it started)."""
