@@ -126,7 +126,13 @@ def run(args: argparse.Namespace) -> int:
                          f"nbformat") from None
     from ..grading import registry
     from ..grading.grader import GradingError, grade_notebook, read_notebook
-    from ..grading.sandbox import parse_memory
+    from ..grading.sandbox import USER_ENV, parse_memory
+    if os.environ.get(USER_ENV):
+        import pwd
+        try:
+            pwd.getpwnam(os.environ[USER_ENV])
+        except KeyError:
+            raise UsageError(f"{USER_ENV}={os.environ[USER_ENV]!r}: no such user") from None
     try:
         memory = parse_memory(args.memory_limit)
     except ValueError as err:

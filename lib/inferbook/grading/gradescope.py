@@ -7,7 +7,9 @@ runs `setup.sh`), then, for every submission, runs `run_autograder` with the stu
 in /autograder/submission and reads /autograder/results/results.json. The package holds
 
 - `setup.sh`: installs Python, bubblewrap and the library — this very library's source, and
-  the versions of its dependencies installed where the package was made (`requirements.txt`);
+  the versions of its dependencies installed where the package was made (`requirements.txt`)
+  — and an account to run submissions as where bubblewrap cannot run, with the answer keys
+  readable by root only;
 - `run_autograder`: picks the submitted notebook (the exercise's file name, or the only
   .ipynb) and runs `inferbook grade --sealed` on it for the exercise's question sets,
   whatever the notebook claims to hold; if grading cannot start, results.json says why;
@@ -36,7 +38,7 @@ REQUIREMENTS = ("jax", "jaxlib", "numpy", "ml_dtypes", "matplotlib", "tqdm", "ip
 ROOT_ENV, PYTHON_ENV = "INFERBOOK_AUTOGRADER_ROOT", "INFERBOOK_PYTHON"
 
 SETUP = """#!/usr/bin/env bash
-# Run once by Gradescope, as root, to build the autograder's image (Ubuntu 22.04 or later).
+# Run once by Gradescope, as root, to build the autograder's image (its python3: 3.11+).
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT="${INFERBOOK_AUTOGRADER_ROOT:-/autograder}"
@@ -47,6 +49,14 @@ python3 -c 'import sys; assert sys.version_info >= (3, 11), "the library needs P
 python3 -m venv "$ROOT/venv"
 "$ROOT/venv/bin/pip" install --quiet -r requirements.txt
 "$ROOT/venv/bin/pip" install --quiet --no-deps ./library
+# Where bubblewrap cannot run (a container without user namespaces), submissions run as this
+# account instead of root: it cannot signal the grader, nor read the answer keys.
+useradd --system --no-create-home --shell /usr/sbin/nologin inferbook-student 2>/dev/null || true
+KEYS="$("$ROOT/venv/bin/python" -c 'import inferbook.grading as g, os
+print(os.path.join(os.path.dirname(g.__file__), "chapters"))')"
+chmod -R go-rwx "$KEYS"
+chmod a+rx "$ROOT" "$ROOT/source"
+chmod -R a+rX "$ROOT/venv" "$ROOT/source/data"
 """
 
 RUN = """#!/usr/bin/env bash
@@ -55,6 +65,7 @@ set -uo pipefail
 ROOT="${{INFERBOOK_AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{INFERBOOK_PYTHON:-$ROOT/venv/bin/python}}"
 export INFERBOOK_DATA="$ROOT/source/data"
+if id -u inferbook-student >/dev/null 2>&1; then export INFERBOOK_GRADING_USER=inferbook-student; fi
 RESULTS="$ROOT/results/results.json"
 mkdir -p "$ROOT/results"
 rm -f "$RESULTS"

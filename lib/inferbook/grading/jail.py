@@ -1,7 +1,7 @@
 """The parent of every process a submission runs in: it limits it, and it ends with it.
 
-Run as a script (``python -I jail.py MEMORY_BYTES -- COMMAND...``), not as a module, so that
-starting it loads only the standard library. It
+Run as a script (``python -I jail.py MEMORY_BYTES [--user UID:GID] -- COMMAND...``), not as a
+module, so that starting it loads only the standard library. It
 
 - starts COMMAND with a memory limit: RLIMIT_DATA, the heap and every private writable
   mapping (what a Python or NumPy allocation uses), so an allocation bomb gets a MemoryError
@@ -12,6 +12,9 @@ starting it loads only the standard library. It
 - stands between the grader and the submission: a kernel that kills its parent
   (``os.kill(os.getppid(), SIGKILL)``) kills this process, not the grader — and COMMAND is
   asked to die with it (PR_SET_PDEATHSIG), as this process is asked to die with the grader;
+- with ``--user`` (a grader running as root, where bubblewrap cannot run), starts COMMAND as
+  that unprivileged account: it can then neither signal the grader nor read what only root
+  may read — the answer keys, once the Gradescope package's setup has made them so;
 - passes on SIGTERM, SIGINT and SIGHUP, and exits with COMMAND's exit status.
 
 Processes COMMAND itself starts are not its concern: the grader ends every one of them (see
@@ -38,8 +41,12 @@ def die_with_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
+    user = None
+    if len(argv) > 2 and argv[1] == "--user":
+        user = tuple(int(x) for x in argv[2].split(":"))
+        argv = argv[:1] + argv[3:]
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
-        sys.stderr.write("usage: jail.py MEMORY_BYTES -- COMMAND...\n")
+        sys.stderr.write("usage: jail.py MEMORY_BYTES [--user UID:GID] -- COMMAND...\n")
         return 2
     memory, command = int(argv[0]), argv[2:]
     parent = os.getppid()
@@ -52,6 +59,10 @@ def main(argv: list[str]) -> int:
         if memory > 0:
             resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
         resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+        if user is not None:            # last: dropping root is for good
+            os.setgroups([])
+            os.setgid(user[1])
+            os.setuid(user[0])
 
     child = subprocess.Popen(command, preexec_fn=limit)
 

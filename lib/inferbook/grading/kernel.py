@@ -89,6 +89,9 @@ class Kernel:
                                 connection_file=str(run / f"kernel{self.starts}.json"))
         log = run / f"kernel{self.starts}.stderr"      # read only if the start fails
         try:
+            if self.sandbox.user:        # the kernel's account must read its connection file
+                self.km.write_connection_file()
+                os.chown(self.km.connection_file, *self.sandbox.user[:2])
             with open(log, "wb") as stderr:
                 self.km.start_kernel(env=self.env, cwd=str(self.sandbox.scratch),
                                      stdout=subprocess.DEVNULL, stderr=stderr)

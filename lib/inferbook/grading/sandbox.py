@@ -13,13 +13,16 @@ runs
   is mounted over `inferbook/grading/chapters`). Every process ends with the namespace.
 - without bubblewrap (not installed, or user namespaces refused), in the scratch folder with
   the same limit, the keys refused by an import hook only; `isolation` says so, and the
-  report repeats it.
+  report repeats it. A grader running as root there can still separate the submission by
+  account: with INFERBOOK_GRADING_USER naming an unprivileged user, the submission runs as
+  that user (the Gradescope package sets it up, and makes the keys readable by root only).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -30,10 +33,11 @@ from pathlib import Path
 from .seal import KEYS_STUB
 
 __all__ = ["Sandbox", "bwrap_problem", "parse_memory", "machine_memory", "DEFAULT_MEMORY",
-           "NO_BWRAP_ENV"]
+           "NO_BWRAP_ENV", "USER_ENV"]
 
 DEFAULT_MEMORY = "50%"              # of the machine's memory (or of the container's limit)
 NO_BWRAP_ENV = "INFERBOOK_GRADING_NO_BWRAP"    # set to 1 to test the fallback where bwrap works
+USER_ENV = "INFERBOOK_GRADING_USER"            # without bwrap, as root: run submissions as this
 JAIL = Path(__file__).with_name("jail.py")
 _PASS_ENV = re.compile(r"^(PATH|LANG|LC_\w+|TZ|LD_LIBRARY_PATH|PYTHONHASHSEED|INFERBOOK_DATA|"
                        r"(JAX|XLA|CUDA|TPU|NVIDIA|ROCR|HIP|TF)_\w+)$")
@@ -133,6 +137,20 @@ class Sandbox:
     def __post_init__(self) -> None:
         self.problem = bwrap_problem() if self.isolate else "isolation not requested"
         self.bwrap = self.problem is None
+        self.user = None                 # (uid, gid, name) the submission runs as, if not ours
+        name = os.environ.get(USER_ENV)
+        if name and not self.bwrap and os.geteuid() == 0:
+            try:
+                entry = pwd.getpwnam(name)
+            except KeyError:
+                raise ValueError(f"{USER_ENV}={name!r}: no such user") from None
+            self.user = (entry.pw_uid, entry.pw_gid, name)
+            for path in (self.runtime, self.scratch):
+                path.mkdir(parents=True, exist_ok=True)
+                for folder in (path, *path.rglob("*")):
+                    os.chown(folder, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+            for folder in (self.runtime.parent, self.runtime.parent.parent):
+                folder.chmod(0o711)      # the user may pass through, not look around
         if self.hide_keys:            # beside the runtime folder: the submission cannot write it
             self.stub = self.runtime.parent / f"{self.runtime.name}-sealed-keys"
             self.stub.mkdir(parents=True, exist_ok=True)
@@ -144,8 +162,9 @@ class Sandbox:
         mem = f"memory limit {self.memory_bytes / 2**30:.3g} GiB"
         if self.bwrap:
             return f"bubblewrap (own PID, mount and network namespaces; read-only system); {mem}"
-        return (f"NOT isolated: {self.problem}; the submission ran as the grader's user in a "
-                f"scratch folder, with its processes ended afterwards and a {mem}")
+        who = f"as the user {self.user[2]}" if self.user else "as the grader's user"
+        return (f"NOT isolated: {self.problem}; the submission ran {who} in a scratch folder, "
+                f"with its processes ended afterwards and a {mem}")
 
     def env(self, **extra: str) -> dict[str, str]:
         """A clean environment: nothing of the grader's but locale, paths and JAX settings."""
@@ -163,7 +182,8 @@ class Sandbox:
         for path in (self.runtime, self.scratch):     # the submission may have deleted them
             path.mkdir(parents=True, exist_ok=True)
         inner = self._bwrap() + list(argv) if self.bwrap else list(argv)
-        return [sys.executable, "-I", str(JAIL), str(self.memory_bytes), "--", *inner]
+        user = ["--user", f"{self.user[0]}:{self.user[1]}"] if self.user else []
+        return [sys.executable, "-I", str(JAIL), str(self.memory_bytes), *user, "--", *inner]
 
     def _bwrap(self) -> list[str]:
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
