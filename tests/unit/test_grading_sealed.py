@@ -6,6 +6,8 @@ tests/book/test_sealed_grading.py.
 """
 
 import math
+import os
+import pwd
 import subprocess
 import sys
 import textwrap
@@ -23,7 +25,7 @@ from inferbook.grading import answers, registry
 from inferbook.grading.questions import Function
 from inferbook.grading.reaper import ProcessReaper, descendants
 from inferbook.grading.report import Run
-from inferbook.grading.sandbox import JAIL, Sandbox, parse_memory
+from inferbook.grading.sandbox import JAIL, USER_ENV, Sandbox, parse_memory
 from inferbook.grading.sealed import score_sealed
 from inferbook.grading.slicing import SliceError, answer_program
 
@@ -220,10 +222,10 @@ def test_a_detached_process_is_ended_by_the_reaper():
     with ProcessReaper() as reaper:
         subprocess.run([sys.executable, "-c", code], timeout=30)
         time.sleep(0.2)
-        orphans = descendants(__import__("os").getpid()) - reaper.before
+        orphans = descendants(os.getpid()) - reaper.before
         assert orphans, "the orphan should have been re-parented to us"
         assert reaper.sweep() >= 1
-        assert not descendants(__import__("os").getpid()) - reaper.before
+        assert not descendants(os.getpid()) - reaper.before
 
 
 # Scoring recorded answers ----------------------------------------------------------------------
@@ -293,3 +295,21 @@ def test_what_comes_back_from_the_sandbox_is_reported_on_the_question(event, wor
                           setup_limit_s=5, run_jobs=lambda jobs, blocked: {q.id: event})
     assert grade.status in ("failed", "not attempted") and grade.score == 0
     assert words in f"{grade.status}: {grade.output}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can run a submission as another user")
+def test_without_bubblewrap_a_root_grader_runs_the_submission_as_another_account(tmp_path,
+                                                                               monkeypatch):
+    nobody = pwd.getpwnam("nobody")
+    r = subprocess.run([sys.executable, "-I", str(JAIL), "0", "--user",
+                        f"{nobody.pw_uid}:{nobody.pw_gid}", "--", "/usr/bin/id", "-u"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == str(nobody.pw_uid)
+    monkeypatch.setenv(USER_ENV, "nobody")
+    (tmp_path / "box" / "work").mkdir(parents=True)
+    box = Sandbox(tmp_path / "box" / "work", tmp_path / "box" / "rt", parse_memory("1G"),
+                  isolate=False)
+    assert box.user[:2] == (nobody.pw_uid, nobody.pw_gid) and "as the user nobody" in \
+        box.isolation
+    assert (tmp_path / "box" / "work").stat().st_uid == nobody.pw_uid
+    assert box.command(["x"])[4:7] == ["--user", f"{nobody.pw_uid}:{nobody.pw_gid}", "--"]
