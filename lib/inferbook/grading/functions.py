@@ -96,7 +96,7 @@ def _one_runner(jobs: list[FunctionJob], blocked: dict[str, str], sandbox: Sandb
             if event.get("event") == "start":
                 current, since = event["id"], time.monotonic()
             elif event.get("event") == "result" and event["id"] == current:
-                results[current], current = event, None
+                results[current], current, since = event, None, time.monotonic()
         if proc.poll() is not None:
             break
         limit = by_id[current].budget_s if current else START_LIMIT_S
@@ -106,7 +106,7 @@ def _one_runner(jobs: list[FunctionJob], blocked: dict[str, str], sandbox: Sandb
                 results[current] = {"killed": f"ran past its time budget ({limit:.0f} s) "
                                               f"and was stopped"}
             else:
-                problem = f"the function runner did not start within {limit:.0f} s"
+                problem = f"the function runner did not start a question within {limit:.0f} s"
             break
         time.sleep(0.05)
     status = proc.wait()
