@@ -5,7 +5,8 @@
 #
 # Each creates or refreshes what it needs from the lock file: uv (in .tools), the project
 # environment (.venv), a second environment with the oldest supported JAX (.venv-jax072),
-# torch for the Hugging Face parity tests, and Debian's chromium for the browser test.
+# torch for the Hugging Face parity tests, Debian's chromium for the browser test, and
+# Debian's bubblewrap, the sandbox of sealed grading (its tests fall back without it).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -31,7 +32,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
-.PHONY: help book test venv test-venv oldjax-venv chromium notebooks check-notebooks \
+.PHONY: help book test venv test-venv oldjax-venv chromium bwrap notebooks check-notebooks \
         test-unit test-oldjax test-notebooks test-browser clean bench
 
 help:
@@ -57,6 +58,12 @@ chromium:
 	  echo "installing Debian's chromium for the browser test"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+bwrap:
+	@command -v bwrap >/dev/null || { \
+	  echo "installing Debian's bubblewrap for sealed grading"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
 
 # The Colab notebooks next to each chapter and exercise, generated from the .py sources.
 notebooks: venv
@@ -85,7 +92,7 @@ test-notebooks: venv
 test-browser: chromium
 	$(PY) -m pytest tests/browser -q
 
-test: test-venv oldjax-venv chromium
+test: test-venv oldjax-venv chromium bwrap
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-oldjax
 	$(MAKE) --no-print-directory test-notebooks

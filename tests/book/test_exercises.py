@@ -1,11 +1,15 @@
 """The exercise notebooks, graded in real kernels exactly as an instructor would.
 
-Every solution source scores full marks; every student notebook (the committed Colab twin)
-runs without an error and scores nothing; a solution with one planted mistake loses exactly
-that question's points; and a notebook that loops forever, kills its kernel or breaks a cell
+Every solution source scores full marks sealed (the mode for marks: answers scored by the
+grader, functions run on fresh inputs in a sandbox); every student notebook (the committed
+Colab twin) runs without an error and scores nothing; a solution with one planted mistake
+loses exactly that question's points — in self-study, where every other question of the
+notebook must pass, which is also what says that the self-study checks give the solutions
+full marks, and sealed; and a notebook that loops forever, kills its kernel or breaks a cell
 is graded anyway, each failure reported on its question. (nbval also executes each solution
 source, as it does every page, so that the book renders its outputs; `check` never raises, so
-only these tests can tell a right solution from a wrong one.)
+only these tests can tell a right solution from a wrong one.) The tricks a submission could
+play on the grader are in test_sealed_grading.py.
 """
 
 import copy
@@ -21,6 +25,7 @@ import pytest
 
 from inferbook.grading import generate, registry
 from inferbook.grading.grader import grade_notebook
+from inferbook.grading.kernel import INTERRUPT_GRACE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "exercises").glob("[0-9]*.py"))
@@ -33,9 +38,11 @@ def by_id(report):
     return {g.question.id: g for g in report.grades}
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
-def test_every_solution_notebook_scores_full_marks(source):
-    report = grade_notebook(source, timeout_s=300)
+# (05_kv_cache_size is graded sealed, to full marks, by the Gradescope package's test.)
+@pytest.mark.parametrize("source", [s for s in SOURCES if s.stem != "05_kv_cache_size"],
+                         ids=lambda p: p.stem)
+def test_every_solution_notebook_scores_full_marks_sealed(source):
+    report = grade_notebook(source, timeout_s=300, sealed=True, seed=19)
     assert not report.run.cell_errors and report.run.stopped is None, report.table()
     assert [g.status for g in report.grades] == ["passed"] * len(report.grades), report.table()
     assert report.score == report.max_score > 0
@@ -59,20 +66,20 @@ def test_the_student_notebooks_hold_no_line_of_any_solution(source):
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             if generate.SOLUTION_TAG in cell.metadata.get("tags", []):
-                solution |= {l.strip() for l in cell.source.splitlines() if l.strip()}
+                solution |= {x.strip() for x in cell.source.splitlines() if x.strip()}
             else:
-                outside |= {l.strip() for l in cell.source.splitlines()}
+                outside |= {x.strip() for x in cell.source.splitlines()}
             continue
         lines, pos = cell.source.splitlines(), 0
         for begin, end, _ in generate.solution_regions(cell.source):
-            outside |= {l.strip() for l in lines[pos:begin]}
-            solution |= {l.strip() for l in lines[begin + 1:end]}
+            outside |= {x.strip() for x in lines[pos:begin]}
+            solution |= {x.strip() for x in lines[begin + 1:end]}
             pos = end + 1
-        outside |= {l.strip() for l in lines[pos:]}
-    secret = {l for l in solution - outside if len(l) > 3}    # "return out" is a solution line,
+        outside |= {x.strip() for x in lines[pos:]}
+    secret = {x for x in solution - outside if len(x) > 3}    # "return out" is a solution line,
     assert secret                                             # ")" is not worth a test
     student = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
-    student_lines = {l.strip() for c in student.cells for l in c.source.splitlines()}
+    student_lines = {x.strip() for c in student.cells for x in c.source.splitlines()}
     assert not secret & student_lines
     assert not any("SOLUTION" in c.source for c in student.cells)
     assert student.metadata["inferbook"]["exercises"] == sorted(
@@ -92,7 +99,7 @@ def plant(source: Path, question_id: str, template: str, tmp_path: Path) -> Path
     return path
 
 
-@pytest.mark.parametrize("notebook, question_id, template, message", [
+PLANTED = [
     ("01_sampling_kv_cache", "ch01.a10_tokens_after_weights", "{} * 1.5", ""),
     # (lse, out): the wrong order
     ("01_sampling_kv_cache", "ch01.merge_attention", "lambda *args: {}(*args)[::-1]", ""),
@@ -106,16 +113,26 @@ def plant(source: Path, question_id: str, template: str, tmp_path: Path) -> Path
     ("08_many_chips", "ch09.kv_bytes_per_chip", "{} * 2", "copies of the same head"),
     # the target's token drawn from p_n instead of the residual after a rejection
     ("11_serving", "ch13.accept", "lambda *a: ({}(*a)[0], a[2][0])", "dist"),
-])
-def test_one_planted_mistake_loses_exactly_that_questions_points(notebook, question_id,
+]
+# Sealed, a number and a function (rebuilt from the notebook, run in the sandbox).
+SEALED = [PLANTED[1], PLANTED[5]]
+
+
+@pytest.mark.parametrize("sealed, notebook, question_id, template, message",
+                         [(False, *p) for p in PLANTED] + [(True, *p) for p in SEALED],
+                         ids=lambda v: v if isinstance(v, str) and "." in v else
+                         ("sealed" if v is True else "self-study" if v is False else None))
+def test_one_planted_mistake_loses_exactly_that_questions_points(sealed, notebook, question_id,
                                                                  template, message, tmp_path):
     source = ROOT / "exercises" / f"{notebook}.py"
-    report = grade_notebook(plant(source, question_id, template, tmp_path), timeout_s=300)
+    report = grade_notebook(plant(source, question_id, template, tmp_path), timeout_s=300,
+                            sealed=sealed, seed=19)
     grades = by_id(report)
     assert grades[question_id].status == "failed", report.table()
     assert message in grades[question_id].output
     assert report.score == report.max_score - grades[question_id].question.points
-    assert all(g.status == "passed" for qid, g in grades.items() if qid != question_id)
+    assert all(g.status == "passed" for qid, g in grades.items() if qid != question_id), \
+        report.table()
 
 
 def tiny_notebook(tmp_path: Path, *cells: str) -> Path:
@@ -127,26 +144,33 @@ def tiny_notebook(tmp_path: Path, *cells: str) -> Path:
     return path
 
 
-def test_an_endless_loop_at_the_top_level_ends_the_run_but_keeps_earlier_points(tmp_path):
-    path = tiny_notebook(tmp_path, CORRECT, "while True:\n    pass",
-                         'check("ch01.prompt_kv_bytes", 524288000)')
-    report = grade_notebook(path, timeout_s=4)
+def test_an_endless_loop_that_ignores_interrupts_loses_only_its_cell(tmp_path):
+    # The interrupt does not take (SIGINT ignored): the kernel is restarted and the cells
+    # before the loop run again. (An interruptible loop: test_sealed_grading.py.)
+    stubborn = ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                'while True:\n    pass\ncheck("ch01.write_kv", f)')
+    path = tiny_notebook(tmp_path, CORRECT, stubborn, 'check("ch01.prompt_kv_bytes", 524288000)')
+    report = grade_notebook(path, timeout_s=300, cell_timeout_s=4)
     grades = by_id(report)
     assert grades["ch01.kv_bytes_per_token_llama_2_7b"].status == "passed"
-    assert grades["ch01.prompt_kv_bytes"].status == "not run"
-    assert "ran out of time" in grades["ch01.prompt_kv_bytes"].output
-    assert report.run.seconds < 60
+    assert grades["ch01.write_kv"].status == "failed"
+    assert "per-cell time limit (4 s) and did not stop" in grades["ch01.write_kv"].output
+    assert grades["ch01.prompt_kv_bytes"].status == "passed"
+    assert report.run.restarts == 1
+    assert report.run.seconds < 4 + INTERRUPT_GRACE_S + 40       # not the notebook's 300 s
 
 
-def test_a_check_that_kills_the_kernel_fails_that_question(tmp_path):
+def test_a_check_that_kills_the_kernel_fails_that_question_only(tmp_path):
     path = tiny_notebook(tmp_path, CORRECT,
                          'import os\ncheck("ch01.write_kv", lambda *a: os._exit(1))',
                          'check("ch01.prompt_kv_bytes", 524288000)')
-    grades = by_id(grade_notebook(path, timeout_s=120))
+    report = grade_notebook(path, timeout_s=120)
+    grades = by_id(report)
     assert grades["ch01.kv_bytes_per_token_llama_2_7b"].status == "passed"
     assert grades["ch01.write_kv"].status == "failed"
     assert "kernel died" in grades["ch01.write_kv"].output
-    assert grades["ch01.prompt_kv_bytes"].status == "not run"
+    assert grades["ch01.prompt_kv_bytes"].status == "passed"     # restarted, earlier cells rerun
+    assert report.run.restarts == 1
 
 
 def test_a_broken_cell_fails_its_own_questions_and_the_rest_still_run(tmp_path):

@@ -8,7 +8,7 @@ import json
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
-pytest.importorskip("nbclient")
+pytest.importorskip("jupyter_client")
 
 from inferbook.cli import main  # noqa: E402
 from inferbook.grading import registry  # noqa: E402
@@ -40,6 +40,11 @@ def run_cli(capsys, *argv):
     (lambda p: (p / "broken.ipynb").write_text("{not json") and p / "broken.ipynb", [],
      "cannot read"),
     (lambda p: (p / "list.ipynb").write_text("[1, 2]") and p / "list.ipynb", [], "cannot read"),
+    (lambda p: (p / "int.ipynb").write_text(
+        '{"cells": [{"cell_type": "code", "source": 5, "metadata": {}, "outputs": []}], '
+        '"metadata": {}, "nbformat": 4, "nbformat_minor": 5}') and p / "int.ipynb", [],
+     "cell 1 has no cell type and text"),
+    (lambda p: p, [], "is a directory"),
     (lambda p: notebook(p, "print('no exercises here')"), [], "holds none of the book's"),
     (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--timeout", "0"],
      "--timeout must be a positive"),
@@ -49,6 +54,30 @@ def run_cli(capsys, *argv):
      ["--results", "/no/such/dir/results.json"], "no directory"),
     (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--timeout", "soon"],
      "invalid float"),
+    # Output paths are checked before any work (issue 15: /dev/full failed after grading).
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--results", "/dev/full"],
+     "not a regular file"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--results", "/proc/x"],
+     "cannot write --results /proc/x"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--results", "/tmp"],
+     "it is a directory"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--cell-timeout=-inf"],
+     "--cell-timeout must be a positive"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--cell-timeout", "0"],
+     "--cell-timeout must be a positive"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--memory-limit", "plenty"],
+     "--memory-limit"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--memory-limit", "1e99"],
+     "--memory-limit"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--exercises", "ch77"],
+     "unknown question set"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--sealed", "--exercises", ""],
+     "unknown question set"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--seed", "-1"], "--seed"),
+    (lambda p: notebook(p, 'check("ch01.prompt_kv_bytes", 1)'), ["--seed", "1.5"], "--seed"),
+    (lambda p: "no_such_exercise", ["--gradescope-autograder", "/tmp/x.zip"], "no exercise"),
+    (lambda p: "01", ["--gradescope-autograder", "/tmp"], "it is a directory"),
+    (lambda p: "01", ["--gradescope-autograder", "/proc/x/a.zip"], "no directory /proc/x"),
 ])
 def test_bad_arguments_give_exit_code_2_and_one_line(tmp_path, capsys, make, extra, message):
     code, out, err = run_cli(capsys, str(make(tmp_path)), *extra)
@@ -76,7 +105,18 @@ def test_gradescope_results_count_blocked_criteria_out():
     assert data["score"] == q1.points and data["execution_time"] == 3
     t1, t2, t3 = data["tests"]
     assert (t1["status"], t1["score"], t1["max_score"]) == ("passed", q1.points, q1.points)
-    assert (t2["status"], t2["score"], t2["output"]) == ("failed", 0, "too big")
+    assert (t2["status"], t2["score"], t2["output"]) == ("failed", 0, "failed: too big")
     assert t3["max_score"] == 0 and "status" not in t3 and "blocked" in t3["output"]
     assert report.max_score == q1.points + q2.points
     assert "blocked" in report.table() and "too big" in report.table()
+
+
+def test_the_scratch_copy_holds_the_folder_but_no_links_and_not_itself(tmp_path):
+    from inferbook.grading.grader import copy_submission
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.txt").write_text("x")
+    (tmp_path / "hw.ipynb").write_text("{}")
+    (tmp_path / "link").symlink_to("/etc")
+    copy = copy_submission(tmp_path, tmp_path / "grader" / "nb" / "work")   # inside the folder
+    assert (copy / "data" / "x.txt").read_text() == "x" and (copy / "hw.ipynb").is_file()
+    assert not (copy / "link").exists() and not (copy / "grader").exists()

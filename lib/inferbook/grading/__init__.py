@@ -16,8 +16,20 @@ The pieces, one concept per module:
   feedback    `check()`, `summary()`, and the log the grader reads
   generate    exercise sources -> student notebooks (solutions replaced by stubs) and the
               book's pages (solutions behind toggles)
-  grader      `inferbook grade`: run a notebook in a fresh kernel and score its checks
-  report      the score table and Gradescope's results.json
+
+`inferbook grade`, self-study or sealed (for marks):
+
+  grader      grade a notebook: scratch copy, run, score
+  execution   run the cells: per-cell and notebook time limits, restart and replay
+  kernel      one sandboxed Jupyter kernel (both its sides)
+  sandbox     bubblewrap, the memory limit, a clean environment; jail: the process between
+  reaper      every process the submission started ends before results are written
+  seal        what a sealed submission cannot use: the keys, the library's own answers
+  capture     `check()` in a sealed kernel: answers recorded for the grader
+  answers     answers as plain data, the only thing that crosses to the grader
+  sealed      scoring recorded answers; slicing: the cells that define a function answer;
+              functions and function_runner: running it on fresh inputs in the sandbox
+  report      the score table and Gradescope's results.json; gradescope: the autograder zip
 
 Reference answers are computed by the library when a check runs; none is typed in. Nothing
 here needs files outside the installed package, nor myst-nb: it works the same on Colab.

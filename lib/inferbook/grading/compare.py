@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["Compare", "describe", "as_numpy", "compare_arrays", "allclose", "error_line"]
+__all__ = ["Compare", "describe", "as_numpy", "compare_arrays", "allclose", "error_line",
+           "ReportedError"]
 
 Compare = Callable[[Any, Any], "str | None"]
 
@@ -92,8 +93,14 @@ _NOT_STUDENT_CODE = (str(Path(__file__).resolve().parents[1]), sysconfig.get_pat
                      "site-packages", "dist-packages")
 
 
+class ReportedError(Exception):
+    """An error raised in another process, known only by its `error_line` (the sealed runner)."""
+
+
 def error_line(err: BaseException) -> str:
     """`TypeError: ...` and the innermost line of the student's own code that raised it."""
+    if isinstance(err, ReportedError):
+        return str(err)
     frames = [f for f in traceback.extract_tb(err.__traceback__)
               if not any(part in f.filename for part in _NOT_STUDENT_CODE)]
     where = f" (in `{frames[-1].name}`: `{(frames[-1].line or '').strip()}`)" if frames else ""

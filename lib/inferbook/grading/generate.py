@@ -130,7 +130,8 @@ def _identifiers(code: str) -> set[str]:
 
 
 def _without_markers(source: str) -> str:
-    return "\n".join(l for l in source.splitlines() if not (BEGIN.match(l) or END.match(l)))
+    return "\n".join(line for line in source.splitlines()
+                     if not (BEGIN.match(line) or END.match(line)))
 
 
 def _is_solution_markdown(cell: Any) -> bool:

@@ -1,26 +1,23 @@
-"""Grading a submitted notebook: run it in a fresh kernel, read its checks, score them.
+"""Grading a submitted notebook: run it in a sandboxed kernel, score its answers.
 
-`grade_notebook(path)` runs every code cell of the notebook, in order, in a new Jupyter
-kernel of the current Python environment, with one time limit for all its cells. It
-does not read the notebook's outputs: each `check()` in the kernel appends its result to a
-log file (see `feedback.py`), and the score is the latest result of each question of the
-exercise sets the notebook belongs to. The points come from the registry, not from the log.
+`grade_notebook(path)` copies the notebook's folder to a scratch folder, runs every code
+cell there in a fresh kernel (`execution.run_cells`: a time limit per cell and one for the
+notebook, a memory limit, restarts after a crash), ends every process the notebook started,
+and scores the questions of the exercise sets it belongs to. It never reads the notebook's
+outputs. Two modes share everything but the scoring:
 
-Whatever the student's code does, the grader reports it on a question and carries on:
+- **self-study** (the default): `check()` grades in the kernel, as it does for a student,
+  and logs each result to a file the grader reads (see `feedback.py`). It is honest feedback
+  at scale, not proof against a student set on cheating: code in the notebook can rewrite
+  `check`, read the answer keys, or write the log.
+- **sealed** (`sealed=True`): the kernel has no answer keys; `check()` only records the
+  answers, as plain data, and the grader scores them in its own process — functions are
+  rebuilt from the notebook's source and run on freshly drawn inputs in a separate sandbox
+  (see `sealed.py`). What the submission could still do, and what the sandbox does about
+  it, is in `sandbox.py` and the book's page for instructors.
 
-- a crash inside a checked function is that question's failure (`check` catches it);
-- an endless loop inside a checked function is stopped by the check's time limit;
-- an error in a cell is noted, and questions whose check sits in that cell are failed
-  with the error as the reason; later cells still run;
-- a cell that runs past the notebook's time limit (an endless loop at the top level, or in
-  XLA where no in-kernel limit reaches) or a kernel that dies (memory, ``os._exit``) ends
-  the run: the question whose check was in progress is failed with the reason, and questions
-  never reached are "not run".
-
-Like any autograder, this executes the submission's code with the grader's permissions:
-run it in a container (Gradescope does) for work you do not trust. And like any grader that
-checks inside the student's kernel, it gives honest feedback at scale, not proof against a
-student set on cheating: code in the notebook could rewrite `check` itself.
+The points come from the registry, never from the kernel. Whatever the student's code does,
+the grader reports it on a question and carries on.
 """
 
 from __future__ import annotations
@@ -28,20 +25,28 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
+import secrets
+import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from . import generate, registry
+from .execution import run_cells
 from .feedback import LOG_ENV
+from .functions import run_functions
+from .kernel import Kernel
 from .questions import Question
+from .reaper import ProcessReaper
 from .report import Grade, Report, Run
+from .sandbox import DEFAULT_MEMORY, Sandbox, parse_memory
+from .sealed import score_sealed
 
-__all__ = ["GradingError", "read_notebook", "question_sets", "run", "score", "grade_notebook"]
+__all__ = ["GradingError", "read_notebook", "question_sets", "score", "grade_notebook",
+           "copy_submission"]
 
-MAX_OUTPUT_CHARS = 2_000_000     # a notebook that prints forever must not fill our memory
+MAX_COPY_BYTES = 256 * 2**20      # the submission's folder, copied for the run
+MAX_COPY_FILES = 10_000
 
 
 class GradingError(ValueError):
@@ -52,6 +57,8 @@ class GradingError(ValueError):
 
 def read_notebook(path: Path) -> Any:
     """The notebook at `path` (.ipynb, or a py:percent .py source if jupytext is installed)."""
+    if path.is_dir():
+        raise GradingError(f"{path} is a directory, not a notebook")
     if not path.is_file():
         raise GradingError(f"{path} does not exist")
     if path.suffix == ".py":
@@ -74,6 +81,15 @@ def read_notebook(path: Path) -> Any:
         raise GradingError(f"cannot read {path} as a notebook: {text}") from None
     if not isinstance(nb.get("cells"), list):
         raise GradingError(f"{path} is not a notebook (no cells)")
+    for index, cell in enumerate(nb.cells):
+        if not (isinstance(cell, dict) and cell.get("cell_type") in ("code", "markdown", "raw")
+                and isinstance(cell.get("source"), str)):
+            raise GradingError(f"{path} is not a notebook: cell {index + 1} has no cell type "
+                               f"and text")
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = nbformat.NotebookNode()
+    if not isinstance(nb.get("metadata"), dict):
+        nb["metadata"] = nbformat.NotebookNode()
     return nb
 
 
@@ -91,92 +107,32 @@ def question_sets(nb: Any, path: Path) -> list[str]:
 
 # Running it ---------------------------------------------------------------------------------
 
-def _client(nb: Any, cwd: Path):
-    """An nbclient NotebookClient on a kernel of *this* Python (whatever kernelspecs exist)."""
-    import ipykernel.kernelspec
-    import nbclient
-    from jupyter_client import AsyncKernelManager
-    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+def copy_submission(folder: Path, into: Path) -> Path:
+    """A scratch copy of the submission's folder: plain files, within a size limit.
 
-    class ThisPython(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name):
-            return KernelSpec(resource_dir=ipykernel.kernelspec.RESOURCES,
-                              **ipykernel.kernelspec.get_kernel_dict())
-
-    class Client(nbclient.NotebookClient):
-        chars = 0
-
-        def output(self, outs, msg, display_id, cell_index):
-            if msg["msg_type"] != "error":
-                self.chars += len(json.dumps(msg.get("content", {})))
-                if self.chars > MAX_OUTPUT_CHARS:
-                    return None
-            return super().output(outs, msg, display_id, cell_index)
-
-    km = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=ThisPython())
-    return Client(nb, km=km, allow_errors=True, shutdown_kernel="immediate",
-                  record_timing=False, resources={"metadata": {"path": str(cwd)}})
-
-
-def _where(nb: Any, index: int) -> str:
-    """'cell 7 (`check("ch01.x", ...)`)': notebooks show no cell numbers, so quote the cell."""
-    first = next((line.strip() for line in nb.cells[index].source.splitlines() if line.strip()),
-                 "")
-    return f"cell {index + 1} (`{first[:60]}{'…' if len(first) > 60 else ''}`)"
-
-
-def _error_text(content: dict[str, Any]) -> str:
-    value = str(content.get("evalue", "")).strip().splitlines()
-    return f"{content.get('ename', 'Error')}" + (f": {value[0][:200]}" if value else "")
-
-
-def run(nb: Any, cwd: Path, timeout_s: float) -> Run:
-    """Execute the notebook's code cells in a fresh kernel; never raises."""
-    import nbclient.exceptions as nbx
-    result = Run()
-    executed = 0
-    start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="inferbook-grade-") as tmp:
-        log_path = Path(tmp) / "checks.jsonl"
-        env = {**os.environ, LOG_ENV: str(log_path), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-        try:
-            client = _client(nb, cwd)
-
-            def on_error(cell, cell_index, execute_reply):
-                result.cell_errors[cell_index] = (f"{_where(nb, cell_index)} raised "
-                                                  f"{_error_text(execute_reply['content'])}")
-            client.on_cell_error = on_error
-            with client.setup_kernel(env=env, cwd=str(cwd), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL):
-                deadline = time.monotonic() + timeout_s      # the kernel has started
-                for index, cell in enumerate(nb.cells):
-                    if cell.cell_type != "code":
-                        continue
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        result.stopped = f"the notebook ran out of time ({timeout_s:g} s) " \
-                                         f"before {_where(nb, index)}"
-                        break
-                    client.timeout = max(1, int(left + 0.999))
-                    executed += 1
-                    try:
-                        client.execute_cell(cell, index)
-                    except nbx.CellTimeoutError:
-                        result.stopped = f"the notebook ran out of time ({timeout_s:g} s) " \
-                                         f"in {_where(nb, index)}"
-                        break
-                    except nbx.DeadKernelError:
-                        result.stopped = f"the kernel died in {_where(nb, index)} (out of " \
-                                         f"memory, or the code ended the process)"
-                        break
-        except Exception as err:  # noqa: BLE001 - no kernel, broken install: say so, go on
-            if result.stopped is None:
-                result.stopped = f"the grader could not run the notebook: " \
-                                 f"{type(err).__name__}: {err}"
-                result.infrastructure_error = executed == 0
-        result.seconds = time.monotonic() - start
-        result.log = _read_log(log_path)
-    return result
+    Links are not followed, unreadable files are skipped, and so is `into` itself (a notebook
+    in /tmp is copied into /tmp)."""
+    into.mkdir(parents=True)
+    skip = into.resolve().parents[1]               # the grader's temporary folder
+    left_bytes, left_files = MAX_COPY_BYTES, MAX_COPY_FILES
+    for root, dirs, files in os.walk(folder):
+        here = Path(root)
+        dirs[:] = [d for d in sorted(dirs) if not (here / d).is_symlink()
+                   and (here / d).resolve() != skip]
+        target = into / here.relative_to(folder)
+        target.mkdir(exist_ok=True)
+        for name in sorted(files):
+            path = here / name
+            try:
+                size = path.lstat().st_size
+                if path.is_symlink() or not path.is_file() or size > left_bytes \
+                        or left_files <= 0:
+                    continue
+                shutil.copyfile(path, target / name)
+            except OSError:
+                continue
+            left_bytes, left_files = left_bytes - size, left_files - 1
+    return into
 
 
 def _read_log(path: Path) -> list[dict[str, Any]]:
@@ -229,14 +185,47 @@ def score(questions: list[Question], nb: Any, run_: Run) -> list[Grade]:
     return grades
 
 
-def grade_notebook(path: str | Path, timeout_s: float = 600.0) -> Report:
-    """Run and score one notebook. Raises GradingError only for input that is not gradable."""
+def grade_notebook(path: str | Path, timeout_s: float = 600.0, *, sealed: bool = False,
+                   cell_timeout_s: float = 300.0, memory: str | int = DEFAULT_MEMORY,
+                   isolate: bool = True, seed: int | None = None,
+                   sets: list[str] | None = None) -> Report:
+    """Run and score one notebook. Raises GradingError only for input that is not gradable.
+
+    `timeout_s` bounds all the cells together, `cell_timeout_s` each one; `memory` is the
+    kernel's memory limit ('4G', '50%' of the machine, or bytes); `isolate=False` skips
+    bubblewrap even where it works; `seed` fixes a sealed run's inputs (default: fresh);
+    `sets` grades these exercise sets whatever the notebook says it holds.
+    """
     path = Path(path)
     nb = read_notebook(path)
-    sets = question_sets(nb, path)
+    if sets is None:
+        sets = question_sets(nb, path)
     if not sets:
         raise GradingError(f"{path} holds none of the book's exercises (no check() calls of a "
                            f"known question set: {', '.join(registry.set_ids())})")
+    memory_bytes = memory if isinstance(memory, int) else parse_memory(memory)
     questions = [q for s in sets for q in registry.questions_in(s)]
-    run_ = run(nb, path.resolve().parent, timeout_s)
-    return Report(path.name, sets, score(questions, nb, run_), run_)
+    seed = secrets.randbits(32) if sealed and seed is None else seed
+    with tempfile.TemporaryDirectory(prefix="inferbook-grade-") as tmp, \
+            ProcessReaper() as reaper:
+        def sandbox(name: str) -> Sandbox:
+            folder = Path(tmp) / name
+            runtime = folder / "runtime"
+            runtime.mkdir(parents=True)
+            return Sandbox(copy_submission(path.resolve().parent, folder / "work"), runtime,
+                           memory_bytes, hide_keys=sealed, isolate=isolate)
+
+        box = sandbox("notebook")
+        log = box.runtime / "checks.jsonl"
+        env = box.env() if sealed else box.env(**{LOG_ENV: str(log)})
+        run = run_cells(nb, Kernel(box, sealed, env), reaper, cell_timeout_s, timeout_s)
+        if sealed:
+            grades = score_sealed(
+                questions, nb, run, seed=seed, setup_limit_s=cell_timeout_s,
+                run_jobs=lambda jobs, blocked: run_functions(jobs, blocked,
+                                                             sandbox("functions"), reaper))
+        else:
+            run.log = _read_log(log)
+            grades = score(questions, nb, run)
+        reaper.sweep()
+    return Report(path.name, list(sets), grades, run, sealed=sealed, seed=seed)

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .compare import Compare, allclose, as_numpy, describe, error_line
-from .timelimit import call_with_time_limit
+from .timelimit import Outcome, call_with_time_limit
 
 __all__ = ["Result", "Question", "Numeric", "Mistake", "Exact", "Function"]
 
@@ -189,8 +189,6 @@ class Exact(Question):
         return self.result("passed") if ok else self.result("failed", f"Hint: {self.hint}")
 
 
-# Functions ---------------------------------------------------------------------------------
-
 # Functions ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -200,6 +198,9 @@ class Function(Question):
     `cases(rng)` returns a list of argument tuples; both functions get the same arguments.
     `compare(student_output, reference_output)` returns None when they agree, else a message.
     `time_limit_s` bounds each call of the student's function (the first call may compile).
+    `library_answers` names the library callables that answer the question outright (e.g.
+    "inferbook.model.kvcache.write"): a sealed grader runs the student's function where
+    those raise instead (see `seal.py`).
     """
 
     reference: Callable[..., Any] = field(kw_only=True)
@@ -207,14 +208,18 @@ class Function(Question):
     compare: Compare = field(default_factory=allclose, kw_only=True)
     time_limit_s: float = field(default=10.0, kw_only=True)
     describe_case: Callable[[tuple], str] | None = field(default=None, kw_only=True)
+    library_answers: tuple[str, ...] = field(default=(), kw_only=True)
 
     @property
     def tolerance(self) -> str:
         return f"each call ≤ {self.time_limit_s:g} s"
 
-    def rng(self) -> np.random.Generator:
-        """The same inputs on every run (so a grade can be reproduced), different per question."""
-        return np.random.default_rng(zlib.crc32(self.id.encode()))
+    def rng(self, salt: int | None = None) -> np.random.Generator:
+        """The same inputs on every run (so a grade can be reproduced), different per question.
+
+        A sealed grader passes a fresh `salt`: inputs nobody could tabulate in advance."""
+        seed = zlib.crc32(self.id.encode())
+        return np.random.default_rng(seed if salt is None else [seed, salt])
 
     def _case(self, i: int, n: int, args: tuple) -> str:
         text = self.describe_case(args) if self.describe_case else \
@@ -226,11 +231,15 @@ class Function(Question):
             return self.result("not attempted", "write the function, then run this cell again")
         if not callable(answer):
             return self.result("failed", f"expected a function, got {describe(answer)}")
-        cases = self.cases(self.rng())
+        return self.judge(self.cases(self.rng()), lambda i, args: call_with_time_limit(
+            lambda *a: as_numpy(answer(*a)), args, seconds=self.time_limit_s))
+
+    def judge(self, cases: list[tuple], call: Callable[[int, tuple], Outcome]) -> Result:
+        """Grade the outcomes of the student's function on `cases` (`call(i, args)` gives the
+        i-th: here in the kernel, or read back from the sealed grader's sandbox)."""
         for i, args in enumerate(cases):
             want = as_numpy(self.reference(*args))
-            outcome = call_with_time_limit(lambda *a: as_numpy(answer(*a)), args,
-                                           seconds=self.time_limit_s)
+            outcome = call(i, args)
             case = self._case(i, len(cases), args)
             if outcome.timed_out:
                 msg = f"did not return within {self.time_limit_s:g} s on {case}"

@@ -13,7 +13,6 @@ import pkgutil
 import re
 from functools import lru_cache
 
-from . import chapters
 from .questions import Question
 
 __all__ = ["set_ids", "questions_in", "get", "set_of"]
@@ -21,9 +20,14 @@ __all__ = ["set_ids", "questions_in", "get", "set_of"]
 _ID = re.compile(r"^(ch\d\d)\.[a-z0-9_]+$")
 
 
+def _chapters():
+    """The package of question sets (imported on use: a sealed kernel may not import it)."""
+    return importlib.import_module(f"{__package__}.chapters")
+
+
 def set_ids() -> list[str]:
     """Every question set of the book, e.g. ['ch01', 'ch02', ...]."""
-    return sorted(m.name for m in pkgutil.iter_modules(chapters.__path__)
+    return sorted(m.name for m in pkgutil.iter_modules(_chapters().__path__)
                   if re.fullmatch(r"ch\d\d", m.name))
 
 
@@ -38,7 +42,7 @@ def questions_in(set_id: str) -> tuple[Question, ...]:
     """The questions of one set, in the order the exercise notebook asks them."""
     if set_id not in set_ids():
         raise KeyError(f"no question set {set_id!r}; known: {', '.join(set_ids())}")
-    module = importlib.import_module(f"{chapters.__name__}.{set_id}")
+    module = importlib.import_module(f"{_chapters().__name__}.{set_id}")
     questions = tuple(module.QUESTIONS)
     ids = [q.id for q in questions]
     bad = [i for i in ids if set_of(i) != set_id]

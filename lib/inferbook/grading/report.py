@@ -36,11 +36,15 @@ class Grade:
 class Run:
     """What happened when the notebook ran."""
 
-    cell_errors: dict[int, str] = field(default_factory=dict)
+    cell_errors: dict[int, str] = field(default_factory=dict)    # errors, time-outs, deaths
     stopped: str | None = None        # why the run ended early, if it did
-    log: list[dict[str, Any]] = field(default_factory=list)
+    log: list[dict[str, Any]] = field(default_factory=list)      # self-study: check()'s log
+    answers: list[tuple[int, Any]] = field(default_factory=list)  # sealed: (cell, message)
+    sealed_refusals: set[int] = field(default_factory=set)       # cells refused the keys
     seconds: float = 0.0
     infrastructure_error: bool = False
+    isolation: str = ""               # what separated the submission from the machine
+    restarts: int = 0                 # kernels restarted after a death or a stuck cell
 
 
 @dataclass
@@ -51,6 +55,8 @@ class Report:
     sets: list[str]
     grades: list[Grade]
     run: Run
+    sealed: bool = False
+    seed: int | None = None           # sealed: the draw of the coding questions' inputs
 
     @property
     def score(self) -> float:
@@ -67,8 +73,9 @@ class Report:
     def table(self) -> str:
         """The score table printed by `inferbook grade`."""
         width = max([len(g.question.id) for g in self.grades] + [5])
+        mode = f"sealed, inputs seed {self.seed}" if self.sealed else "self-study checks"
         lines = [f"{self.notebook} — exercises {', '.join(self.sets)} "
-                 f"(ran in {self.run.seconds:.1f} s)",
+                 f"(ran in {self.run.seconds:.1f} s; {mode})",
                  f"{'question':<{width}}  {'score':>9}  status"]
         for g in self.grades:
             pts = f"{g.score:g} / {g.question.points:g}"
@@ -84,6 +91,8 @@ class Report:
             lines += ["", "Feedback:"] + details
         if self.notes():
             lines += ["", "While running the notebook:"] + [f"  {n}" for n in self.notes()]
+        if self.run.isolation:
+            lines += ["", f"Isolation: {self.run.isolation}"]
         return "\n".join(lines)
 
     def gradescope(self) -> dict[str, Any]:
@@ -91,11 +100,13 @@ class Report:
         tests = []
         for g in self.grades:
             test = {"name": f"{g.question.id}: {g.question.title}", "score": g.score,
-                    "max_score": g.max_score, "output": g.output or g.status}
+                    "max_score": g.max_score,
+                    "output": g.status + (f": {g.output}" if g.output else "")}
             if g.status == "blocked":
                 test["output"] = f"blocked (not counted): {g.output}"
             else:
                 test["status"] = "passed" if g.status == "passed" else "failed"
             tests.append(test)
+        isolation = [f"Isolation: {self.run.isolation}"] if self.run.isolation else []
         return {"score": self.score, "execution_time": round(self.run.seconds),
-                "output": "\n".join(self.notes()), "tests": tests}
+                "output": "\n".join(self.notes() + isolation), "tests": tests}

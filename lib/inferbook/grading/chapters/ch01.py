@@ -215,11 +215,13 @@ QUESTIONS = [
              "sequence b's T new entries go to slots start_B[b] … start_B[b] + T − 1 of axis 2 "
              "(S); note new_BTKH is [B, T, K, H] while the cache is [B, K, S, H]; JAX arrays "
              "are immutable: use .at[...].set(...) or lax.dynamic_update_slice",
+             library_answers=("inferbook.model.kvcache.write",),
              reference=_write_reference, cases=_write_cases, compare=allclose(0, 0),
              describe_case=_describe_write),
     Function("ch01.merge_attention", "Merge two partial attentions by log-sum-exp", 3,
              "lse = log(e^lse1 + e^lse2), computed as m + log(e^(lse1−m) + e^(lse2−m)) with "
              "m = max(lse1, lse2); each output is weighted by e^(lse_part − lse)",
+             library_answers=("inferbook.model.attention.merge_partials",),
              reference=_merge_reference, cases=_merge_cases,
              # float32 log-sum-exps near 1,000 carry ~6e-5 of rounding into every weight.
              compare=allclose(3e-4, 3e-4, names=("out", "lse")), describe_case=_describe_merge),
@@ -227,6 +229,7 @@ QUESTIONS = [
              "top-k keeps the k largest logits; top-p then keeps, in decreasing order, each "
              "token while the probability mass before it (after top-k) is below p; removed "
              "tokens become -inf",
+             library_answers=("inferbook.model.sampling.filter_logits",),
              reference=_filter_reference, cases=_filter_cases, compare=_compare_filtered,
              describe_case=_describe_filter),
 ]

@@ -139,6 +139,7 @@ QUESTIONS = [
     Function("ch02.attention_intensity_fn", "Write attention's arithmetic intensity", 2,
              "2·T·S·G FLOPs per (T·G·2 + S·2) bytes per KV head and sequence (bf16); "
              "G = 1 and T = S gives T/2",
+             library_answers=("inferbook.perf.roofline.attention_intensity",),
              reference=_attn_reference, cases=_attn_cases, compare=allclose(1e-9, 0)),
     Numeric("ch02.prefill_attention_threshold", "Shortest compute-bound prefill attention "
             "on a TPU v5e (MHA, bf16)", 1,
@@ -161,6 +162,7 @@ QUESTIONS = [
             reference=_even_batch, rel_tol=0.01),
     Function("ch02.critical_batch_fn", "Write the critical batch", 2,
              "C · bytes_per_weight / (2 · W); no rounding",
+             library_answers=("inferbook.perf.roofline.critical_batch",),
              reference=_bcrit_reference, cases=_bcrit_cases, compare=allclose(1e-9, 0),
              describe_case=_describe_bcrit),
     Numeric("ch02.appendix_a_layer_floor", "Appendix A: floor on one layer's time, "

@@ -142,6 +142,7 @@ _KEYS_ONLY = ("the close translation's answer: it stores keys but forgets the va
 QUESTIONS = [
     Function("ch03.step_time_fn", "Write the general step time", 2,
              "kv_bytes / W + max(2 · batch · params / C, param_bytes / W)",
+             library_answers=("inferbook.perf.roofline.step_time",),
              reference=_step_reference, cases=_step_cases, compare=allclose(1e-9, 0)),
     Numeric("ch03.quiz_step_b4", "Step-time quiz: batch 4", 1,
             "small batch: every weight byte and every cache byte read once, over 16 chips' "

@@ -75,7 +75,8 @@ def _sample_time() -> float:
     """Exercise 5: prefill the context, then SAMPLE_NEW decode steps against a growing cache."""
     cfg, chip = get_preset("kipply-13b"), _a100()
     P, pbytes = counts.param_count(cfg), counts.param_bytes(cfg)
-    steps = sum(roofline.step_time(P, pbytes, counts.kv_cache_bytes(cfg, 1, SAMPLE_CONTEXT + j), 1, chip)
+    steps = sum(roofline.step_time(P, pbytes, counts.kv_cache_bytes(cfg, 1, SAMPLE_CONTEXT + j),
+                                   1, chip)
                 for j in range(SAMPLE_NEW))
     return phase_time.prefill_seconds(cfg, chip, SAMPLE_CONTEXT) + steps
 
@@ -89,8 +90,8 @@ def _narrow():
 
 def _saved_cases(rng):
     names = ["kipply-52b", "kipply-13b", "llama-2-7b", "llama-3-8b", "falcon-7b", "tiny"]
-    return [(get_preset(str(rng.choice(names))), int(rng.integers(1, 65)), int(rng.integers(0, 4097)),
-             int(rng.integers(1, 257))) for _ in range(8)]
+    return [(get_preset(str(rng.choice(names))), int(rng.integers(1, 65)),
+             int(rng.integers(0, 4097)), int(rng.integers(1, 257))) for _ in range(8)]
 
 
 def _saved_reference(cfg, batch, context, next_n):
@@ -160,6 +161,7 @@ QUESTIONS = [
     Function("ch04.kv_flops_saved_fn", "Exercise 1: FLOPs a KV cache saves", 3,
              "decode step j (j = 0 … next_n − 1) would recompute the keys and values of "
              "context + j earlier tokens, 2·2·L·D·(K·H) FLOPs each, for every sequence",
+             library_answers=("inferbook.perf.latency.kv_flops_saved",),
              reference=_saved_reference, cases=_saved_cases, compare=allclose(1e-9, 0),
              describe_case=_describe_saved),
     Numeric("ch04.ex2_kv_read_time", "Exercise 2: time to read the cache per step (52B, "

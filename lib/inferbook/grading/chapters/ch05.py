@@ -88,7 +88,8 @@ def _describe_batch(args):
 
 
 def _window_cases(rng):
-    cases = [(get_preset("mistral-7b"), (4096,) * 32, 32768, 2), (get_preset("tiny"), (None, 8), 5, 4)]
+    cases = [(get_preset("mistral-7b"), (4096,) * 32, 32768, 2),
+             (get_preset("tiny"), (None, 8), 5, 4)]
     for _ in range(8):
         cfg = get_preset(str(rng.choice(_PRESETS)))
         windows = tuple(None if rng.random() < 0.3 else int(rng.choice([128, 1024, 4096]))
@@ -134,14 +135,17 @@ QUESTIONS = [
     Numeric("ch05.a10_batch_4096", "Requests of 4,096 tokens that fit on an A10 "
             "(Llama-2-7B)", 1, "(memory − weights) / cache of one 4,096-token request, "
             "rounded down",
-            reference=lambda: roofline.max_batch(get_preset("llama-2-7b"), get_chip("A10"), CTX), rel_tol=0),
+            reference=lambda: roofline.max_batch(get_preset("llama-2-7b"), get_chip("A10"), CTX),
+            rel_tol=0),
     Numeric("ch05.a10_tokens_llama_3_8b", "Longest context LLaMA-3 8B can hold on an A10", 1,
             "(memory − bf16 weights) / cache bytes per token, rounded down; one sequence",
-            reference=lambda: latency.kv_capacity_tokens(get_preset("llama-3-8b"), get_chip("A10"), 1),
+            reference=lambda: latency.kv_capacity_tokens(get_preset("llama-3-8b"), get_chip("A10"),
+                                                      1),
             rel_tol=0.005),
     Numeric("ch05.h100x8_batch_llama_2_70b", "Requests of 4,096 tokens on 8 H100s: "
             "LLaMA-2 70B", 1, "8 × 80 GB minus the weights, over one request's cache",
-            reference=lambda: roofline.max_batch(get_preset("llama-2-70b"), get_chip("H100 SXM"), CTX, 8),
+            reference=lambda: roofline.max_batch(get_preset("llama-2-70b"), get_chip("H100 SXM"),
+                                                 CTX, 8),
             rel_tol=0),
     Numeric("ch05.h100x8_batch_mha_70b", "The same with multi-head attention (K = N)", 1,
             "the MHA variant's own weights (W_K, W_V grow) and its G times larger cache",
@@ -175,8 +179,8 @@ QUESTIONS = [
     Numeric("ch05.int8_a10_tokens", "Tokens of int8 cache (with scales) beside Llama-2-7B's "
             "bf16 weights on an A10", 1,
             "the bf16 weights stay; each cached number now costs the previous answer",
-            reference=lambda: latency.kv_capacity_tokens(get_preset("llama-2-7b"), get_chip("A10"), 1, 2,
-                                                      _int8_bpe()), rel_tol=0.005,
+            reference=lambda: latency.kv_capacity_tokens(get_preset("llama-2-7b"), get_chip("A10"),
+                                                      1, 2, _int8_bpe()), rel_tol=0.005,
             mistakes=[Mistake(lambda r: latency.kv_capacity_tokens(
                 get_preset("llama-2-7b"), get_chip("A10"), 1, 2, 1), "count the scales' bytes")]),
     Numeric("ch05.max_reservation_used", "Fraction of reserved slots holding tokens, "
@@ -201,11 +205,14 @@ QUESTIONS = [
              "floor((chips · HBM − params · weight_bytes) / (context · 2·L·K·H·kv_bytes)), and "
              "0 if the weights alone do not fit; count the parameters with "
              "counts.param_count",
+             library_answers=("inferbook.perf.roofline.max_batch",
+                              "inferbook.perf.latency.kv_capacity_tokens"),
              reference=_batch_reference, cases=_batch_cases, compare=allclose(0, 0),
              describe_case=_describe_batch),
     Function("ch05.window_kv_bytes_fn", "Write the cache of a local/global model", 3,
              "sum over layers of min(W_i, seq_len) tokens (all seq_len for a global layer, "
              "W_i = None) · 2·K·H·bytes",
+             library_answers=("inferbook.memory.kv_window.kv_bytes_per_sequence",),
              reference=_window_reference, cases=_window_cases, compare=allclose(1e-9, 0),
              describe_case=_describe_window),
 ]

@@ -72,18 +72,18 @@ def _step_cases(rng):
         if kind == "first":          # nothing seen yet: the accumulators' starting values
             o = np.zeros((R, Hd), np.float32)
             m = np.full((R,), MASKED, np.float32)
-            l = np.zeros((R,), np.float32)
+            l_R = np.zeros((R,), np.float32)
         else:
             o = rng.standard_normal((R, Hd)).astype(np.float32)
             m = rng.normal(1, 1, (R,)).astype(np.float32)
-            l = rng.uniform(1, 5, (R,)).astype(np.float32)
+            l_R = rng.uniform(1, 5, (R,)).astype(np.float32)
         if kind == "rising":         # every new score beats the old maximum: rescale all
             s = s + 10
         if kind == "masked":         # some keys are hidden from some rows (never all of a row)
             hide = rng.random((R, C)) < 0.4
             hide[:, 0] = False
             s = np.where(hide, MASKED, s).astype(np.float32)
-        cases.append(tuple(jnp.asarray(a) for a in (o, m, l, s, v)))
+        cases.append(tuple(jnp.asarray(a) for a in (o, m, l_R, s, v)))
     return cases
 
 
@@ -92,7 +92,7 @@ def _step_compiled():
     import jax
 
     from inferbook.kernels.flash import online_softmax_step
-    return jax.jit(lambda o, m, l, s, v: online_softmax_step((o, m, l), s, v, "RC,CH->RH"))
+    return jax.jit(lambda o, m, l_R, s, v: online_softmax_step((o, m, l_R), s, v, "RC,CH->RH"))
 
 
 def _step_reference(o_RH, m_R, l_R, s_RC, v_CH):
@@ -100,8 +100,8 @@ def _step_reference(o_RH, m_R, l_R, s_RC, v_CH):
 
 
 def _describe_step(args):
-    o, m, l, s, v = args
-    first = bool(np.all(np.asarray(l) == 0))
+    o, m, l_R, s, v = args
+    first = bool(np.all(np.asarray(l_R) == 0))
     return (f"o {list(o.shape)}, scores {list(s.shape)}, "
             f"{'nothing accumulated yet' if first else 'continuing a row'}")
 
@@ -135,6 +135,7 @@ QUESTIONS = [
              "m' = max(m, row max of s); rescale what you had by exp(m − m'); the new weights "
              "are exp(s − m'); l' = exp(m − m')·l + Σ weights; o' = exp(m − m')·o + weights @ v "
              "(o stays unnormalised)",
+             library_answers=("inferbook.kernels.flash.online_softmax_step",),
              reference=_step_reference, cases=_step_cases,
              compare=allclose(1e-5, 1e-5, names=("o", "m", "l")), describe_case=_describe_step),
 ]

@@ -118,6 +118,7 @@ QUESTIONS = [
              "lse = logsumexp over the chunk axis (axis 2), computed stably (subtract the "
              "maximum); chunk p weighs exp(lse_p − lse); a chunk with lse = −inf weighs 0 — "
              "watch out for −inf − (−inf) = nan",
+             library_answers=("inferbook.kernels.flash_decoding.combine_chunks",),
              reference=_combine_reference, cases=_combine_cases,
              compare=allclose(3e-4, 3e-4, names=("out", "lse")),
              describe_case=_describe_combine),
@@ -125,6 +126,7 @@ QUESTIONS = [
              "row b of the table lists sequence b's blocks in order; pool[table] is "
              "[B, J, K, C, H]; put J next to C (transpose) and merge them into one axis of "
              "J·C positions",
+             library_answers=("inferbook.kernels.paged.gather_blocks",),
              reference=_gather_reference, cases=_gather_cases, compare=allclose(0, 0),
              describe_case=_describe_gather),
 ]

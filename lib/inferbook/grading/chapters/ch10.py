@@ -78,6 +78,7 @@ QUESTIONS = [
              "in the body: AllGather x over 'y' (axis 1, tiled) to get [B, D_X]; multiply by "
              "W_in and psum over 'x' (each device saw only its D_X slice); gelu; multiply by "
              "W_out; psum_scatter over 'y' along axis 1 (tiled) to get [B, D_XY]",
+             library_answers=("inferbook.parallel.weight_stationary.mlp_2d",),
              reference=_mlp_reference, cases=_mlp_cases, compare=allclose(1e-4, 1e-5),
              time_limit_s=30.0),
 ]

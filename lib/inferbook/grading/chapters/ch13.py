@@ -113,6 +113,8 @@ QUESTIONS = [
              "stop at the first rejection. n = accepted count. After a rejection at i = n the "
              "target's token comes from max(0, p_n − q_n), renormalised; if all γ were accepted "
              "it comes from p_γ (row γ of p, the bonus token)",
+             library_answers=("inferbook.serving.speculative.accept",
+                              "inferbook.serving.speculative.verify"),
              reference=_accept_reference, cases=_accept_cases,
              compare=allclose(1e-5, 1e-6, names=("n", "dist")),
              describe_case=_describe_accept),

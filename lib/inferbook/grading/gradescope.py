@@ -1,0 +1,165 @@
+"""Gradescope's autograder package for one exercise notebook.
+
+    inferbook grade --gradescope-autograder autograder.zip 01_sampling_kv_cache
+
+Gradescope builds an image from the zip once (it unpacks it into /autograder/source and
+runs `setup.sh`), then, for every submission, runs `run_autograder` with the student's files
+in /autograder/submission and reads /autograder/results/results.json. The package holds
+
+- `setup.sh`: installs Python, bubblewrap and the library — this very library's source, and
+  the versions of its dependencies installed where the package was made (`requirements.txt`)
+  — and an account to run submissions as where bubblewrap cannot run, with the answer keys
+  readable by root only;
+- `run_autograder`: picks the submitted notebook (the exercise's file name, or the only
+  .ipynb) and runs `inferbook grade --sealed` on it for the exercise's question sets,
+  whatever the notebook claims to hold; if grading cannot start, results.json says why;
+- `data/`: the book's data files some questions read (no network is needed to grade).
+
+`INFERBOOK_AUTOGRADER_ROOT` (default /autograder) and `INFERBOOK_PYTHON` let a test run the
+package in a temporary folder with an interpreter where the library is already installed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+import inferbook
+
+__all__ = ["exercise_sources", "find_exercise", "write_autograder", "REQUIREMENTS"]
+
+# What grading needs besides the library's own dependencies (pyproject's `dependencies`).
+REQUIREMENTS = ("jax", "jaxlib", "numpy", "ml_dtypes", "matplotlib", "tqdm", "ipykernel",
+                "jupyter_client", "nbformat")
+ROOT_ENV, PYTHON_ENV = "INFERBOOK_AUTOGRADER_ROOT", "INFERBOOK_PYTHON"
+
+SETUP = """#!/usr/bin/env bash
+# Run once by Gradescope, as root, to build the autograder's image (its python3: 3.11+).
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT="${INFERBOOK_AUTOGRADER_ROOT:-/autograder}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip \\
+    bubblewrap >/dev/null
+python3 -c 'import sys; assert sys.version_info >= (3, 11), "the library needs Python 3.11+"'
+python3 -m venv "$ROOT/venv"
+"$ROOT/venv/bin/pip" install --quiet -r requirements.txt
+"$ROOT/venv/bin/pip" install --quiet --no-deps ./library
+# Where bubblewrap cannot run (a container without user namespaces), submissions run as this
+# account instead of root: it cannot signal the grader, nor read the answer keys.
+useradd --system --no-create-home --shell /usr/sbin/nologin inferbook-student 2>/dev/null || true
+KEYS="$("$ROOT/venv/bin/python" -c 'import inferbook.grading as g, os
+print(os.path.join(os.path.dirname(g.__file__), "chapters"))')"
+chmod -R go-rwx "$KEYS"
+chmod a+rx "$ROOT" "$ROOT/source"
+chmod -R a+rX "$ROOT/venv" "$ROOT/source/data"
+"""
+
+RUN = """#!/usr/bin/env bash
+# Run by Gradescope for every submission: grade the notebook sealed, write results.json.
+set -uo pipefail
+ROOT="${{INFERBOOK_AUTOGRADER_ROOT:-/autograder}}"
+PYTHON="${{INFERBOOK_PYTHON:-$ROOT/venv/bin/python}}"
+export INFERBOOK_DATA="$ROOT/source/data"
+if id -u inferbook-student >/dev/null 2>&1; then export INFERBOOK_GRADING_USER=inferbook-student; fi
+RESULTS="$ROOT/results/results.json"
+mkdir -p "$ROOT/results"
+rm -f "$RESULTS"
+fail() {{
+  "$PYTHON" -c 'import json, sys; print(json.dumps({{"score": 0, "output": sys.argv[1]}}))' \\
+      "$1" > "$RESULTS"
+  exit 0
+}}
+shopt -s nullglob
+cd "$ROOT/submission" || fail "no submission folder"
+notebooks=( *.ipynb )
+if [ -f "{name}.ipynb" ]; then notebook="{name}.ipynb"
+elif [ ${{#notebooks[@]}} -eq 1 ]; then notebook="${{notebooks[0]}}"
+else fail "Submit one notebook, {name}.ipynb (found ${{#notebooks[@]}} .ipynb files)."
+fi
+errors="$(mktemp)"
+"$PYTHON" -m inferbook grade --sealed "$ROOT/submission/$notebook" --exercises {sets} \\
+    --timeout {timeout} --results "$RESULTS" 2> "$errors"
+[ -s "$RESULTS" ] || fail "The notebook could not be graded: $(tail -n 3 "$errors")"
+"""
+
+
+def exercise_sources() -> dict[str, Path]:
+    """The book's exercise sources by name (`01_sampling_kv_cache`), from the checkout."""
+    roots = [Path.cwd(), Path(inferbook.__file__).resolve().parents[2]]
+    for root in roots:
+        found = sorted((root / "exercises").glob("[0-9][0-9]_*.py"))
+        if found:
+            return {p.stem: p for p in found}
+    return {}
+
+
+def find_exercise(name: str) -> tuple[str, list[str]]:
+    """(file stem, question sets) of an exercise given by path, name or number ('01')."""
+    path = Path(name)
+    sources = exercise_sources()
+    if not path.is_file():
+        matches = [p for stem, p in sources.items() if stem == name or stem.split("_")[0] == name]
+        if len(matches) != 1:
+            known = ", ".join(sources) or "none found (run it in the book's checkout)"
+            raise ValueError(f"no exercise {name!r}; known: {known}")
+        path = matches[0]
+    from .grader import question_sets, read_notebook
+    sets = question_sets(read_notebook(path), path)
+    if not sets:
+        raise ValueError(f"{path} holds none of the book's exercises")
+    stem = re.sub(r"\.(py|ipynb)$", "", path.name)
+    return stem, sets
+
+
+def _requirements() -> str:
+    lines = []
+    for name in REQUIREMENTS:
+        try:
+            lines.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            lines.append(name)
+    return "\n".join(lines) + "\n"
+
+
+def _library(into: Path) -> None:
+    """This library's source, installable with pip (`pip install ./library`)."""
+    package = Path(inferbook.__file__).resolve().parent
+    shutil.copytree(package, into / "src" / "inferbook",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (into / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\n'
+        'build-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "inferbook"\nversion = "{inferbook.__version__}"\n'
+        'requires-python = ">=3.11"\n\n[tool.setuptools.packages.find]\nwhere = ["src"]\n')
+
+
+def write_autograder(out: Path, exercise: str, timeout_s: float = 600.0) -> list[str]:
+    """Write the package for `exercise` to the zip `out`; the names of the files in it."""
+    name, sets = find_exercise(exercise)
+    from inferbook.book import bookdata
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "setup.sh").write_text(SETUP)
+        (root / "run_autograder").write_text(RUN.format(name=name, sets=",".join(sets),
+                                                        timeout=f"{timeout_s:g}"))
+        (root / "requirements.txt").write_text(_requirements())
+        _library(root / "library")
+        data = Path(bookdata.__file__).resolve().parents[3] / "book" / "data"
+        if data.is_dir():
+            shutil.copytree(data, root / "data")
+        else:
+            (root / "data").mkdir()
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                info = zipfile.ZipInfo(str(path.relative_to(root)))
+                info.external_attr = (0o755 if path.name in ("setup.sh", "run_autograder")
+                                      else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, path.read_bytes())
+    return [str(p.relative_to(root)) for p in files]
