@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
 from pathlib import Path
 
 from . import UsageError
+from .args import finite_float, nonnegative_int, writable_file
 
 __all__ = ["add_parser", "run"]
 
@@ -43,51 +43,29 @@ def add_parser(subparsers) -> None:
                         "the exercise (e.g. 01_sampling_kv_cache)")
     p.add_argument("--sealed", action="store_true",
                    help="grade for marks: the answer keys are out of the notebook's reach")
-    p.add_argument("--results", metavar="JSON", help="write Gradescope's results.json here")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+    p.add_argument("--results", metavar="JSON", type=writable_file,
+                   help="write Gradescope's results.json here")
+    p.add_argument("--timeout", type=finite_float(0, above=True), default=600.0, metavar="S",
                    help="time limit for all the cells together, in seconds (default 600)")
-    p.add_argument("--cell-timeout", type=float, default=300.0, metavar="S",
+    p.add_argument("--cell-timeout", type=finite_float(0, above=True), default=300.0, metavar="S",
                    help="time limit for one cell, in seconds (default 300)")
     p.add_argument("--memory-limit", default="50%", metavar="SIZE",
                    help="the kernel's memory limit: 4G, 512M, or a share of the machine "
                         "such as 50%% (the default)")
-    p.add_argument("--seed", type=int, metavar="N",
+    p.add_argument("--seed", type=nonnegative_int(), metavar="N",
                    help="sealed: draw the coding questions' inputs with this seed (the report "
                         "prints the one it used; default: a fresh one)")
     p.add_argument("--exercises", metavar="SETS",
                    help="grade these question sets (e.g. ch01,ch02) whatever the notebook holds")
-    p.add_argument("--gradescope-autograder", metavar="ZIP",
+    p.add_argument("--gradescope-autograder", metavar="ZIP", type=writable_file,
                    help="write Gradescope's autograder package for the exercise NOTEBOOK names")
     p.set_defaults(run=run)
 
 
-def _positive(name: str, value: float) -> float:
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{name} must be a positive number of seconds, got {value:g}")
-    return value
-
-
-def writable_file(flag: str, text: str) -> Path:
-    """`text` as a path we can create or replace — checked now, before any work."""
-    path = Path(text)
-    if path.is_dir():
-        raise UsageError(f"cannot write {flag} {path}: it is a directory")
-    if path.exists() and not path.is_file():
-        raise UsageError(f"cannot write {flag} {path}: it is not a regular file")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {flag} {path}: no directory {parent}")
-    try:
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".inferbook-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise UsageError(f"cannot write {flag} {path}: {err.strerror or err}") from None
-    return path
-
-
 def write_atomically(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: never half a file, never through a link."""
+    """Write through a temporary file and a rename: never half a file, never through a link.
+    Missing parent directories are created (`args.writable_file` checked that they can be)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
                                prefix=".inferbook-")
     try:
@@ -100,7 +78,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def _autograder(args: argparse.Namespace) -> int:
-    out = writable_file("--gradescope-autograder", args.gradescope_autograder)
+    out = args.gradescope_autograder
     from ..grading.gradescope import find_exercise, write_autograder
     try:
         find_exercise(args.notebook)
@@ -112,11 +90,9 @@ def _autograder(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    _positive("--timeout", args.timeout)
-    _positive("--cell-timeout", args.cell_timeout)
     if args.gradescope_autograder:
         return _autograder(args)
-    results = writable_file("--results", args.results) if args.results else None
+    results = args.results
     try:
         import ipykernel  # noqa: F401
         import jupyter_client  # noqa: F401
