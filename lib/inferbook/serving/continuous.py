@@ -93,7 +93,7 @@ class ContinuousBatching(Orchestrator):
         self.check = check
 
     def run(self, trace: Sequence[Request]) -> RunResult:
-        seqs = self._start(trace)
+        seqs = self.start(trace)
         for s in seqs:
             need = blocks_for(len(s.request.prompt) + s.request.max_new_tokens, self.block_size)
             if need > self.num_blocks:

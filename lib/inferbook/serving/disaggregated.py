@@ -54,7 +54,7 @@ class Disaggregated(Orchestrator):
         return self.link_latency_s + self.engine.prefix_bytes(prefix) / self.link_bytes_per_s
 
     def run(self, trace: Sequence[Request]) -> RunResult:
-        seqs = self._start(trace)
+        seqs = self.start(trace)
         for name in self.prefill_servers + ["generate", "link"]:
             self.clock[name] = 0.0
         pending, arrived = deque(seqs), deque()     # arrived: (time at generate, seq, prefix)

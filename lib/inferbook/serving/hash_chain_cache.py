@@ -61,7 +61,7 @@ class HashChainCache(PrefixCache):
             out.append(b)
             parent = b
         if touch:
-            now = self._tick()
+            now = self.tick()
             for b in out:
                 self._entries[b].last_used = now
         return out
@@ -69,8 +69,8 @@ class HashChainCache(PrefixCache):
     def insert(self, tokens: Sequence[int], blocks: Sequence[int]) -> int:
         """Record that blocks[i] holds block i of `tokens` (full blocks only); returns how many
         blocks the cache newly holds. Positions already cached keep their existing block."""
-        now, key, parent, added = self._tick(), None, None, 0
-        for depth, (toks, b) in enumerate(zip(self._chunks(tokens, None), blocks)):
+        now, key, parent, added = self.tick(), None, None, 0
+        for depth, (toks, b) in enumerate(zip(self.chunks(tokens, None), blocks)):
             key = self.hash_fn(key, toks)
             have = self._by_key.get(key)
             if have is not None:

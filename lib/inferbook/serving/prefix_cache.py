@@ -49,12 +49,12 @@ class PrefixCache(abc.ABC):
         self._clock = 0
         self.queries = self.query_tokens = self.hit_tokens = 0
 
-    def _tick(self) -> int:
+    def tick(self) -> int:
         """The LRU clock: a fresh time stamp for every use."""
         self._clock += 1
         return self._clock
 
-    def _chunks(self, tokens: Sequence[int], max_tokens: int | None) -> list[tuple[int, ...]]:
+    def chunks(self, tokens: Sequence[int], max_tokens: int | None) -> list[tuple[int, ...]]:
         """The full blocks of tokens[:max_tokens], as tuples: the unit a cache indexes."""
         n = len(tokens) if max_tokens is None else min(len(tokens), max_tokens)
         bs = self.block_size
@@ -95,7 +95,7 @@ class PrefixCache(abc.ABC):
 
         The caller owns one reference to each returned block (release with the block manager).
         """
-        blocks = self._lookup(self._chunks(tokens, max_tokens), touch=True)
+        blocks = self._lookup(self.chunks(tokens, max_tokens), touch=True)
         for b in blocks:
             self.bm.incref(b)
         self.queries += 1
@@ -105,7 +105,7 @@ class PrefixCache(abc.ABC):
 
     def peek(self, tokens: Sequence[int], max_tokens: int | None = None) -> int:
         """Tokens `match` would return, without taking references or touching the LRU order."""
-        return len(self._lookup(self._chunks(tokens, max_tokens), touch=False)) * self.block_size
+        return len(self._lookup(self.chunks(tokens, max_tokens), touch=False)) * self.block_size
 
     def clear(self) -> None:
         """Evict everything that can be evicted (at the end of a run: everything)."""

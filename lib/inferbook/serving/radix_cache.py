@@ -53,7 +53,7 @@ class RadixCache(PrefixCache):
         return node, out, len(node.chunks)
 
     def _touch(self, node: _Node | None) -> None:
-        now = self._tick()
+        now = self.tick()
         while node is not None:
             node.last_used, node = now, node.parent
 
@@ -73,7 +73,7 @@ class RadixCache(PrefixCache):
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[int]) -> int:
         """Like HashChainCache.insert: cache the full blocks of `tokens` held in `blocks`."""
-        chunks = self._chunks(tokens, None)[:len(blocks)]
+        chunks = self.chunks(tokens, None)[:len(blocks)]
         node, matched, k = self._walk(chunks)
         if k < len(node.chunks):
             node = self._split(node, k)

@@ -106,7 +106,9 @@ class Orchestrator:
 
     # set-up -------------------------------------------------------------------------------
 
-    def _start(self, trace: Sequence[Request]) -> list[SequenceState]:
+    def start(self, trace: Sequence[Request]) -> list[SequenceState]:
+        """Begin a run: check the trace, reset the clocks and the logs, and make one state per
+        request, in order of arrival."""
         if not all(isinstance(r, Request) for r in trace):
             raise ValueError("a trace is a sequence of Request objects")
         ids = [r.id for r in trace]
@@ -229,7 +231,7 @@ class StaticBatching(Orchestrator):
     design = "static"
 
     def run(self, trace: Sequence[Request]) -> RunResult:
-        seqs = self._start(trace)
+        seqs = self.start(trace)
         pending, server = deque(seqs), "engine"
         state = self.engine.init_decode_state()
         self.clock[server] = 0.0
@@ -261,7 +263,7 @@ class Interleaved(Orchestrator):
     design = "interleaved"
 
     def run(self, trace: Sequence[Request]) -> RunResult:
-        seqs = self._start(trace)
+        seqs = self.start(trace)
         pending, waiting, server = deque(seqs), deque(), "engine"
         free, running = list(range(self.slots)), {}
         state = self.engine.init_decode_state()
