@@ -18,7 +18,8 @@ from inferbook.serving.block_manager import (
     contiguous_usage,
     paged_usage,
 )
-from inferbook.serving.prefix_cache import HashChainCache, RadixCache
+from inferbook.serving.hash_chain_cache import HashChainCache
+from inferbook.serving.radix_cache import RadixCache
 from inferbook.serving.workloads import affinity_route
 
 

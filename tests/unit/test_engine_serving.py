@@ -81,7 +81,10 @@ def test_mock_engine_serves_every_request_exactly_once_and_correctly(design, tra
     if name == "continuous":
         options["check"] = True          # reference counts = holders, every iteration
     stream = {}
-    on_token = lambda rid, tok, t: stream.setdefault(rid, []).append(tok)
+
+    def on_token(rid, tok, t):
+        stream.setdefault(rid, []).append(tok)
+
     result = serve(MockEngine(SLOTS, MAX_LEN, V), None, trace, name, eos_id=eos,
                    on_token=on_token, **options)
     expected = {r.id: mock_stream(r.prompt, r.max_new_tokens, V, eos) for r in trace}

@@ -24,7 +24,7 @@ from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.sampling import Sampler
 from inferbook.perf import speculation
-from inferbook.serving.draft import DraftModel, PromptLookup, _draft_round, truncated_draft
+from inferbook.serving.draft import DraftModel, PromptLookup, draft_and_verify, truncated_draft
 from inferbook.serving.speculative import probabilities, speculative_generate, verify
 
 ALPHA_TEST = 1e-3
@@ -45,7 +45,10 @@ def goodness_of_fit(observed, expected_probs, n):
 
 def synthetic(V, seed, onehot_draft):
     rng = np.random.default_rng(seed)
-    d = lambda *shape: rng.dirichlet(np.ones(V), size=shape)
+
+    def d(*shape):
+        return rng.dirichlet(np.ones(V), size=shape)
+
     p1, p2, p3 = d(), d(V), d(V, V)                  # p(x1), p(x2|x1), p(x3|x1,x2)
     if onehot_draft:                                 # a deterministic drafter: guesses 0, 1, 2...
         q1, q2 = np.eye(V)[0], np.eye(V)[(np.arange(V) + 1) % V]
@@ -124,15 +127,17 @@ def test_model_draft_rounds_sample_from_the_target():
                            kvcache.init_cache(cfg, 1, 32))[1]
 
     def rnd(c, dc, feed, nf, key_data):
-        return _draft_round(target, cfg, draft, dcfg, c, dc, feed, nf,
-                            jax.random.wrap_key_data(key_data), gamma, sampler)
+        return draft_and_verify(target, cfg, draft, dcfg, c, dc, feed, nf,
+                                jax.random.wrap_key_data(key_data), gamma, sampler)
 
     # One compiled program for both rounds; host-side glue in numpy (each eager JAX op
     # would compile a program of its own).
     vround = jax.jit(jax.vmap(rnd))
     keys = np.asarray(jax.random.key_data(jax.random.split(jax.random.key(1), 2 * N)))
-    many = lambda tree: jax.tree.map(lambda a: np.broadcast_to(np.asarray(a), (N, *a.shape)),
-                                     tree)
+
+    def many(tree):
+        return jax.tree.map(lambda a: np.broadcast_to(np.asarray(a), (N, *a.shape)), tree)
+
     n, y, xs, c1, dc1 = vround(many(cache), many(dstate.cache),
                                many(np.array([last, 0], np.int32)),
                                np.ones(N, np.int32), keys[:N])

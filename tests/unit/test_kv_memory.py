@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferbook.serving import memory_sim
+from inferbook.serving.workloads import mixed_trace
 
 
 def bitmap_first_fit(bitmap, size):
@@ -66,3 +67,12 @@ def test_paged_wastes_least_and_block_size_one_wastes_nothing_inside():
     assert waste["paged"] < waste["oracle"] < waste["pow2"] < waste["max"]
     assert memory_sim.simulate(reqs, 12_000, "paged", max_len=1024, block_size=1).internal == 0
 
+
+
+def test_a_served_request_reduces_to_its_lengths():
+    """The simulation's requests are the engine's, seen through their lengths alone."""
+    trace = mixed_trace(20, 50, seed=3)
+    lengths = [memory_sim.RequestLengths.of(r) for r in trace]
+    assert [(x.prompt, x.output) for x in lengths] == [(len(r.prompt), r.max_new_tokens)
+                                                       for r in trace]
+    assert memory_sim.simulate(lengths, 2_000, "paged", max_len=512).finished == len(trace)

@@ -29,15 +29,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
-from typing import Sequence as Seq
+from typing import Any, Sequence
 
+from inferbook.serving.api import DecodeState, Engine, Params
 from inferbook.serving.block_manager import BlockManager, Usage, blocks_for
 from inferbook.serving.checks import optional_positive_int, positive_int
-from inferbook.serving.prefix_cache import HashChainCache, RadixCache
-from inferbook.serving.request import Request, Sequence, Status
+from inferbook.serving.clocks import Op
+from inferbook.serving.hash_chain_cache import HashChainCache
+from inferbook.serving.radix_cache import RadixCache
+from inferbook.serving.request import Request, SequenceState, Status
 from inferbook.serving.scheduler import Event, Orchestrator, RunResult
-from inferbook.serving.timing import Op
 
 __all__ = ["ContinuousBatching", "MemorySample"]
 
@@ -72,10 +73,10 @@ class ContinuousBatching(Orchestrator):
 
     design = "continuous"
 
-    def __init__(self, engine, params=None, *, num_blocks: int | None = None,
+    def __init__(self, engine: Engine, params: Params = None, *, num_blocks: int | None = None,
                  block_size: int = 16, prefix_cache: str | None = None,
                  chunk: int | None = None, admission: str = "fcfs", check: bool = False,
-                 **kwargs: Any):
+                 **kwargs: Any) -> None:
         super().__init__(engine, params, **kwargs)
         if prefix_cache not in (None, *_CACHES):
             raise ValueError(f"prefix_cache must be None, 'hash' or 'radix', not {prefix_cache!r}")
@@ -91,8 +92,8 @@ class ContinuousBatching(Orchestrator):
         self.cache_kind, self.chunk, self.admission = prefix_cache, chunk, admission
         self.check = check
 
-    def run(self, trace: Seq[Request]) -> RunResult:
-        seqs = self._start(trace)
+    def run(self, trace: Sequence[Request]) -> RunResult:
+        seqs = self.start(trace)
         for s in seqs:
             need = blocks_for(len(s.request.prompt) + s.request.max_new_tokens, self.block_size)
             if need > self.num_blocks:
@@ -103,7 +104,7 @@ class ContinuousBatching(Orchestrator):
         self.pool = (self.engine.init_pool(self.num_blocks, self.block_size)
                      if self.cache else None)
         pending, self.waiting, self.prefilling = deque(seqs), [], []
-        self.running: dict[int, Sequence] = {}
+        self.running: dict[int, SequenceState] = {}
         self.free, self._order, server = list(range(self.slots)), 0, "engine"
         self.state = self.engine.init_decode_state()
         self.clock[server] = 0.0
@@ -159,28 +160,16 @@ class ContinuousBatching(Orchestrator):
                 break
             ctx = seq.context
             n = int(min(len(ctx) - seq.done_tokens, budget))
-            piece, done = ctx[seq.done_tokens:seq.done_tokens + n], seq.done_tokens
-            prefix, tok = self.call(
-                "engine", Op("prefill", 1, self.padded(n), done),
-                lambda: self.engine.prefill(self.params, piece, existing_prefix=seq.prefix,
-                                            keys=self.keys(seq), step=len(seq.tokens)),
-                [seq.id])
-            seq.prefix, seq.done_tokens = prefix, done + n
-            seq.prefilled_tokens += n
+            prefix, tok = self.prefill("engine", seq, n)
             budget -= n
             if seq.done_tokens < len(ctx):
                 continue
             self.prefilling.remove(seq)
             self._save(seq, prefix, len(ctx))
-            seq.prefix = None
             if self.emit(seq, tok, self.clock["engine"]):
                 self._release(seq)
                 continue
-            seq.status = Status.RUNNING
-            self.state = self.call("engine", Op("insert", 1, len(ctx)),
-                                   lambda: self.engine.insert(prefix, self.state, seq.slot),
-                                   [seq.id])
-            self.running[seq.slot] = seq
+            self.state = self.insert("engine", seq, prefix, self.state, seq.slot, self.running)
 
     # 3. and 4. grow, preempt, generate --------------------------------------------------------
 
@@ -203,7 +192,7 @@ class ContinuousBatching(Orchestrator):
                                         Usage(paged.tokens, len(live) * self.engine.max_len),
                                         self.bm.num_used))
 
-    def _preempt(self, seq: Sequence) -> None:
+    def _preempt(self, seq: SequenceState) -> None:
         t = self.clock["engine"]
         self.events.append(Event("engine", "preempt", t, t, (seq.id,)))
         self._save(seq, (self.state, seq.slot), seq.kv_tokens)
@@ -215,19 +204,21 @@ class ContinuousBatching(Orchestrator):
         seq.preemptions += 1
         self.waiting.insert(0, seq)
 
-    def finished(self, seq: Sequence, state: Any, slot: int | None) -> Any:
+    def finished(self, seq: SequenceState, state: DecodeState, slot: int | None
+                 ) -> DecodeState:
+        """A finished request gives its full blocks to the prefix cache and releases all."""
         self._save(seq, (state, slot), seq.kv_tokens)
         self.bm.release(seq.blocks)
         return state
 
-    def _release(self, seq: Sequence) -> None:
+    def _release(self, seq: SequenceState) -> None:
         """A request that finished at its prefill: its slot was never filled."""
         self.bm.release(seq.blocks)
         self.free = sorted(self.free + [seq.slot])
 
     # prefix cache -------------------------------------------------------------------------
 
-    def _save(self, seq: Sequence, source: Any, n_tokens: int) -> None:
+    def _save(self, seq: SequenceState, source: Any, n_tokens: int) -> None:
         """Copy the sequence's not-yet-saved full blocks to the pool and cache them."""
         if not self.cache:
             return
@@ -250,11 +241,7 @@ class ContinuousBatching(Orchestrator):
                 holders[b] = holders.get(b, 0) + 1
         for s in self.running.values():
             assert len(s.blocks) * self.block_size >= s.kv_tokens, "a sequence outgrew its blocks"
-        cached = set()
-        if isinstance(self.cache, HashChainCache):
-            cached = set(self.cache._entries)
-        elif isinstance(self.cache, RadixCache):
-            cached = set(self.cache._held)
+        cached = self.cache.held_blocks() if self.cache else set()
         for b in range(self.num_blocks):
             expect = holders.get(b, 0) + (b in cached)
             assert self.bm.refcount(b) == expect, f"block {b}: {self.bm.refcount(b)} != {expect}"

@@ -5,10 +5,11 @@ generate engine, and a transfer thread that moves each finished prefix from one 
 This class simulates that arrangement in one process:
 
   * `prefill_servers` prefill servers take arrived requests first come, first served, run
-    `serving.prefill` at batch 1 and stream the first token straight away;
+    the engine's `prefill` at batch 1 and stream the first token straight away;
   * the prefix then crosses a link — one transfer at a time, each taking
-    latency + bytes / bandwidth, with bytes = tokens · 2·L·K·H·bytes per element
-    (`phase_time.kv_transfer_seconds`);
+    latency + bytes / bandwidth, the bytes being the engine's `prefix_bytes`; for the
+    transformer that is tokens · 2·L·K·H·bytes per element, so a transfer takes what the
+    estimator's `phase_time.kv_transfer_seconds` predicts (chapter 11 checks it);
   * the generate server inserts arrived prefixes into free slots between its generate steps.
 
 Each server keeps its own clock, as separate machines would; the calls themselves run one after
@@ -20,13 +21,12 @@ user's tokens stays at one generate step. The price: a second machine, and KV by
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
-from typing import Sequence as Seq
+from typing import Any, Sequence
 
+from inferbook.serving.api import Engine, Params, Prefix
 from inferbook.serving.checks import finite_number, positive_int
-from inferbook.serving.request import Request, Status
+from inferbook.serving.request import Request, SequenceState, Status
 from inferbook.serving.scheduler import Event, Orchestrator, RunResult
-from inferbook.serving.timing import Op
 
 __all__ = ["Disaggregated"]
 
@@ -40,8 +40,8 @@ class Disaggregated(Orchestrator):
 
     design = "disaggregated"
 
-    def __init__(self, engine, params=None, *, link_bytes_per_s: float,
-                 link_latency_s: float = 0.0, prefill_servers: int = 1, **kwargs: Any):
+    def __init__(self, engine: Engine, params: Params = None, *, link_bytes_per_s: float,
+                 link_latency_s: float = 0.0, prefill_servers: int = 1, **kwargs: Any) -> None:
         super().__init__(engine, params, **kwargs)
         self.link_bytes_per_s = finite_number("link_bytes_per_s", link_bytes_per_s, minimum=0.0,
                                               strictly=True)
@@ -49,16 +49,17 @@ class Disaggregated(Orchestrator):
         prefill_servers = positive_int("prefill_servers", prefill_servers)
         self.prefill_servers = [f"prefill{i}" for i in range(prefill_servers)]
 
-    def transfer_s(self, prefix: Any) -> float:
+    def transfer_s(self, prefix: Prefix) -> float:
         """Seconds to ship a prefix: latency + KV bytes / bandwidth."""
         return self.link_latency_s + self.engine.prefix_bytes(prefix) / self.link_bytes_per_s
 
-    def run(self, trace: Seq[Request]) -> RunResult:
-        seqs = self._start(trace)
+    def run(self, trace: Sequence[Request]) -> RunResult:
+        seqs = self.start(trace)
         for name in self.prefill_servers + ["generate", "link"]:
             self.clock[name] = 0.0
         pending, arrived = deque(seqs), deque()     # arrived: (time at generate, seq, prefix)
-        running, free = {}, list(range(self.slots))
+        running: dict[int, SequenceState] = {}
+        free = list(range(self.slots))
         state = self.engine.init_decode_state()
         inf = float("inf")
         while pending or arrived or running:
@@ -75,22 +76,15 @@ class Disaggregated(Orchestrator):
             self.clock["generate"] = g_time
             while arrived and arrived[0][0] <= g_time and free:
                 _, seq, prefix = arrived.popleft()
-                slot = free.pop(0)
-                seq.status, seq.slot = Status.RUNNING, slot
-                state = self.call("generate", Op("insert", 1, self.engine.prefix_length(prefix)),
-                                  lambda: self.engine.insert(prefix, state, slot), [seq.id])
-                running[slot] = seq
+                state = self.insert("generate", seq, prefix, state, free.pop(0), running)
             if running:
                 state, freed = self.generate("generate", state, running)
                 free = sorted(free + freed)
         return self.result(seqs)
 
-    def _prefill(self, server: str, seq, arrived: deque) -> None:
-        prompt = seq.request.prompt
-        prefix, tok = self.call(server, Op("prefill", 1, self.padded(len(prompt))),
-                                lambda: self.engine.prefill(self.params, prompt,
-                                                            keys=self.keys(seq)), [seq.id])
-        seq.prefilled_tokens += len(prompt)
+    def _prefill(self, server: str, seq: SequenceState, arrived: deque) -> None:
+        """Prefill on `server`, stream the first token, and send the prefix down the link."""
+        prefix, tok = self.prefill(server, seq)
         if self.emit(seq, tok, self.clock[server]):
             return
         start = max(self.clock[server], self.clock["link"])

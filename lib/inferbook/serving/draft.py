@@ -29,9 +29,10 @@ from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.kvcache import KVCache
 from inferbook.model.sampling import Sampler
+from inferbook.serving.acceptance import probabilities, verify
 from inferbook.serving.checks import integer, positive_int
 
-__all__ = ["DraftModel", "PromptLookup", "truncated_draft"]
+__all__ = ["DraftModel", "DraftState", "PromptLookup", "truncated_draft", "draft_and_verify"]
 
 
 def truncated_draft(params: Any, cfg: ModelConfig, layers: int) -> "DraftModel":
@@ -43,6 +44,8 @@ def truncated_draft(params: Any, cfg: ModelConfig, layers: int) -> "DraftModel":
 
 
 class DraftState(NamedTuple):
+    """The draft model's side of a generation: its cache, and what it has yet to see."""
+
     cache: KVCache
     missing: tuple[int, ...]    # context tokens (before the last one) the cache lacks
 
@@ -50,32 +53,47 @@ class DraftState(NamedTuple):
 class DraftModel:
     """A smaller model that proposes tokens; `round` runs one draft-and-verify step."""
 
-    def __init__(self, params: Any, cfg: ModelConfig):
+    def __init__(self, params: Any, cfg: ModelConfig) -> None:
         self.params, self.cfg = params, cfg
 
     def start(self, prompt: Sequence[int], S: int) -> DraftState:
+        """Prefill the draft on the prompt, in a cache of S positions."""
         tokens, lengths = decode.pad_prompts([prompt], 16)
         cache = kvcache.init_cache(self.cfg, 1, S, self.params["embed"].dtype)
         _, cache = decode.prefill(self.params, self.cfg, jnp.asarray(tokens),
                                   jnp.asarray(lengths), cache)
         return DraftState(cache, ())
 
-    def round(self, params, cfg, cache, state: DraftState, last: int, gamma: int,
-              sampler: Sampler, key) -> tuple[int, int, list[int], KVCache, DraftState]:
+    def round(self, params: Any, cfg: ModelConfig, cache: KVCache, state: DraftState, last: int,
+              gamma: int, sampler: Sampler, key: jax.Array
+              ) -> tuple[int, int, list[int], KVCache, DraftState]:
+        """One draft-and-verify round against the target (`params`, `cfg`, its `cache`).
+
+        Returns (accepted drafts n, the target's token y, the gamma drafts, the target's
+        cache, the draft's state): the round emits drafts[:n] and then y.
+        """
         feed = list(state.missing) + [last]
         feed2 = np.array((feed + [0])[:2], np.int32)
-        n, y, xs, cache, dcache = _draft_round(params, cfg, self.params, self.cfg, cache,
-                                               state.cache, jnp.asarray(feed2),
-                                               jnp.int32(len(feed)), key, gamma, sampler)
+        n, y, xs, cache, dcache = draft_and_verify(params, cfg, self.params, self.cfg, cache,
+                                                   state.cache, jnp.asarray(feed2),
+                                                   jnp.int32(len(feed)), key, gamma, sampler)
         n, xs = int(n), [int(t) for t in np.asarray(xs)]
         missing = (xs[-1],) if n == gamma else ()
         return n, int(y), xs, cache, DraftState(dcache, missing)
 
 
 @partial(jax.jit, static_argnames=("cfg", "dcfg", "gamma", "sampler"))
-def _draft_round(params, cfg, dparams, dcfg, cache, dcache, feed_2, n_feed, key, gamma,
-                 sampler):
-    from inferbook.serving.speculative import probabilities, verify
+def draft_and_verify(params: Any, cfg: ModelConfig, dparams: Any, dcfg: ModelConfig,
+                     cache: KVCache, dcache: KVCache, feed_2: jax.Array, n_feed: jax.Array,
+                     key: jax.Array, gamma: int, sampler: Sampler
+                     ) -> tuple[jax.Array, jax.Array, jax.Array, KVCache, KVCache]:
+    """One round of speculative decoding with a draft model, as one compiled program.
+
+    feed_2 holds the n_feed (1 or 2) tokens the draft has not seen yet, the last of them the
+    newest token of the context. The draft catches up on them and drafts gamma tokens; the
+    target scores them in one pass; `verify` decides. Returns (n, y, drafts [gamma], the
+    target's cache, the draft's cache), both caches rolled back to what was kept.
+    """
     k_draft, k_verify = jax.random.split(key)
     dkeys = jax.random.split(k_draft, gamma)
     def draw(k, q):
@@ -115,12 +133,13 @@ class PromptLookup:
     Tries n = max_ngram down to min_ngram; proposes nothing when no n-gram recurs.
     """
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
         if not 1 <= positive_int("min_ngram", min_ngram) <= positive_int("max_ngram", max_ngram):
             raise ValueError("need 1 <= min_ngram <= max_ngram")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     def propose(self, context: Sequence[int], gamma: int) -> list[int]:
+        """At most gamma tokens that followed the latest earlier occurrence of the context's end."""
         ctx = list(context)
         for n in range(min(self.max_ngram, len(ctx) - 1), self.min_ngram - 1, -1):
             tail = ctx[-n:]

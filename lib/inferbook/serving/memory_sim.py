@@ -27,15 +27,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from inferbook.serving.block_manager import BlockManager
+from inferbook.serving.request import Request
 
-__all__ = ["Request", "synthetic_requests", "FirstFit", "Breakdown", "simulate", "SCHEMES",
+__all__ = ["RequestLengths", "synthetic_requests", "FirstFit", "Breakdown", "simulate", "SCHEMES",
            "paged_overhead_bound"]
 
 SCHEMES = ("max", "pow2", "oracle", "paged")
 
 
 @dataclass(frozen=True)
-class Request:
+class RequestLengths:
+    """A request as the simulation sees it: only how long it is (no tokens, no arrival).
+
+    The serving engine's `Request` carries the tokens; `of` reduces one to its lengths.
+    """
+
     prompt: int      # tokens in the prompt
     output: int      # tokens the request will generate (unknown to the server, but "oracle")
 
@@ -43,21 +49,26 @@ class Request:
     def total(self) -> int:
         return self.prompt + self.output
 
+    @classmethod
+    def of(cls, request: Request) -> "RequestLengths":
+        """The lengths of a served request, taking it to generate all max_new_tokens."""
+        return cls(len(request.prompt), request.max_new_tokens)
+
 
 def synthetic_requests(n: int, seed: int = 0, mean_prompt: float = 161.0,
                        mean_output: float = 338.0, max_len: int = 2048,
-                       sigma: float = 1.0) -> list[Request]:
+                       sigma: float = 1.0) -> list[RequestLengths]:
     """n requests with log-normal prompt and output lengths of the given means, truncated so
     prompt + output ≤ max_len. The defaults are the ShareGPT means the vLLM paper reports
     (161 input and 338 output tokens)."""
     rng = np.random.default_rng(seed)
 
-    def draw(mean):      # a log-normal with this mean: exp(mu + sigma^2 / 2) = mean
+    def draw(mean: float) -> np.ndarray:  # a log-normal with this mean: exp(mu + σ²/2) = mean
         return np.maximum(1, rng.lognormal(np.log(mean) - sigma ** 2 / 2, sigma, n)).astype(int)
 
     prompt = np.minimum(draw(mean_prompt), max_len // 2)
     output = np.minimum(draw(mean_output), max_len - prompt)
-    return [Request(int(p), int(o)) for p, o in zip(prompt, output)]
+    return [RequestLengths(int(p), int(o)) for p, o in zip(prompt, output)]
 
 
 class FirstFit:
@@ -72,6 +83,7 @@ class FirstFit:
         self._used: dict[int, int] = {}                          # offset -> size
 
     def allocate(self, size: int) -> int | None:
+        """The offset of a new extent of `size` slots (the lowest that fits), or None."""
         for i, (off, n) in enumerate(self._free):
             if n >= size:
                 self._free[i:i + 1] = [(off + size, n - size)] if n > size else []
@@ -80,6 +92,7 @@ class FirstFit:
         return None
 
     def free(self, offset: int) -> None:
+        """Give back the extent allocated at `offset`."""
         size = self._used.pop(offset)
         i = bisect.bisect(self._free, (offset, size))
         self._free.insert(i, (offset, size))
@@ -116,7 +129,7 @@ class Breakdown:
         return 1.0 - self.tokens
 
 
-def _reservation(r: Request, scheme: str, max_len: int) -> int:
+def _reservation(r: RequestLengths, scheme: str, max_len: int) -> int:
     if scheme == "max":
         return max_len
     if scheme == "pow2":
@@ -124,7 +137,7 @@ def _reservation(r: Request, scheme: str, max_len: int) -> int:
     return r.total
 
 
-def simulate(requests: list[Request], capacity: int, scheme: str, max_len: int = 2048,
+def simulate(requests: list[RequestLengths], capacity: int, scheme: str, max_len: int = 2048,
              block_size: int = 16) -> Breakdown:
     """Serve `requests` (all queued at the start) from a pool of `capacity` token slots.
 

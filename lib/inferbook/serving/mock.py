@@ -26,6 +26,10 @@ import numpy as np
 from inferbook.serving.api import Engine
 from inferbook.serving.checks import positive_int
 
+# What the mock's values are: a prefix is the tuple of tokens processed; the pool holds the
+# tokens of each block (-1 where nothing was saved).
+MockPrefix = tuple[int, ...]
+
 __all__ = ["MockEngine", "mock_next", "mock_stream"]
 
 
@@ -58,14 +62,17 @@ class MockEngine(Engine):
     `bytes_per_token` only sets what a prefix "weighs" when disaggregated serving ships it.
     """
 
-    def __init__(self, slots: int, max_len: int, V: int = 97, bytes_per_token: int = 1024):
+    def __init__(self, slots: int, max_len: int, V: int = 97, bytes_per_token: int = 1024
+                 ) -> None:
         self.max_concurrent_decodes = positive_int("slots", slots)
         self.max_len = positive_int("max_len", max_len)
         self.V = self.vocab_size = positive_int("V", V)
         positive_int("bytes_per_token", bytes_per_token)
         self.bytes_per_token = bytes_per_token
 
-    def prefill(self, params, tokens, *, existing_prefix=None, keys=None, step=0):
+    def prefill(self, params: object, tokens: Sequence[int], *,
+                existing_prefix: MockPrefix | None = None, keys: np.ndarray | None = None,
+                step: int = 0) -> tuple[MockPrefix, int]:
         context = tuple(existing_prefix or ()) + tuple(int(t) for t in tokens)
         if len(context) > self.max_len:
             raise ValueError(f"{len(context)} tokens do not fit in a slot of {self.max_len}")
@@ -75,7 +82,7 @@ class MockEngine(Engine):
         B = self.max_concurrent_decodes
         return _Slots([[] for _ in range(B)], [0] * B, [False] * B)
 
-    def insert(self, prefix, decode_state, slot):
+    def insert(self, prefix: MockPrefix, decode_state: _Slots, slot: int) -> _Slots:
         if decode_state.active[slot]:
             raise ValueError(f"slot {slot} is in use")
         decode_state.kv[slot] = list(prefix)
@@ -83,7 +90,7 @@ class MockEngine(Engine):
         decode_state.active[slot] = True
         return decode_state
 
-    def generate(self, params, decode_state):
+    def generate(self, params: object, decode_state: _Slots) -> tuple[_Slots, np.ndarray]:
         out = np.zeros(self.max_concurrent_decodes, np.int32)
         for b, on in enumerate(decode_state.active):
             if on:
@@ -94,21 +101,22 @@ class MockEngine(Engine):
                 out[b] = decode_state.next[b] = mock_next(kv, self.V)
         return decode_state, out
 
-    def free(self, decode_state, slot):
+    def free(self, decode_state: _Slots, slot: int) -> _Slots:
         decode_state.active[slot] = False
         decode_state.kv[slot] = []
         return decode_state
 
-    def prefix_length(self, prefix) -> int:
+    def prefix_length(self, prefix: MockPrefix) -> int:
         return len(prefix)
 
-    def prefix_bytes(self, prefix) -> int:
+    def prefix_bytes(self, prefix: MockPrefix) -> int:
         return len(prefix) * self.bytes_per_token
 
-    def init_pool(self, num_blocks, block_size):
+    def init_pool(self, num_blocks: int, block_size: int) -> np.ndarray:
         return np.full((num_blocks, block_size), -1, np.int64)
 
-    def save_blocks(self, pool, source, blocks, first):
+    def save_blocks(self, pool: np.ndarray, source: MockPrefix | tuple[_Slots, int],
+                    blocks: Sequence[int], first: int) -> np.ndarray:
         from_slot = len(source) == 2 and isinstance(source[0], _Slots)
         tokens = source[0].kv[source[1]] if from_slot else source
         bs = pool.shape[1]
@@ -119,7 +127,8 @@ class MockEngine(Engine):
             pool[b] = chunk
         return pool
 
-    def load_prefix(self, pool, blocks, n_tokens, capacity):
+    def load_prefix(self, pool: np.ndarray, blocks: Sequence[int], n_tokens: int,
+                    capacity: int) -> MockPrefix:
         tokens = [int(t) for b in blocks for t in pool[b]][:n_tokens]
         if len(tokens) != n_tokens or -1 in tokens:
             raise ValueError("the pool does not hold that many tokens in those blocks")

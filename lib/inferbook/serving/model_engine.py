@@ -15,22 +15,20 @@ copies the whole cache when one program both reads and updates it.
 
 Paged memory in this engine is bookkeeping: the block manager decides who may run, but a
 running sequence's KV stays in its contiguous slot. Blocks become physical only in the block
-pool that backs the prefix cache ([num_blocks, K, block_size, H] per layer): `save_blocks`
-copies a prefix's or slot's blocks there, `load_prefix` gathers them back into a prefix.
-A paged-attention kernel (`inferbook.kernels.paged`, chapter 7) reads such a pool directly through
-block tables; the pool here has its layout.
+pool that backs the prefix cache (kv_pool.py): `save_blocks` copies a prefix's or slot's
+blocks there, `load_prefix` gathers them back into a prefix.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from inferbook.kernels.paged import gather_blocks
+import inferbook.serving.kv_pool as kv_pool
 from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.kvcache import KVCache
@@ -38,12 +36,13 @@ from inferbook.model.sampling import GREEDY, Sampler, sample
 from inferbook.perf.counts import kv_bytes_per_token
 from inferbook.serving.api import Engine
 from inferbook.serving.checks import positive_int, token_ids
+from inferbook.serving.kv_pool import KVPool
 
-__all__ = ["ModelEngine", "ModelPrefix", "SlotState", "KVPool"]
+__all__ = ["ModelEngine", "ModelPrefix", "SlotState"]
 
 
 class ModelPrefix(NamedTuple):
-    """A prefill's result: a batch-1 cache [1, K, P, H] per layer, and what insert needs."""
+    """A prefill's result: a batch-1 cache [1, K, S, H] per layer, and what insert needs."""
 
     cache: KVCache
     keys: jax.Array         # [max_len, 2] the request's per-step key data
@@ -61,14 +60,7 @@ class SlotState(NamedTuple):
     active: jax.Array       # [slots] bool
 
 
-class KVPool(NamedTuple):
-    """Blocks for the prefix cache, in the layout of `inferbook.kernels.paged`."""
-
-    k: tuple[jax.Array, ...]    # per layer [num_blocks, K, block_size, H]
-    v: tuple[jax.Array, ...]
-
-
-def _sample_rows(logits_BV, keys_B2, sampler):
+def _sample_rows(logits_BV: jax.Array, keys_B2: jax.Array, sampler: Sampler) -> jax.Array:
     """Sample each row with its own key, exactly as a batch of one would."""
     def one(kd, logits_V):
         return sample(logits_V[None], jax.random.wrap_key_data(kd), sampler)[0]
@@ -79,7 +71,8 @@ class ModelEngine(Engine):
     """Serve `cfg` with `slots` decode slots of `max_len` tokens, sampling with `sampler`."""
 
     def __init__(self, cfg: ModelConfig, slots: int, max_len: int, *,
-                 sampler: Sampler = GREEDY, min_bucket: int = 16, dtype: Any = jnp.float32):
+                 sampler: Sampler = GREEDY, min_bucket: int = 16, dtype: Any = jnp.float32
+                 ) -> None:
         slots, max_len = positive_int("slots", slots), positive_int("max_len", max_len)
         min_bucket = positive_int("min_bucket", min_bucket)
         if max_len % min_bucket:
@@ -107,7 +100,9 @@ class ModelEngine(Engine):
 
     # prefill ------------------------------------------------------------------------------
 
-    def prefill(self, params, tokens, *, existing_prefix=None, keys=None, step=0):
+    def prefill(self, params: Any, tokens: Sequence[int], *,
+                existing_prefix: ModelPrefix | None = None, keys: np.ndarray | None = None,
+                step: int = 0) -> tuple[ModelPrefix, int]:
         # Checked here because the embedding lookup would clamp an id past the vocabulary.
         tokens = np.asarray(token_ids("prefill", tokens, self.cfg.V), np.int32)
         if len(tokens) == 0:
@@ -132,7 +127,8 @@ class ModelEngine(Engine):
                                  key_rows[step], self.sampler)
         return ModelPrefix(cache, key_rows, int(tok), step), int(tok)
 
-    def prefill_batch(self, params, prompts, keys):
+    def prefill_batch(self, params: Any, prompts: Sequence[Sequence[int]],
+                      keys: Sequence[np.ndarray | None]) -> list[tuple[ModelPrefix, int]]:
         """One padded prefill for all prompts; rows are padded up to `slots` so each prompt
         bucket compiles once. Every prefix keeps the batch's padded length."""
         B = self.max_concurrent_decodes
@@ -141,8 +137,8 @@ class ModelEngine(Engine):
         prompts = [token_ids(f"prompt {b}", p, self.cfg.V) for b, p in enumerate(prompts)]
         if not prompts or not all(prompts):
             raise ValueError("prefill_batch needs at least one prompt, each of one token or more")
-        P = self.bucket(max(len(p) for p in prompts))
-        tokens = np.zeros((B, P), np.int32)
+        T = self.bucket(max(len(p) for p in prompts))
+        tokens = np.zeros((B, T), np.int32)
         lengths = np.ones(B, np.int32)
         key_rows = jnp.stack([self._keys(k) for k in keys] +
                              [self._keys(None)] * (B - len(prompts)))
@@ -167,70 +163,68 @@ class ModelEngine(Engine):
                          jnp.zeros(B, jnp.int32), jnp.zeros(B, jnp.int32),
                          jnp.zeros((B, self.max_len, 2), jnp.uint32), jnp.zeros(B, bool))
 
-    def insert(self, prefix, decode_state, slot):
+    def insert(self, prefix: ModelPrefix, decode_state: SlotState, slot: int) -> SlotState:
         return _insert(decode_state, prefix.cache, prefix.keys, jnp.int32(prefix.token),
                        jnp.int32(prefix.step + 1), jnp.int32(slot))
 
-    def generate(self, params, decode_state):
+    def generate(self, params: Any, decode_state: SlotState) -> tuple[SlotState, np.ndarray]:
         tok, new_k, new_v = _generate(params, self.cfg, decode_state, self.sampler)
         return _commit(decode_state, tok, new_k, new_v), np.asarray(tok)
 
-    def free(self, decode_state, slot):
+    def free(self, decode_state: SlotState, slot: int) -> SlotState:
         return decode_state._replace(active=decode_state.active.at[slot].set(False))
 
     # moving KV ----------------------------------------------------------------------------
 
-    def prefix_length(self, prefix) -> int:
+    def prefix_length(self, prefix: ModelPrefix) -> int:
         return int(prefix.cache.lengths[0])
 
-    def prefix_bytes(self, prefix) -> int:
+    def prefix_bytes(self, prefix: ModelPrefix) -> int:
         return int(self.prefix_length(prefix) *
                    kv_bytes_per_token(self.cfg, jnp.dtype(self.dtype).itemsize))
 
-    def init_pool(self, num_blocks, block_size) -> KVPool:
+    def init_pool(self, num_blocks: int, block_size: int) -> KVPool:
         num_blocks = positive_int("num_blocks", num_blocks)
         block_size = positive_int("block_size", block_size)
         if self.min_bucket % block_size:
             raise ValueError(f"block_size={block_size} must divide min_bucket={self.min_bucket}")
-        shape = (num_blocks, self.cfg.K, block_size, self.cfg.H)
-        def zeros():
-            return tuple(jnp.zeros(shape, self.dtype) for _ in range(self.cfg.L))
-        return KVPool(zeros(), zeros())
+        return kv_pool.init_pool(self.cfg, num_blocks, block_size, self.dtype)
 
-    def save_blocks(self, pool, source, blocks, first):
+    def save_blocks(self, pool: KVPool, source: ModelPrefix | tuple[SlotState, int],
+                    blocks: Sequence[int], first: int) -> KVPool:
         if isinstance(source, ModelPrefix):
             k, v = source.cache.k, source.cache.v
             row = jnp.int32(0)
         else:
             state, slot = source
             k, v, row = state.cache.k, state.cache.v, jnp.int32(slot)
-        bs, S = pool.k[0].shape[2], k[0].shape[2]
-        ids = np.full(S // bs, pool.k[0].shape[0], np.int32)       # out of range: not saved
+        S = k[0].shape[2]
+        ids = np.full(S // pool.block_size, pool.num_blocks, np.int32)  # past the pool: skipped
         ids[first:first + len(blocks)] = blocks
-        return _save(pool, k, v, row, jnp.asarray(ids))
+        return kv_pool.save_blocks(pool, k, v, row, jnp.asarray(ids))
 
-    def load_prefix(self, pool, blocks, n_tokens, capacity):
-        bs = pool.k[0].shape[2]
-        P = self.bucket(capacity)
-        ids = np.zeros(P // bs, np.int32)
+    def load_prefix(self, pool: KVPool, blocks: Sequence[int], n_tokens: int,
+                    capacity: int) -> ModelPrefix:
+        S = self.bucket(capacity)
+        ids = np.zeros(S // pool.block_size, np.int32)
         ids[:len(blocks)] = blocks
-        cache = _load(pool, jnp.asarray(ids), jnp.int32(n_tokens))
+        cache = kv_pool.load_blocks(pool, jnp.asarray(ids), jnp.int32(n_tokens))
         return ModelPrefix(cache, self._keys(None), -1, -1)
 
 
 # The compiled programs ------------------------------------------------------------------
 
 @partial(jax.jit, static_argnames=("cfg", "sampler", "dtype"))
-def _prefill(params, cfg, tokens_1P, n, key, sampler, dtype):
-    cache = kvcache.init_cache(cfg, 1, tokens_1P.shape[1], dtype)
-    logits_1V, cache = decode.prefill(params, cfg, tokens_1P, n[None], cache)
+def _prefill(params, cfg, tokens_1T, n, key, sampler, dtype):
+    cache = kvcache.init_cache(cfg, 1, tokens_1T.shape[1], dtype)
+    logits_1V, cache = decode.prefill(params, cfg, tokens_1T, n[None], cache)
     return cache, _sample_rows(logits_1V, key[None], sampler)[0]
 
 
 @partial(jax.jit, static_argnames=("cfg", "sampler", "dtype"))
-def _prefill_batch(params, cfg, tokens_BP, lengths_B, keys_B2, sampler, dtype):
-    cache = kvcache.init_cache(cfg, tokens_BP.shape[0], tokens_BP.shape[1], dtype)
-    logits_BV, cache = decode.prefill(params, cfg, tokens_BP, lengths_B, cache)
+def _prefill_batch(params, cfg, tokens_BT, lengths_B, keys_B2, sampler, dtype):
+    cache = kvcache.init_cache(cfg, tokens_BT.shape[0], tokens_BT.shape[1], dtype)
+    logits_BV, cache = decode.prefill(params, cfg, tokens_BT, lengths_B, cache)
     return cache, _sample_rows(logits_BV, keys_B2, sampler)
 
 
@@ -277,21 +271,3 @@ def _commit(state, tok, new_k, new_v):
     cache = kvcache.append(state.cache, new_k, new_v, grow)
     return SlotState(cache, jnp.where(state.active, tok, state.tokens), state.steps + grow,
                      state.keys, state.active)
-
-
-@jax.jit
-def _save(pool, k, v, row, ids):
-    def put(pool_l, cache_l):
-        _, K, S, H = cache_l.shape
-        bs = pool_l.shape[2]
-        blocks = cache_l[row].reshape(K, S // bs, bs, H).transpose(1, 0, 2, 3)
-        return pool_l.at[ids].set(blocks.astype(pool_l.dtype), mode="drop")
-    return KVPool(tuple(map(put, pool.k, k)), tuple(map(put, pool.v, v)))
-
-
-@jax.jit
-def _load(pool, ids, n):
-    # The pool has paged.py's layout, so its gather turns blocks into a contiguous cache.
-    def get(pool_l):
-        return gather_blocks(pool_l, ids[None])            # [1, K, P, H]
-    return KVCache(tuple(map(get, pool.k)), tuple(map(get, pool.v)), n[None])

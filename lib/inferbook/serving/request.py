@@ -1,11 +1,11 @@
 """Requests, what happens to them, and what users feel: TTFT, time per output token, throughput.
 
 A `Request` is what a client sends: a prompt (token ids), a limit on new tokens, the time it
-arrives, and a seed for sampling. A `Sequence` is the server's record of that request while it
-is served: its status, the tokens streamed so far and the time each one left the server, the
-KV blocks it holds, how many of its prompt tokens the prefix cache supplied, how often it was
-preempted. The orchestrator owns the sequences; everything a chapter reports is computed from
-them after a run (`summarize`).
+arrives, and a seed for sampling. A `SequenceState` is the server's record of that request
+while it is served: its status, the tokens streamed so far and the time each one left the
+server, the KV blocks it holds, how many of its prompt tokens the prefix cache supplied, how
+often it was preempted. The orchestrator owns these states; everything a chapter reports is
+computed from them after a run (`summarize`).
 
 The three numbers that describe a serving system from the outside:
 
@@ -21,8 +21,9 @@ from __future__ import annotations
 import enum
 import statistics
 from dataclasses import dataclass, field
-from typing import Sequence as Seq
+from typing import Sequence
 
+import jax
 import numpy as np
 
 from inferbook.serving.checks import (
@@ -34,7 +35,7 @@ from inferbook.serving.checks import (
     token_ids,
 )
 
-__all__ = ["Request", "Sequence", "Status", "Summary", "summarize", "step_keys"]
+__all__ = ["Request", "SequenceState", "Status", "Summary", "summarize", "step_keys"]
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,13 @@ class Request:
 
 def step_keys(request: Request) -> np.ndarray:
     """The raw PRNG key data of each sampling step, [max_new_tokens, 2] uint32."""
-    import jax
     keys = jax.random.split(jax.random.key(request.seed), request.max_new_tokens)
     return np.asarray(jax.random.key_data(keys))
 
 
 class Status(enum.Enum):
+    """Where a request is in the server: its states in the order they are passed through."""
+
     WAITING = "waiting"          # arrived (or preempted), not yet admitted
     PREFILLING = "prefilling"    # admitted; prompt being processed (possibly in chunks)
     TRANSFERRING = "transferring"  # disaggregated: KV on its way to the generate server
@@ -89,8 +91,8 @@ class Status(enum.Enum):
 
 
 @dataclass
-class Sequence:
-    """The server's state for one request."""
+class SequenceState:
+    """The server's state for one request: where it is, what it has streamed, what it holds."""
 
     request: Request
     status: Status = Status.WAITING
@@ -156,11 +158,11 @@ class Summary:
     preemptions: int
 
 
-def _p90(xs: Seq[float]) -> float:
+def _p90(xs: Sequence[float]) -> float:
     return float(np.percentile(xs, 90)) if xs else float("nan")
 
 
-def summarize(seqs: Seq[Sequence]) -> Summary:
+def summarize(seqs: Sequence[SequenceState]) -> Summary:
     """TTFT, TPOT and throughput of finished sequences (see the module docstring)."""
     if not seqs or not all(s.finished for s in seqs):
         raise ValueError("summarize needs a non-empty list of finished sequences")

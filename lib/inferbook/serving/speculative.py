@@ -8,15 +8,10 @@ an accelerator it costs about as much as scoring one. Speculative decoding (Levi
 the longest acceptable run of drafts is kept, plus one token from the target itself. Every
 round therefore produces between 1 and γ + 1 tokens for one target step.
 
-The acceptance rules (`verify`):
-
-  * greedy: d_i is accepted while it equals argmax p_i; the first mismatch is replaced by
-    argmax p_i. The output is exactly greedy decoding's.
-  * sampling (rejection sampling): d_i, drawn from the draft's q_i, is accepted with
-    probability min(1, p_i(d_i) / q_i(d_i)). At the first rejection the replacement is drawn
-    from the residual max(0, p_i − q_i), renormalised; if all γ are accepted a bonus token
-    is drawn from p_{γ+1}. Each emitted token is then distributed exactly as the target's
-    p (Leviathan et al., theorem 3.5), whatever q is — q only decides how often drafts survive.
+The acceptance rule (`verify`, in acceptance.py) keeps a leading run of drafts: greedily, those
+that equal the target's argmax; when sampling, by rejection sampling, so that every emitted
+token follows the target's distribution exactly whatever the drafter proposes. It is
+re-exported here, with `probabilities` and `accept`, as the heart of the method.
 
 Drafters (draft.py): a smaller model (`DraftModel`), or prompt lookup (`PromptLookup`), which
 copies what followed the last occurrence of the current n-gram in the context — free, and good
@@ -31,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -40,65 +35,14 @@ import numpy as np
 from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.generate_args import check_generate_args
-from inferbook.model.sampling import GREEDY, Sampler, filter_logits
+from inferbook.model.kvcache import KVCache
+from inferbook.model.sampling import GREEDY, Sampler
+from inferbook.serving.acceptance import accept, probabilities, verify
 from inferbook.serving.checks import positive_int
 from inferbook.serving.draft import DraftModel, PromptLookup
 
+# The rule is re-exported: `speculative.verify` is where a reader of the method looks for it.
 __all__ = ["probabilities", "accept", "verify", "SpecStats", "speculative_generate"]
-
-
-def probabilities(logits_xV: jax.Array, sampler: Sampler) -> jax.Array:
-    """The distribution the sampler draws from: temperature, then top-k / top-p, softmax.
-
-    Speculative sampling reproduces *this* distribution, so target and draft both use it.
-    """
-    if sampler.greedy:
-        return jax.nn.one_hot(jnp.argmax(logits_xV, -1), logits_xV.shape[-1])
-    flat = logits_xV.reshape(-1, logits_xV.shape[-1]).astype(jnp.float32) / sampler.temperature
-    flat = filter_logits(flat, sampler.top_k, sampler.top_p)
-    return jax.nn.softmax(flat, -1).reshape(logits_xV.shape)
-
-
-def verify(drafts_G: jax.Array, q_GV: jax.Array, p_G1V: jax.Array, n_draft: jax.Array,
-           key: jax.Array, greedy: bool) -> tuple[jax.Array, jax.Array]:
-    """The acceptance rule. Returns (accepted drafts n, the target's token y).
-
-    drafts_G: proposed tokens (only the first n_draft are real); q_GV: the draft's
-    distributions at those positions (one-hot for a deterministic drafter); p_G1V: the target's
-    distributions at the G + 1 positions [after last token, after d_1, ..., after d_G].
-    """
-    G = drafts_G.shape[0]
-    pos = jnp.arange(G)
-    if greedy:
-        ok_G = (drafts_G == jnp.argmax(p_G1V[:G], -1)) & (pos < n_draft)
-        n = jnp.sum(jnp.cumprod(ok_G.astype(jnp.int32)))            # leading accepted run
-        return n, jnp.argmax(p_G1V[n]).astype(jnp.int32)
-    k_accept, key = jax.random.split(key)
-    n, dist = accept(drafts_G, q_GV, p_G1V, n_draft, jax.random.uniform(k_accept, (G,)))
-    return n, jax.random.categorical(key, jnp.log(dist)).astype(jnp.int32)
-
-
-def accept(drafts_G: jax.Array, q_GV: jax.Array, p_G1V: jax.Array, n_draft: jax.Array,
-           u_G: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """The sampling rule of `verify` with its uniforms given: (accepted n, distribution of y).
-
-    Draft d_i is accepted when u_i · q_i(d_i) < p_i(d_i) — with probability min(1, p/q),
-    written without a division. n is the length of the leading run of accepted drafts (at
-    most n_draft). The target's own token y is then drawn from the returned distribution: the
-    residual max(0, p_n − q_n), renormalised, after a rejection; p_{n} itself when every
-    draft was accepted (Leviathan et al. 2023, algorithm 1).
-    """
-    G = drafts_G.shape[0]
-    pos = jnp.arange(G)
-    p_x, q_x = p_G1V[pos, drafts_G], q_GV[pos, drafts_G]
-    ok_G = (u_G * q_x < p_x) & (pos < n_draft)                      # u < p / q, no division
-    n = jnp.sum(jnp.cumprod(ok_G.astype(jnp.int32)))                # leading accepted run
-    p_n = p_G1V[n]
-    # Rejected at n < n_draft: draw from the residual (p - q)+; all accepted: from p itself.
-    q_n = jnp.where(n < n_draft, q_GV[jnp.minimum(n, G - 1)], 0.0)
-    residual = jnp.maximum(p_n - q_n, 0.0)
-    total = residual.sum()
-    return n, jnp.where(total > 0, residual / jnp.where(total > 0, total, 1.0), p_n)
 
 
 @dataclass
@@ -128,7 +72,7 @@ class SpecStats:
         return sum(self.accepted) / tested if tested else float("nan")
 
 
-def speculative_generate(params, cfg: ModelConfig, prompt: Sequence[int], max_new_tokens: int,
+def speculative_generate(params: Any, cfg: ModelConfig, prompt: Sequence[int], max_new_tokens: int,
                          drafter: DraftModel | PromptLookup, *, gamma: int = 4,
                          sampler: Sampler = GREEDY, key: jax.Array | None = None,
                          eos_id: int | None = None) -> tuple[list[int], SpecStats]:
@@ -174,7 +118,10 @@ def speculative_generate(params, cfg: ModelConfig, prompt: Sequence[int], max_ne
     return out, stats
 
 
-def _lookup_round(params, cfg, cache, last, guess, gamma, sampler, key):
+def _lookup_round(params: Any, cfg: ModelConfig, cache: KVCache, last: int, guess: list[int],
+                  gamma: int, sampler: Sampler, key: jax.Array
+                  ) -> tuple[int, int, list[int], KVCache]:
+    """One round with a deterministic drafter's guess (padded to gamma; n_draft masks the rest)."""
     drafts = np.zeros(gamma, np.int32)
     drafts[:len(guess)] = guess
     n, y, cache = _verify_onehot(params, cfg, cache, jnp.int32(last), jnp.asarray(drafts),
@@ -183,11 +130,11 @@ def _lookup_round(params, cfg, cache, last, guess, gamma, sampler, key):
 
 
 @partial(jax.jit, static_argnames=("cfg", "sampler"))
-def _verify_onehot(params, cfg, cache, last, drafts_G, n_draft, key, sampler):
+def _verify_onehot(params, cfg, cache, last, drafts, n_draft, key, sampler):
     """Target-only round for a deterministic drafter: q is one-hot on each guess."""
-    feed = jnp.concatenate([last[None], drafts_G])[None]
+    feed = jnp.concatenate([last[None], drafts])[None]
     logits_1TV, (new_k, new_v) = decode.extend(params, cfg, feed, cache)
     p = probabilities(logits_1TV[0], sampler)
-    q = jax.nn.one_hot(drafts_G, cfg.V)
-    n, y = verify(drafts_G, q, p, n_draft, key, sampler.greedy)
+    q = jax.nn.one_hot(drafts, cfg.V)
+    n, y = verify(drafts, q, p, n_draft, key, sampler.greedy)
     return n, y, kvcache.append(cache, new_k, new_v, (n + 1)[None])

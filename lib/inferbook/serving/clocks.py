@@ -20,8 +20,8 @@ A `Timer` decides the durations:
     `LinearCost` (round numbers you can check by hand); `RooflineCost` asks the estimator what
     the same schedule would take on a named chip.
 
-KV transfers between servers do no work in this process; they are always charged from the
-estimator (`phase_time.kv_transfer_seconds`).
+KV transfers between servers do no work in this process; they are always charged
+latency + bytes / bandwidth of the link (disaggregated.py).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, TypeVar
+
+import jax
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, phase_time
@@ -69,7 +71,6 @@ class WallClock:
     measured = True
 
     def __call__(self, op: Op, fn: Callable[[], T]) -> tuple[T, float]:
-        import jax
         t0 = time.perf_counter()
         out = jax.block_until_ready(fn())
         return out, time.perf_counter() - t0
@@ -102,7 +103,7 @@ class CostTimer:
 
     measured = False
 
-    def __init__(self, cost: Callable[[Op], float]):
+    def __init__(self, cost: Callable[[Op], float]) -> None:
         self.cost = cost
 
     def __call__(self, op: Op, fn: Callable[[], T]) -> tuple[T, float]:
