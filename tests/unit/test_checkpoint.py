@@ -101,9 +101,13 @@ def test_a_misshapen_tensor_is_named(tmp_path):
 def test_an_unsupported_architecture_is_refused(tmp_path):
     d = _saved(tmp_path)
     config = json.loads((d / "config.json").read_text())
-    config.update(architectures=["GPT2LMHeadModel"], model_type="gpt2")
+    config.update(architectures=["BertForMaskedLM"], model_type="bert")
     (d / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match="GPT2LMHeadModel"):
+    with pytest.raises(ConfigError, match="BertForMaskedLM"):
+        load_checkpoint(d)
+    config.pop("architectures")
+    (d / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="model_type='bert'"):
         load_checkpoint(d)
 
 

@@ -105,12 +105,15 @@ def _need(cond: bool, message: str) -> None:
 
 
 def make_plan(cfg: ModelConfig, mesh, layout: str = "1d-ws", *, seq=(), x=None) -> Plan:
-    """The plan for `layout` on `mesh`, or a LayoutError naming what does not divide.
+    """The plan for `layout` on `mesh`, or a LayoutError naming what does not divide (a
+    ConfigError for a model that is not a plain decoder: MoE, latent attention, ...).
 
     1d-ws: every axis not in `seq` is a model axis. 2d-ws: `x` (default: the first mesh axis)
     splits D, the other axes are YZ. weight-gathered: every axis splits the batch; the weights
     are stored as in 1d-ws.
     """
+    from inferbook.model.decoder import require_plain_decoder
+    require_plain_decoder(cfg, "the sharded layouts")
     names = tuple(mesh.axis_names)
     seq = axes_tuple(seq)
     _need(layout in LAYOUTS, f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
