@@ -99,3 +99,60 @@ def test_the_command_line_generates_transformers_tokens(family, tmp_path, capsys
     assert main(argv) == 0
     tokens = json.loads(capsys.readouterr().out)["tokens"]
     assert tokens == [hf_greedy(hf, prompt, 6) for prompt in PROMPTS[::2]]
+
+
+def _rewrite(path, change):
+    from inferbook.model.checkpoint import read_safetensors, write_safetensors
+    tensors = {k: np.array(v) for k, v in read_safetensors(path / "model.safetensors").items()}
+    change(tensors)
+    write_safetensors(path / "model.safetensors", tensors)
+
+
+def test_every_tensor_of_experts_and_latents_is_checked_by_name_and_shape(tmp_path):
+    from inferbook.model.checkpoint import CheckpointError
+    build("deepseek_v3", tmp_path / "d")
+    expert = "model.layers.1.mlp.experts.3.up_proj.weight"
+    original = np.array(load_checkpoint(tmp_path / "d")[1]["layers"][1]["we_up"][3]).T
+    _rewrite(tmp_path / "d", lambda t: t.pop(expert) is None)
+    with pytest.raises(CheckpointError, match=r"missing tensor 'model\.layers\.1\.mlp\.experts\.3"):
+        load_checkpoint(tmp_path / "d")
+    _rewrite(tmp_path / "d", lambda t: t.update({expert: original[:, :-1]}))
+    with pytest.raises(CheckpointError, match=r"experts\.3\.up_proj\.weight' has shape"):
+        load_checkpoint(tmp_path / "d")
+    _rewrite(tmp_path / "d", lambda t: t.update({
+        expert: original, "model.layers.0.self_attn.kv_b_proj.weight": np.zeros((3, 16))}))
+    with pytest.raises(CheckpointError, match=r"kv_b_proj\.weight' has shape \(3, 16\)"):
+        load_checkpoint(tmp_path / "d")
+
+
+def test_unused_tensors_are_refused_but_multi_token_prediction_layers_are_skipped(tmp_path):
+    from inferbook.model.checkpoint import CheckpointError
+    build("deepseek_v3", tmp_path / "d")
+    _, params = load_checkpoint(tmp_path / "d")
+    # DeepSeek-V3's checkpoints carry a layer past L for multi-token prediction.
+    _rewrite(tmp_path / "d", lambda t: t.update({
+        "model.layers.2.eh_proj.weight": np.zeros((64, 128), np.float32)}))
+    _, again = load_checkpoint(tmp_path / "d")
+    np.testing.assert_array_equal(again["layers"][1]["router_bias"],
+                                  params["layers"][1]["router_bias"])
+    _rewrite(tmp_path / "d", lambda t: t.update({
+        "model.layers.1.mlp.experts.0.up_proj.bias": np.zeros((24,), np.float32)}))
+    with pytest.raises(CheckpointError, match=r"does not use, e\.g\. 'model\.layers\.1\.mlp"):
+        load_checkpoint(tmp_path / "d")
+
+
+def test_gpt2_loads_without_the_transformer_prefix_and_with_stored_masks(tmp_path):
+    """openai-community/gpt2's file names its tensors h.0.attn.c_attn.weight, ... (no
+    "transformer." prefix) and keeps each layer's causal mask as h.{i}.attn.bias."""
+    hf = build("gpt2", tmp_path / "g")
+
+    def strip(t):
+        renamed = {k.removeprefix("transformer."): v for k, v in t.items()}
+        renamed |= {f"h.{i}.attn.bias": np.tril(np.ones((1, 1, 64, 64), np.float32))
+                    for i in range(2)}
+        t.clear()
+        t.update(renamed)
+    _rewrite(tmp_path / "g", strip)
+    cfg, params = load_checkpoint(tmp_path / "g", dtype=jnp.float32)
+    assert decode.generate(params, cfg, [PROMPTS[0]], 5).tokens[0] == \
+        hf_greedy(hf, PROMPTS[0], 5)

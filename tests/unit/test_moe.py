@@ -127,3 +127,17 @@ def test_dense_layers_keep_the_mlp():
     shapes = decoder.param_shapes(cfg)["layers"]
     assert "w_gate" in shapes[0] and "router" not in shapes[0]
     assert shapes[1]["we_down"] == (4, 8, 16) and shapes[2]["ws_down"] == (8, 16)
+
+
+def test_code_for_the_plain_decoder_refuses_experts():
+    from family_configs import FAMILY_CONFIGS
+
+    from inferbook.memory import kv_quant
+    from inferbook.model.config import ConfigError
+    from inferbook.parallel.mesh import named_mesh
+    from inferbook.parallel.sharding import make_plan
+    cfg = FAMILY_CONFIGS["mixtral"]
+    with pytest.raises(ConfigError, match="sharded layouts: written for the plain.*experts"):
+        make_plan(cfg, named_mesh("2x4"), "1d-ws")
+    with pytest.raises(ConfigError, match="quantized KV cache: written for the plain decoder"):
+        kv_quant.init_cache(cfg, 1, 8)

@@ -82,7 +82,9 @@ def hf_to_params(cfg: ModelConfig, tensors: dict[str, np.ndarray], dtype: Any = 
                     raise CheckpointError(
                         f"tensor {rule.sources[0]!r} has shape {got}, which does not fit the "
                         f"config (library {lib} {tuple(shapes[lib])})")
-                out[lib] = jnp.asarray(w, dtype=dtype or w.dtype)
+                # A copy: the file's tensors are memory-mapped, and an array that aliased
+                # the map would change (or fault) when the file is rewritten.
+                out[lib] = jnp.array(w, dtype=dtype or w.dtype, copy=True)
         assert set(out) == set(shapes), f"rules and shapes disagree: {set(out) ^ set(shapes)}"
         return out
 

@@ -92,7 +92,7 @@ def require_plain_decoder(cfg: ModelConfig, what: str) -> None:
     would compute the wrong thing for any of the `special_features`."""
     extra = special_features(cfg)
     if extra:
-        raise ConfigError(f"{what} runs the plain decoder only; {cfg.name} uses "
+        raise ConfigError(f"{what}: written for the plain decoder only; {cfg.name} uses "
                           f"{', '.join(extra)}")
 
 

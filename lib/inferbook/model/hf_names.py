@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from inferbook.model.config import ModelConfig
+from inferbook.model.safetensors_io import CheckpointError
 
 __all__ = ["Rule", "layer_rules", "top_rules", "ignorable", "FAMILY_ARCHITECTURES"]
 
@@ -75,8 +76,17 @@ def _split(src: str, parts: dict[str, int], transpose: bool) -> Rule:
 
 def _experts(pattern: str, E: int, lib: str) -> Rule:
     """E per-expert matrices `pattern.format(e)` stacked into [E, in, out]."""
-    return Rule(tuple(pattern.format(e) for e in range(E)),
-                lambda ws: {lib: np.stack([w.T for w in ws])})
+    sources = tuple(pattern.format(e) for e in range(E))
+
+    def build(ws):
+        shapes = [w.shape for w in ws]
+        common = max(set(shapes), key=shapes.count)
+        for name, shape in zip(sources, shapes):
+            if shape != common:
+                raise CheckpointError(f"tensor {name!r} has shape {shape}, unlike the other "
+                                      f"experts' {common}")
+        return {lib: np.stack([w.T for w in ws])}
+    return Rule(sources, build)
 
 
 def _norm(cfg: ModelConfig, src: str, lib: str) -> list[Rule]:
