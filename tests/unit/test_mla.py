@@ -75,3 +75,23 @@ def test_a_decode_step_appends_one_latent_and_gives_the_logits_of_recomputation(
     full = decoder.forward(params, cfg, jnp.asarray([seq]))          # naive, no cache
     np.testing.assert_allclose(np.asarray(logits[0]), np.asarray(full[0, -1]), rtol=1e-4,
                                atol=1e-4)
+
+
+def test_the_serving_engine_pages_latents_like_keys():
+    """Continuous batching with a paged prefix cache of latents gives each request the tokens
+    of `generate` alone (the pool's blocks are [num_blocks, 1, block, R_kv + H_rope])."""
+    from family_configs import FAMILY_CONFIGS
+
+    from inferbook.serving import ModelEngine, Request, serve
+    cfg = FAMILY_CONFIGS["deepseek_v3"]
+    params = decoder.init_params(cfg, 1)
+    shared = [3, 1, 4, 1, 5, 9, 2, 6]
+    trace = [Request(i, shared + [10 + i], 5, seed=i) for i in range(4)]
+    engine = ModelEngine(cfg, 2, 32, min_bucket=16)
+    pool = engine.init_pool(4, 4)
+    assert pool.v == () and pool.k[0].shape == (4, 1, 4, cfg.mla.cache_width)
+    result = serve(engine, params, trace, "continuous", num_blocks=12, block_size=4,
+                   prefix_cache="hash")
+    assert result.summary.cached_tokens > 0
+    assert result.outputs() == {r.id: decode.generate(params, cfg, [r.prompt], 5).tokens[0]
+                                for r in trace}

@@ -177,9 +177,10 @@ class ModelEngine(Engine):
     def init_pool(self, num_blocks, block_size) -> KVPool:
         if self.min_bucket % block_size:
             raise ValueError(f"block_size={block_size} must divide min_bucket={self.min_bucket}")
-        shape = (num_blocks, self.cfg.K, block_size, self.cfg.H)
+        heads, width = kvcache.entry_shape(self.cfg)     # latent attention: (1, R_kv + H_rope)
+        shape = (num_blocks, heads, block_size, width)
         zeros = lambda: tuple(jnp.zeros(shape, self.dtype) for _ in range(self.cfg.L))
-        return KVPool(zeros(), zeros())
+        return KVPool(zeros(), () if self.cfg.mla is not None else zeros())
 
     def save_blocks(self, pool, source, blocks, first):
         if isinstance(source, ModelPrefix):
