@@ -23,7 +23,11 @@ import jax.numpy as jnp
 
 from inferbook.model.config import ModelConfig
 
-__all__ = ["rms_norm", "layer_norm", "norm", "norm_shapes"]
+__all__ = ["rms_norm", "layer_norm", "norm", "norm_shapes", "RESIDUAL_NORMS"]
+
+# The norms `norm` applies with the config's kind; the per-head q/k norms and the latent
+# norms of mla.py are always plain RMSNorms.
+RESIDUAL_NORMS = ("attn_norm", "mlp_norm", "post_attn_norm", "post_mlp_norm", "final_norm")
 
 
 def rms_norm(x: jax.Array, gain: jax.Array, eps: float) -> jax.Array:

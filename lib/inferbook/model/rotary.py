@@ -91,7 +91,8 @@ def frequencies(cfg: ModelConfig, d: int, seq_len: jax.Array | None = None
     if sc.kind == "linear":
         return inv_freq / sc.factor, 1.0
     if sc.kind == "dynamic":
-        s = jnp.maximum(jnp.asarray(seq_len, jnp.float32), cfg.max_seq_len)
+        s = cfg.max_seq_len if seq_len is None else \
+            jnp.maximum(jnp.asarray(seq_len, jnp.float32), cfg.max_seq_len)
         base = theta * (sc.factor * s / cfg.max_seq_len - (sc.factor - 1)) ** (d / (d - 2))
         return 1.0 / (base ** exponent), 1.0
     if sc.kind == "llama3":

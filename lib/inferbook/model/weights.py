@@ -24,7 +24,7 @@ from inferbook.model.config import ModelConfig
 from inferbook.model.mla import mla_shapes
 from inferbook.model.mlp import mlp_shapes
 from inferbook.model.moe import moe_shapes
-from inferbook.model.norms import norm_shapes
+from inferbook.model.norms import RESIDUAL_NORMS, norm_shapes
 from inferbook.model.self_attention import attention_shapes
 
 __all__ = ["Params", "param_shapes", "layer_shapes", "abstract_params", "init_params",
@@ -98,7 +98,8 @@ def init_params(cfg: ModelConfig, seed: int = 0, dtype: Any = jnp.float32) -> Pa
     def make(path, shape):
         name = path[-1].key
         if name.endswith("norm"):
-            return (jnp.zeros if cfg.norm_plus_one else jnp.ones)(shape, dtype)
+            offset = cfg.norm_plus_one and name in RESIDUAL_NORMS    # Gemma's gain is 1 + w
+            return (jnp.zeros if offset else jnp.ones)(shape, dtype)
         if _is_bias(name):
             w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.1)
             return jnp.asarray(w, dtype=dtype)
