@@ -26,7 +26,7 @@ from inferbook.model.rotary import length_dependent  # noqa: E402
 pytestmark = pytest.mark.hf
 
 PROMPTS = [[5, 17, 3, 99, 42, 8, 61], [7, 1], [120, 33, 33, 33]]
-NEW_TOKENS = 10
+NEW_TOKENS = 8
 
 
 def hf_greedy(hf, prompt, n):
@@ -59,7 +59,7 @@ def test_logits_and_greedy_tokens_match_transformers(family, tmp_path):
 
 
 def test_a_window_shorter_than_the_text_drops_the_oldest_tokens(tmp_path):
-    """Mistral's window (4) is far shorter than prompt + generation (7 + 10): the greedy
+    """Mistral's window (4) is far shorter than prompt + generation (7 + 8): the greedy
     tokens above already depend on it; here the window is also shown to matter."""
     hf = build("mistral", tmp_path / "m")
     cfg, params = load_checkpoint(tmp_path / "m", dtype=jnp.float32)
@@ -87,10 +87,10 @@ def test_dynamic_rotary_scaling_alone(tmp_path):
     assert decode.generate(params, cfg, [prompt], 6).tokens[0] == hf_greedy(hf, prompt, 6)
 
 
-@pytest.mark.parametrize("family", ["qwen2_moe", "deepseek_v3"])
-def test_the_command_line_generates_transformers_tokens(family, tmp_path, capsys):
-    """`inferbook generate --checkpoint DIR --greedy --json` on a mixture of experts and on
+def test_the_command_line_generates_transformers_tokens(tmp_path, capsys):
+    """`inferbook generate --checkpoint DIR --greedy --json` on a mixture of experts with
     latent attention (DeepSeek-V3 has both)."""
+    family = "deepseek_v3"
     hf = build(family, tmp_path / family, seed=1)
     argv = ["generate", "--checkpoint", str(tmp_path / family), "--greedy", "--json",
             "--max-new-tokens", "6"]
