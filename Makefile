@@ -49,9 +49,11 @@ venv: $(UV)
 test-venv: venv
 	$(UV) pip install --quiet --python $(PY) $(TORCH_SOURCE) "$(TORCH)"
 
+# The oldest JAX, with transformers and torch so that the Hugging Face parity tests run there too.
 oldjax-venv: $(UV)
 	UV_PROJECT_ENVIRONMENT=$(OLDJAX) $(UV) sync --frozen --python $(PYTHON) --quiet \
-	  --no-default-groups --group unit --group oldest-jax
+	  --no-default-groups --group unit --group hf --group oldest-jax
+	$(UV) pip install --quiet --python $(OLDJAX)/bin/python $(TORCH_SOURCE) "$(TORCH)"
 
 chromium:
 	@command -v chromium >/dev/null || { \

@@ -67,7 +67,8 @@ def test_sharded_checkpoints_with_an_index_load(tmp_path):
     shards = {"model-00001-of-00002.safetensors": names[:half],
               "model-00002-of-00002.safetensors": names[half:]}
     for fname, keys in shards.items():
-        checkpoint.write_safetensors(tmp_path / "m" / fname, {k: np.array(tensors[k]) for k in keys})
+        checkpoint.write_safetensors(tmp_path / "m" / fname,
+                                     {k: np.array(tensors[k]) for k in keys})
     (tmp_path / "m" / "model.safetensors").unlink()
     index = {"weight_map": {k: f for f, keys in shards.items() for k in keys}}
     (tmp_path / "m" / "model.safetensors.index.json").write_text(json.dumps(index))
@@ -91,7 +92,8 @@ def test_a_missing_tensor_is_named(tmp_path):
 
 def test_a_misshapen_tensor_is_named(tmp_path):
     d = _saved(tmp_path)
-    tensors = {k: np.array(v) for k, v in checkpoint.read_safetensors(d / "model.safetensors").items()}
+    tensors = {k: np.array(v)
+               for k, v in checkpoint.read_safetensors(d / "model.safetensors").items()}
     tensors["model.layers.0.self_attn.k_proj.weight"] = np.zeros((5, 32), np.float32)
     checkpoint.write_safetensors(d / "model.safetensors", tensors)
     with pytest.raises(CheckpointError, match=r"k_proj\.weight' has shape \(5, 32\)"):
@@ -101,15 +103,20 @@ def test_a_misshapen_tensor_is_named(tmp_path):
 def test_an_unsupported_architecture_is_refused(tmp_path):
     d = _saved(tmp_path)
     config = json.loads((d / "config.json").read_text())
-    config.update(architectures=["GPT2LMHeadModel"], model_type="gpt2")
+    config.update(architectures=["BertForMaskedLM"], model_type="bert")
     (d / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match="GPT2LMHeadModel"):
+    with pytest.raises(ConfigError, match="BertForMaskedLM"):
+        load_checkpoint(d)
+    config.pop("architectures")
+    (d / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="model_type='bert'"):
         load_checkpoint(d)
 
 
 def test_biases_are_refused_with_a_clear_message(tmp_path):
     d = _saved(tmp_path)
-    tensors = {k: np.array(v) for k, v in checkpoint.read_safetensors(d / "model.safetensors").items()}
+    tensors = {k: np.array(v)
+               for k, v in checkpoint.read_safetensors(d / "model.safetensors").items()}
     tensors["model.layers.0.self_attn.q_proj.bias"] = np.zeros((32,), np.float32)
     checkpoint.write_safetensors(d / "model.safetensors", tensors)
     with pytest.raises(CheckpointError, match=r"q_proj\.bias"):
@@ -125,4 +132,33 @@ def test_missing_files_are_named(tmp_path):
         load_checkpoint(d)
     (d / "model.safetensors").write_bytes(b"\x01\x02")
     with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+        load_checkpoint(d)
+
+
+def test_a_weight_that_is_not_floating_point_is_refused_by_name(tmp_path):
+    d = _saved(tmp_path)
+    tensors = {k: np.array(v)
+               for k, v in checkpoint.read_safetensors(d / "model.safetensors").items()}
+    name = "model.layers.1.self_attn.o_proj.weight"
+    tensors[name] = tensors[name].astype(np.int32)
+    checkpoint.write_safetensors(d / "model.safetensors", tensors)
+    with pytest.raises(CheckpointError, match=r"o_proj\.weight' has dtype int32"):
+        load_checkpoint(d)
+
+
+@pytest.mark.parametrize("family", ["gemma2", "deepseek_v3", "gpt2"])
+def test_only_the_plain_decoder_is_saved(tmp_path, family):
+    from family_configs import FAMILY_CONFIGS
+    cfg = FAMILY_CONFIGS[family]
+    with pytest.raises(CheckpointError, match="writes Llama/Mistral checkpoints"):
+        save_checkpoint(tmp_path / "m", cfg, decoder.init_params(cfg))
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_partial_rotary_factor_is_refused(tmp_path):
+    d = _saved(tmp_path)
+    config = json.loads((d / "config.json").read_text())
+    config["partial_rotary_factor"] = 0.5
+    (d / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="partial_rotary_factor=0.5"):
         load_checkpoint(d)

@@ -3,13 +3,16 @@
 The reference is `decoder.forward`, which recomputes attention over the whole sequence with no
 cache. Prefill + decode steps (teacher-forced on the same tokens) must give the same logits at
 every position, and `generate` must give the same greedy tokens as `naive_generate`, for MHA,
-GQA and MQA, gated and plain MLPs, and ragged batches.
+GQA and MQA, gated and plain MLPs, and ragged batches — and for every family's features
+(family_configs.py): a mixture of experts, latent attention with its cache of latents (the
+reference decompresses keys and values), per-layer windows, soft caps, learned positions.
 """
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from family_configs import FAMILY_CONFIGS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,6 +72,29 @@ def test_prefill_and_decode_steps_match_recomputation(cfg, data):
     for b, (s, n) in enumerate(zip(seqs, n_prompt)):
         expected = full[b, n - 1:len(s)]
         np.testing.assert_allclose(np.stack(cached[b]), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", list(FAMILY_CONFIGS))
+@settings(max_examples=2)      # a model per family, each example compiles it anew
+@given(data=st.data())
+def test_each_family_decodes_with_its_cache_as_it_recomputes(family, data):
+    cfg = FAMILY_CONFIGS[family]
+    params = decoder.init_params(cfg, seed=data.draw(st.integers(0, 3)))
+    seqs = data.draw(ragged_prompts(cfg.V))
+    n_prompt = [data.draw(st.integers(1, len(s))) for s in seqs]
+    cached = teacher_forced_logits(params, cfg, seqs, n_prompt)
+    tokens, lengths = decode.pad_prompts(seqs)
+    full = np.asarray(decoder.forward(params, cfg, jnp.asarray(tokens), jnp.asarray(lengths)))
+    for b, (s, n) in enumerate(zip(seqs, n_prompt)):
+        np.testing.assert_allclose(np.stack(cached[b]), full[b, n - 1:len(s)], rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_learned_positions_bound_the_length_of_a_generation():
+    cfg = FAMILY_CONFIGS["gpt2"]
+    params = decoder.init_params(cfg)
+    with pytest.raises(ValueError, match="learned positions"):
+        decode.generate(params, cfg, [[1, 2, 3]], cfg.max_seq_len)
 
 
 @settings(max_examples=6)      # each example compiles a new model: seconds apiece

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from inferbook.model.attention import MASKED
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import Params, rope, transformer, unembed
+from inferbook.model.decoder import Params, require_plain_decoder, rope, transformer, unembed
 
 __all__ = ["EvictCache", "init_cache", "step", "attend_stream", "model_logits",
            "structured_stream", "relative_error", "POLICIES"]
@@ -128,6 +128,7 @@ def model_logits(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, capacit
                  ) -> jax.Array:
     """The library's model decoding tokens_BT one at a time, every layer under the budget:
     logits [B, T, V] (to compare with `decoder.forward`)."""
+    require_plain_decoder(cfg, "KV eviction")
     B, T = tokens_BT.shape
     caches = tuple(init_cache(B, cfg.K, cfg.H, capacity, budget) for _ in range(cfg.L))
 

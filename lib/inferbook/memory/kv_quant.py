@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from inferbook.model import kvcache
 from inferbook.model.attention import MASKED, attention_mask, attention_reference, merge_partials
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import Params, transformer, unembed
+from inferbook.model.decoder import Params, require_plain_decoder, transformer, unembed
 
 __all__ = ["quantize", "dequantize", "QuantCache", "init_cache", "attend_per_head", "extend",
            "append", "cache_bytes", "bytes_per_element", "attention_error_bound"]
@@ -72,6 +72,7 @@ class QuantCache(NamedTuple):
 def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype: Any = jnp.int8
                ) -> QuantCache:
     """An empty cache of int8 codes with scales, or of floats (dtype float32/bfloat16)."""
+    require_plain_decoder(cfg, "the quantized KV cache")
     S = max_len
     zeros = lambda shape, dt: tuple(jnp.zeros(shape, dt) for _ in range(cfg.L))  # noqa: E731
     codes = (batch, cfg.K, S, cfg.H)

@@ -29,7 +29,7 @@ from inferbook.model import kvcache
 from inferbook.model.attention import attention_mask, attention_reference
 from inferbook.model.config import ModelConfig
 from inferbook.model.decode import attend_cached
-from inferbook.model.decoder import Params, transformer, unembed
+from inferbook.model.decoder import Params, require_plain_decoder, transformer, unembed
 
 __all__ = ["Sources", "share_adjacent", "owners", "SharedCache", "init_cache", "extend",
            "append", "forward_reference", "cache_bytes"]
@@ -63,6 +63,7 @@ class SharedCache(NamedTuple):
 def init_cache(cfg: ModelConfig, sources: Sources, batch: int, max_len: int,
                dtype: Any = jnp.float32) -> SharedCache:
     """An empty cache with one [B, K, S, H] pair per owner layer."""
+    require_plain_decoder(cfg, "cross-layer KV sharing")
     n = len(owners(sources))
     shape = (batch, cfg.K, max_len, cfg.H)
     return SharedCache(tuple(jnp.zeros(shape, dtype) for _ in range(n)),

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from inferbook.model.attention import attention_mask, attention_reference, merge_partials
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import Params, transformer, unembed
+from inferbook.model.decoder import Params, require_plain_decoder, transformer, unembed
 from inferbook.perf import counts
 
 __all__ = ["Windows", "layer_windows", "RingCache", "init_cache", "slot_positions",
@@ -61,6 +61,7 @@ def init_cache(cfg: ModelConfig, windows: Windows, batch: int, max_len: int,
                dtype: Any = jnp.float32) -> RingCache:
     """An empty cache: W slots for a local layer (fewer if max_len is smaller), max_len for a
     global one."""
+    require_plain_decoder(cfg, "the ring-buffer window cache")
     if len(windows) != cfg.L:
         raise ValueError(f"{len(windows)} windows for {cfg.L} layers")
     sizes = [max_len if w is None else min(w, max_len) for w in windows]

@@ -1,14 +1,24 @@
 """The model every chapter runs (part I, "Foundations"; chapter 1 builds it).
 
-    config.py      `ModelConfig`: a transformer as a handful of integers in the book's letters
-    presets.py     named configurations: the sources' models, real ones, tiny ones for a CPU
-    hf_config.py   reading a Hugging Face ``config.json``
-    decoder.py     the decoder as pure functions over a pytree of weights
-    attention.py   plain attention, the reference every kernel is checked against
-    sampling.py    greedy, temperature, top-k and top-p sampling
-    kvcache.py     the KV cache: allocation, appending, writing
-    decode.py      prefill, decode steps and the generation loop
-    checkpoint.py  loading and saving safetensors checkpoints with Hugging Face's names
+    config.py          `ModelConfig`: a transformer as a few integers in the book's letters
+    features.py        what a letter cannot say: rotary scaling, experts, latent attention
+    presets.py         named configurations: the sources' models, real ones, tiny ones for a CPU
+    hf_config.py       reading a Hugging Face ``config.json``
+    decoder.py         the decoder as pure functions over a pytree of weights: the spine
+    weights.py         the weights' shapes, random draws and casts
+    self_attention.py  the attention block: projections, biases, q/k norms, rotation
+    rotary.py          rotary embeddings and their scaling rules
+    norms.py           RMSNorm, LayerNorm, Gemma's (1 + w) gains
+    mlp.py             the feed-forward block and its activations
+    moe.py             mixtures of experts: the router, dense and gather/scatter dispatch
+    mla.py             multi-head latent attention, naive and absorbed
+    attention.py       plain attention, the reference every kernel is checked against
+    sampling.py        greedy, temperature, top-k and top-p sampling
+    kvcache.py         the KV cache (or the latent cache): allocation, appending, writing
+    decode.py          prefill, decode steps and the generation loop
+    checkpoint.py      loading and saving safetensors checkpoints
+    hf_names.py        each family's Hugging Face tensor names
+    safetensors_io.py  the safetensors file format
 
 Importing this package starts no JAX; each module loads JAX when it is imported.
 """

@@ -7,6 +7,12 @@ split-KV decoding kernels, paged attention, the sharded layouts — is tested ag
 
 Grouped-query attention needs no copies of K and V: the N query heads are viewed as K groups
 of G = N / K heads, and each group attends to its own KV head (einsum letters "BTKGH").
+
+Two options of today's models change the scores, and both live here so that every caller gets
+them: a scale other than 1/√H (Gemma-2's query_pre_attn_scalar, DeepSeek's YaRN temperature,
+latent attention's scale of the full head), and soft-capping c·tanh(s / c) of the scores
+(Gemma-2), which bounds each logit to (-c, c) before the mask and the softmax. Values may be
+narrower or wider than queries and keys (latent attention: H_v ≠ H_nope + H_rope).
 """
 
 from __future__ import annotations
@@ -15,11 +21,21 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["attention_mask", "attention_reference", "attend", "merge_partials", "MASKED",
-           "reference_at_positions"]
+           "reference_at_positions", "split_heads", "merge_heads"]
 
 # A large negative number rather than -inf: a fully masked row then yields a uniform (and
 # ignored) distribution instead of NaNs that would poison everything they touch.
 MASKED = -1e30
+
+
+def split_heads(x_BTX: jax.Array, H: int) -> jax.Array:
+    """[..., n·H] to [..., n, H]: the heads of a projection's output, side by side."""
+    return x_BTX.reshape(*x_BTX.shape[:-1], -1, H)
+
+
+def merge_heads(x_BTnH: jax.Array) -> jax.Array:
+    """[..., n, H] to [..., n·H], the inverse of `split_heads`."""
+    return x_BTnH.reshape(*x_BTnH.shape[:-2], -1)
 
 
 def attention_mask(q_pos_BT: jax.Array, k_pos_S: jax.Array, kv_len_B: jax.Array,
@@ -40,8 +56,11 @@ def attention_mask(q_pos_BT: jax.Array, k_pos_S: jax.Array, kv_len_B: jax.Array,
 
 
 def attention_reference(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
-                        mask_BTS: jax.Array) -> tuple[jax.Array, jax.Array]:
+                        mask_BTS: jax.Array, *, scale: float | None = None,
+                        softcap: float | None = None) -> tuple[jax.Array, jax.Array]:
     """softmax(Q Kᵀ / √H) V, with grouped-query heads, in one piece.
+
+    `scale` replaces 1/√H; `softcap` c caps the scaled scores at c·tanh(s / c).
 
     Keys and values come head-major, [B, K, S, H], the layout of the library's KV cache: each
     head's keys are contiguous, so both products read the cache in place (a [B, S, K, H] cache
@@ -52,7 +71,7 @@ def attention_reference(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
     blocks be combined exactly (FlashAttention, Flash-Decoding).
     """
     B, T, N, H = q_BTNH.shape
-    K = k_BKSH.shape[1]
+    K, Hv = k_BKSH.shape[1], v_BKSH.shape[-1]
     G = N // K
     # Queries of one KV head's group side by side: [B, K, G·T, H]. Every product below then has
     # B and K as leading batch dimensions on both sides, the form XLA maps straight onto a
@@ -60,23 +79,31 @@ def attention_reference(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
     # the cache through memory first, several times slower).
     q_BKMH = q_BTNH.reshape(B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B, K, G * T, H)
     scores_BKMS = jnp.einsum("BKMH,BKSH->BKMS", q_BKMH, k_BKSH,
-                             preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(H))
+                             preferred_element_type=jnp.float32)
+    if scale is None:
+        scores_BKMS = scores_BKMS / jnp.sqrt(jnp.float32(H))
+    else:
+        scores_BKMS = scores_BKMS * jnp.float32(scale)
+    if softcap is not None:
+        scores_BKMS = softcap * jnp.tanh(scores_BKMS / softcap)
     mask_B1MS = jnp.broadcast_to(mask_BTS[:, None, None], (B, 1, G, T, S := k_BKSH.shape[2]))
     scores_BKMS = jnp.where(mask_B1MS.reshape(B, 1, G * T, S), scores_BKMS, MASKED)
     lse_BKM = jax.nn.logsumexp(scores_BKMS, axis=-1)
     probs_BKMS = jnp.exp(scores_BKMS - lse_BKM[..., None])
     out_BKMH = jnp.einsum("BKMS,BKSH->BKMH", probs_BKMS.astype(v_BKSH.dtype), v_BKSH,
                           preferred_element_type=jnp.float32)
-    out_BTNH = (out_BKMH.reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4)
-                .reshape(B, T, N, H).astype(q_BTNH.dtype))
+    out_BTNH = (out_BKMH.reshape(B, K, G, T, Hv).transpose(0, 3, 1, 2, 4)
+                .reshape(B, T, N, Hv).astype(q_BTNH.dtype))
     lse_BTN = lse_BKM.reshape(B, K, G, T).transpose(0, 3, 1, 2).reshape(B, T, N)
     return out_BTNH, lse_BTN
 
 
 def attend(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
-           mask_BTS: jax.Array) -> jax.Array:
+           mask_BTS: jax.Array, *, scale: float | None = None,
+           softcap: float | None = None) -> jax.Array:
     """The attention output alone (what the model needs)."""
-    return attention_reference(q_BTNH, k_BKSH, v_BKSH, mask_BTS)[0]
+    return attention_reference(q_BTNH, k_BKSH, v_BKSH, mask_BTS, scale=scale,
+                               softcap=softcap)[0]
 
 
 def merge_partials(out1_BTNH: jax.Array, lse1_BTN: jax.Array, out2_BTNH: jax.Array,

@@ -1,25 +1,38 @@
-"""Hugging Face Llama-family checkpoints, read and written with numpy alone.
+"""Hugging Face checkpoints of every supported family, read with numpy alone.
 
 A checkpoint directory holds `config.json` and the weights in the safetensors format, either
 one `model.safetensors` or several shards listed by `model.safetensors.index.json`
-(`safetensors_io` reads and writes the files).
+(`safetensors_io` reads the files). `config.json` says the family (``model_type``), which
+`hf_config` turns into a `ModelConfig` and `hf_names` into the rules that map each of the
+family's tensor names onto the library's params pytree. Loading checks every tensor: each
+one the model needs must be there, with a floating-point dtype and the shape the config
+implies, and a tensor the model would not use is an error too (it usually means an
+architecture the config does not describe).
 
 Hugging Face stores each linear layer as `weight[out, in]` and computes `x @ weight.T`; the
-library stores `[in, out]`, so loading is a transpose.
+library stores `[in, out]`, so loading is mostly a transpose. `save_checkpoint` writes the
+plain decoder (Llama, or Mistral with a window) in Hugging Face's layout.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
 from inferbook.model.config import ConfigError, ModelConfig
-from inferbook.model.decoder import Params, param_shapes
+from inferbook.model.decoder import Params, param_shapes, special_features
 from inferbook.model.hf_config import from_hf_config, read_hf_config
+from inferbook.model.hf_names import (
+    FAMILY_ARCHITECTURES,
+    Rule,
+    ignorable,
+    layer_rules,
+    top_rules,
+)
 from inferbook.model.safetensors_io import (
     CheckpointError,
     read_safetensors,
@@ -28,62 +41,59 @@ from inferbook.model.safetensors_io import (
 )
 
 __all__ = ["CheckpointError", "read_safetensors", "write_safetensors", "load_checkpoint",
-           "save_checkpoint", "hf_to_params", "params_to_hf"]
+           "save_checkpoint", "hf_to_params", "params_to_hf", "SUPPORTED_ARCHITECTURES"]
+
+SUPPORTED_ARCHITECTURES = tuple(FAMILY_ARCHITECTURES.values())
 
 
 # Name and layout mapping --------------------------------------------------------------------
 
-def _hf_layer_map(cfg: ModelConfig) -> dict[str, tuple[str, Callable, Callable]]:
-    """Library name -> (HF name, HF-to-library transform, library-to-HF transform)."""
-    same = (lambda w: w, lambda w: w)
-    return {
-        "attn_norm": ("input_layernorm.weight", *same),
-        "wq": ("self_attn.q_proj.weight", lambda w: w.T, lambda w: w.T),
-        "wk": ("self_attn.k_proj.weight", lambda w: w.T, lambda w: w.T),
-        "wv": ("self_attn.v_proj.weight", lambda w: w.T, lambda w: w.T),
-        "wo": ("self_attn.o_proj.weight", lambda w: w.T, lambda w: w.T),
-        "mlp_norm": ("post_attention_layernorm.weight", *same),
-        "w_gate": ("mlp.gate_proj.weight", lambda w: w.T, lambda w: w.T),
-        "w_up": ("mlp.up_proj.weight", lambda w: w.T, lambda w: w.T),
-        "w_down": ("mlp.down_proj.weight", lambda w: w.T, lambda w: w.T),
-    }
+def _llama_layer_map() -> dict[str, str]:
+    """Library name -> HF name of the plain decoder's layer (all matrices transposed)."""
+    return {"attn_norm": "input_layernorm.weight", "wq": "self_attn.q_proj.weight",
+            "wk": "self_attn.k_proj.weight", "wv": "self_attn.v_proj.weight",
+            "wo": "self_attn.o_proj.weight", "mlp_norm": "post_attention_layernorm.weight",
+            "w_gate": "mlp.gate_proj.weight", "w_up": "mlp.up_proj.weight",
+            "w_down": "mlp.down_proj.weight"}
 
 
-def hf_to_params(cfg: ModelConfig, tensors: dict[str, np.ndarray], dtype: Any = None) -> Params:
-    """Arrange Hugging Face tensors into the library's params pytree, checking every shape."""
-    if cfg.mlp != "gated":
-        raise CheckpointError("only gated-MLP (Llama-family) checkpoints are supported")
+def hf_to_params(cfg: ModelConfig, tensors: dict[str, np.ndarray], dtype: Any = None,
+                 family: str = "llama") -> Params:
+    """Arrange a `family`'s Hugging Face tensors into the library's params pytree.
+
+    Every tensor the model needs is checked by name, dtype (floating point) and shape; a
+    tensor left over is an error. `dtype` casts the weights (default: the checkpoint's).
+    """
     expected = param_shapes(cfg)
+    prefix = "transformer." if family == "gpt2" and "transformer.wte.weight" in tensors else ""
     used: set[str] = set()
 
-    def take(hf_name: str, transform: Callable, shape: tuple[int, ...]):
-        if hf_name not in tensors:
-            raise CheckpointError(f"checkpoint is missing tensor {hf_name!r}")
-        used.add(hf_name)
-        require_floating(hf_name, tensors[hf_name])
-        try:
-            w = transform(tensors[hf_name])
-        except ValueError:
-            w = None
-        if w is None or tuple(w.shape) != tuple(shape):
-            got = tuple(tensors[hf_name].shape)
-            raise CheckpointError(f"tensor {hf_name!r} has shape {got}, which does not fit the "
-                                  f"config (library shape {tuple(shape)})")
-        return jnp.asarray(w, dtype=dtype or w.dtype)
+    def apply(rules: list[Rule], shapes: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for rule in rules:
+            arrays = []
+            for name in rule.sources:
+                if name not in tensors:
+                    raise CheckpointError(f"checkpoint is missing tensor {name!r}")
+                arrays.append(require_floating(name, tensors[name]))
+                used.add(name)
+            for lib, w in rule.build(arrays).items():
+                if tuple(w.shape) != tuple(shapes[lib]):
+                    got = tuple(tensors[rule.sources[0]].shape)
+                    raise CheckpointError(
+                        f"tensor {rule.sources[0]!r} has shape {got}, which does not fit the "
+                        f"config (library {lib} {tuple(shapes[lib])})")
+                # A copy: the file's tensors are memory-mapped, and an array that aliased
+                # the map would change (or fault) when the file is rewritten.
+                out[lib] = jnp.array(w, dtype=dtype or w.dtype, copy=True)
+        assert set(out) == set(shapes), f"rules and shapes disagree: {set(out) ^ set(shapes)}"
+        return out
 
-    mapping = _hf_layer_map(cfg)
-    params: Params = {
-        "embed": take("model.embed_tokens.weight", lambda w: w, expected["embed"]),
-        "layers": [{name: take(f"model.layers.{i}.{hf}", to_lib, shape[name])
-                    for name, (hf, to_lib, _) in mapping.items()}
-                   for i, shape in enumerate(expected["layers"])],
-        "final_norm": take("model.norm.weight", lambda w: w, expected["final_norm"]),
-    }
-    if not cfg.tied_embeddings:
-        params["unembed"] = take("lm_head.weight", lambda w: w.T, expected["unembed"])
-    ignorable = {"lm_head.weight"} if cfg.tied_embeddings else set()
-    unexpected = sorted(n for n in tensors if n not in used and n not in ignorable
-                        and not n.endswith("rotary_emb.inv_freq"))
+    top_shapes = {k: v for k, v in expected.items() if k != "layers"}
+    params: Params = apply(top_rules(cfg, family, prefix), top_shapes)
+    params["layers"] = [apply(layer_rules(cfg, family, i, prefix), shapes)
+                        for i, shapes in enumerate(expected["layers"])]
+    unexpected = sorted(n for n in tensors if n not in used and not ignorable(cfg, family, n))
     if unexpected:
         raise CheckpointError(f"checkpoint has tensors the model does not use, e.g. "
                               f"{unexpected[0]!r} (an unsupported architecture?)")
@@ -91,12 +101,14 @@ def hf_to_params(cfg: ModelConfig, tensors: dict[str, np.ndarray], dtype: Any = 
 
 
 def params_to_hf(cfg: ModelConfig, params: Params) -> dict[str, np.ndarray]:
-    """The inverse of `hf_to_params`: Hugging Face names and layouts."""
+    """The inverse of `hf_to_params` for the plain decoder: Llama's names and layouts."""
+    _require_llama(cfg)
     out = {"model.embed_tokens.weight": np.asarray(params["embed"]),
            "model.norm.weight": np.asarray(params["final_norm"])}
     for i, layer in enumerate(params["layers"]):
-        for name, (hf, _, to_hf) in _hf_layer_map(cfg).items():
-            out[f"model.layers.{i}.{hf}"] = np.ascontiguousarray(to_hf(np.asarray(layer[name])))
+        for name, hf in _llama_layer_map().items():
+            w = np.asarray(layer[name])
+            out[f"model.layers.{i}.{hf}"] = np.ascontiguousarray(w.T if w.ndim == 2 else w)
     if not cfg.tied_embeddings:
         out["lm_head.weight"] = np.ascontiguousarray(np.asarray(params["unembed"]).T)
     return out
@@ -120,8 +132,25 @@ def _weight_files(directory: Path) -> list[Path]:
     return files
 
 
+def _check_runtime_keys(hf: dict[str, Any], family: str) -> None:
+    """Keys of a family that change the numerics in ways the model does not compute."""
+    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    partial = hf.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0)
+                     if isinstance(rope, dict) else 1.0)
+    if partial not in (None, 1, 1.0):
+        raise ConfigError(f"partial_rotary_factor={partial!r} is not supported (rotary "
+                          "embeddings over the whole head only)")
+    if family == "gpt2" and (hf.get("scale_attn_weights") is False
+                             or hf.get("scale_attn_by_inverse_layer_idx")):
+        raise ConfigError("GPT-2's scale_attn_weights=false / scale_attn_by_inverse_layer_idx "
+                          "are not supported")
+    if hf.get("use_bidirectional_attention"):
+        raise ConfigError("use_bidirectional_attention=true is not supported (a decoder is "
+                          "causal)")
+
+
 def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConfig, Params]:
-    """Load a Llama-family checkpoint directory: (config, params).
+    """Load a checkpoint directory of a supported family: (config, params).
 
     `dtype` casts the weights (e.g. jnp.float32); by default they keep the checkpoint's dtype.
     Raises CheckpointError or ConfigError naming what is missing, misshapen or unsupported.
@@ -131,22 +160,36 @@ def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConf
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
     hf = read_hf_config(directory)
     archs = hf.get("architectures") or []
-    if archs and not any(a in ("LlamaForCausalLM", "MistralForCausalLM") for a in archs):
+    if archs and not any(a in SUPPORTED_ARCHITECTURES for a in archs):
         raise ConfigError(f"unsupported architecture {archs[0]!r}; supported: "
-                          "LlamaForCausalLM, MistralForCausalLM")
+                          f"{', '.join(SUPPORTED_ARCHITECTURES)}")
+    family = hf.get("model_type", "llama")
+    if family not in FAMILY_ARCHITECTURES:
+        raise ConfigError(f"unsupported architecture model_type={family!r}; supported: "
+                          f"{', '.join(FAMILY_ARCHITECTURES)}")
+    _check_runtime_keys(hf, family)
     cfg = from_hf_config(hf, name=directory.name)
     tensors: dict[str, np.ndarray] = {}
     for f in _weight_files(directory):
         tensors.update(read_safetensors(f))
-    return cfg, hf_to_params(cfg, tensors, dtype)
+    return cfg, hf_to_params(cfg, tensors, dtype, family)
+
+
+def _require_llama(cfg: ModelConfig) -> None:
+    extra = special_features(cfg) + (["a plain MLP"] if cfg.mlp != "gated" else [])
+    if extra:
+        raise CheckpointError(f"save_checkpoint writes Llama/Mistral checkpoints; {cfg.name} "
+                              f"uses {', '.join(extra)}")
 
 
 def save_checkpoint(directory: str | Path, cfg: ModelConfig, params: Params) -> Path:
-    """Write params as a Hugging Face Llama checkpoint (config.json + model.safetensors)."""
+    """Write params as a Hugging Face Llama checkpoint (config.json + model.safetensors).
+
+    Only the plain decoder (a Llama, or a Mistral with one window) is written; any other
+    config is refused with a CheckpointError naming its features."""
+    _require_llama(cfg)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    if cfg.mlp != "gated":
-        raise CheckpointError("only gated-MLP models can be saved as Llama checkpoints")
     dtype = np.dtype(params["embed"].dtype)
     arch, kind = ("MistralForCausalLM", "mistral") if cfg.window else ("LlamaForCausalLM", "llama")
     hf = {"architectures": [arch], "model_type": kind, "sliding_window": cfg.window,

@@ -36,39 +36,56 @@ import numpy as np
 from inferbook.model import kvcache
 from inferbook.model.attention import attention_mask, attention_reference, merge_partials
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import Params, forward, transformer, unembed
+from inferbook.model.decoder import Params, attention_options, forward, transformer, unembed
 from inferbook.model.generate_args import check_generate_args
 from inferbook.model.kvcache import KVCache
+from inferbook.model.rotary import rotary_positions
 from inferbook.model.sampling import GREEDY, Sampler, sample
 
-__all__ = ["attend_cached", "prefill", "extend", "decode_step", "generate", "naive_generate",
-           "pad_prompts", "GenerateResult"]
+__all__ = ["attend_cached", "layer_options", "prefill", "extend", "decode_step", "generate",
+           "naive_generate", "pad_prompts", "GenerateResult"]
 
 
-def attend_cached(q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array, n_new_B: jax.Array,
-                  window: int | None = None, cache_k_BKSH: jax.Array | None = None,
-                  cache_v_BKSH: jax.Array | None = None,
-                  cache_len_B: jax.Array | None = None) -> jax.Array:
+def attend_cached(q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array | None,
+                  n_new_B: jax.Array, window: int | None = None,
+                  cache_k_BKSH: jax.Array | None = None, cache_v_BKSH: jax.Array | None = None,
+                  cache_len_B: jax.Array | None = None, *, scale: float | None = None,
+                  softcap: float | None = None, value_width: int | None = None) -> jax.Array:
     """Attention of T new tokens to the cached tokens and to each other.
 
     The new tokens of sequence b sit at positions cache_len_B[b] + t; only the first n_new_B[b]
-    are real. Without a cache (prefill) only the second part exists.
+    are real. Without a cache (prefill) only the second part exists. `scale` and `softcap` are
+    those of `attention.attention_reference`. With `v_BTKH` None the values are the first
+    `value_width` channels of the keys, in the new tokens and in the cache (latent attention:
+    the cache holds one array per layer, see mla.py).
     """
     T = q_BTNH.shape[1]
+    opts = dict(scale=scale, softcap=softcap)
+    if v_BTKH is None:
+        v_BTKH = k_BTKH[..., :value_width]
+        if cache_k_BKSH is not None:
+            cache_v_BKSH = cache_k_BKSH[..., :value_width]
     rel_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), q_BTNH.shape[:2])
     # New keys: causal among the new tokens, padding excluded. Positions relative to the
     # chunk's start give the same mask (and the same window) as absolute ones.
     mask_new_BTT = attention_mask(rel_BT, rel_BT[0], n_new_B, window)
     out_BTNH, lse_BTN = attention_reference(q_BTNH, k_BTKH.swapaxes(1, 2),
-                                            v_BTKH.swapaxes(1, 2), mask_new_BTT)
+                                            v_BTKH.swapaxes(1, 2), mask_new_BTT, **opts)
     if cache_k_BKSH is None:
         return out_BTNH
     # Cached keys: every one is in the past; those past the sequence's length are padding.
     pos_BT = cache_len_B[:, None] + rel_BT
     slots_S = jnp.arange(cache_k_BKSH.shape[2], dtype=jnp.int32)
     mask_cache_BTS = attention_mask(pos_BT, slots_S, cache_len_B, window)
-    out_c, lse_c = attention_reference(q_BTNH, cache_k_BKSH, cache_v_BKSH, mask_cache_BTS)
+    out_c, lse_c = attention_reference(q_BTNH, cache_k_BKSH, cache_v_BKSH, mask_cache_BTS,
+                                       **opts)
     return merge_partials(out_c, lse_c, out_BTNH, lse_BTN)[0]
+
+
+def layer_options(cfg: ModelConfig) -> dict:
+    """`attend_cached`'s keyword options for `cfg`: scale, soft cap, latent value width."""
+    width = cfg.mla.R_kv if cfg.mla is not None else None
+    return attention_options(cfg) | {"value_width": width}
 
 
 @partial(jax.jit, static_argnames=("cfg",))
@@ -83,13 +100,14 @@ def prefill(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: j
     B, T = tokens_BT.shape
     pos_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
     new_k, new_v = [], []
+    options = layer_options(cfg)
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
         new_k.append(k_BTKH)
         new_v.append(v_BTKH)
-        return attend_cached(q_BTNH, k_BTKH, v_BTKH, lengths_B, cfg.window)
+        return attend_cached(q_BTNH, k_BTKH, v_BTKH, lengths_B, cfg.layer_window(i), **options)
 
-    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
+    x_BTD = transformer(params, cfg, tokens_BT, rotary_positions(cfg, pos_BT, lengths_B), attend)
     logits_BV = unembed(params, cfg, x_BTD[jnp.arange(B), lengths_B - 1])
     empty = cache._replace(lengths=jnp.zeros_like(lengths_B))
     return logits_BV, kvcache.append(empty, new_k, new_v, lengths_B)
@@ -112,14 +130,16 @@ def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: KVCach
         n_new_B = jnp.full((B,), T, jnp.int32)
     pos_BT = cache.lengths[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
     new_k, new_v = [], []
+    options = layer_options(cfg)
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
         new_k.append(k_BTKH)
-        new_v.append(v_BTKH)
-        return attend_cached(q_BTNH, k_BTKH, v_BTKH, n_new_B, cfg.window,
-                             cache.k[i], cache.v[i], cache.lengths)
+        new_v.append(v_BTKH)                 # None for latent attention: no separate values
+        return attend_cached(q_BTNH, k_BTKH, v_BTKH, n_new_B, cfg.layer_window(i),
+                             cache.k[i], cache.v[i] if cache.v else None, cache.lengths,
+                             **options)
 
-    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
+    x_BTD = transformer(params, cfg, tokens_BT, rotary_positions(cfg, pos_BT, n_new_B), attend)
     return unembed(params, cfg, x_BTD), (tuple(new_k), tuple(new_v))
 
 

@@ -1,16 +1,16 @@
-"""A LLaMA-style decoder as pure functions over a pytree of weights.
+"""A decoder-only transformer as pure functions over a pytree of weights.
 
 No modules, no hidden state: the weights are a nested dict of arrays you can print, count,
-shard and save, and the forward pass is one readable function, `transformer`. Its only moving
-part is `attend`, a callback that says what the queries of layer i look at. Three callers
-supply three versions of it:
+shard and save (`weights.py`), and the forward pass is one readable function, `transformer`.
+Its only moving part is `attend`, a callback that says what the queries of layer i look at.
+Three callers supply three versions of it:
 
   * `forward`   — the whole sequence at once, no cache (the reference, and naive sampling);
   * `prefill`   — the same, but it also keeps each layer's keys and values for the cache;
   * `extend`    — new tokens that attend to a KV cache written by earlier calls (decoding).
 
 Shapes use the book's letters: B batch, T new tokens, S cached tokens, D width, F MLP width,
-N query heads, K KV heads, H head dim, V vocabulary. Weight layout (per layer):
+N query heads, K KV heads, H head dim, V vocabulary. Per layer (Llama):
 
     wq [D, N·H]   wk, wv [D, K·H]   wo [N·H, D]
     gated MLP: w_gate, w_up [D, F], w_down [F, D]      plain MLP: w_in [D, F], w_out [F, D]
@@ -21,51 +21,58 @@ the same, but XLA:CPU in jax 0.7.2, Colab's, fuses the weight's reshape into a l
 the batch-1 decode step at a fifth of the memory bandwidth; a 2-D weight is read at full speed
 by every version.)
 
-Numerics follow Hugging Face's Llama so that its checkpoints load and agree: RMSNorm in
-float32, rotary embeddings in the "rotate half" convention, softmax in float32.
+The families differ in parts, each in a file of its own and switched on by the config:
+rotary scaling and interleaved pairs (`rotary.py`), RMSNorm, LayerNorm and Gemma's (1 + w)
+gains (`norms.py`), biases and q/k norms (`self_attention.py`), latent attention (`mla.py`),
+the MLP's activations (`mlp.py`), mixtures of experts (`moe.py`); here remain the embedding
+(scaled by √D in Gemma, plus learned positions in GPT-2), the residual stream with Gemma-2's
+sandwich norms, and the logits with their soft cap. A switch that is off costs nothing: it is
+decided in Python while tracing, so the plain model's program has none of it.
+
+Numerics follow Hugging Face's modeling files so that checkpoints load and agree: norms in
+float32, softmax in float32, the router in float32.
 """
 
 from __future__ import annotations
 
+import math
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from inferbook.model.attention import attend as attend_reference
-from inferbook.model.attention import attention_mask
+from inferbook.model.attention import attention_mask, merge_heads, split_heads
 from inferbook.model.config import ConfigError, ModelConfig
+from inferbook.model.mla import latent_attention
+from inferbook.model.mlp import ACTIVATIONS, mlp
+from inferbook.model.moe import moe_block
+from inferbook.model.norms import norm, rms_norm
+from inferbook.model.rotary import rope, rotary_positions
+from inferbook.model.self_attention import Attend, self_attention
+from inferbook.model.weights import (
+    MAX_RANDOM_INIT_BYTES,
+    Params,
+    abstract_params,
+    cast_params,
+    init_params,
+    param_shapes,
+)
 
 __all__ = ["init_params", "abstract_params", "param_shapes", "cast_params", "rms_norm", "rope",
-           "split_heads", "merge_heads", "mlp", "Attend", "transformer", "unembed", "forward",
-           "Params"]
-
-Params = dict[str, Any]
-Attend = Callable[[int, jax.Array, jax.Array, jax.Array], jax.Array]
+           "split_heads", "merge_heads", "mlp", "transformer", "unembed", "forward", "Params",
+           "Attend", "ACTIVATIONS", "MAX_RANDOM_INIT_BYTES", "attention_options",
+           "special_features", "require_plain_decoder", "embed"]
 
 
-# Weights ------------------------------------------------------------------------------------
+def special_features(cfg: ModelConfig) -> list[str]:
+    """The features of `cfg` beyond the plain decoder (RMSNorm, rotary embeddings, a gated or
+    plain MLP, grouped-query attention, one window for every layer).
 
-def _layer_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    D, F, N, K, H = cfg.D, cfg.F, cfg.N, cfg.K, cfg.H
-    shapes = {"attn_norm": (D,), "wq": (D, N * H), "wk": (D, K * H), "wv": (D, K * H),
-              "wo": (N * H, D), "mlp_norm": (D,)}
-    if cfg.mlp == "gated":
-        shapes |= {"w_gate": (D, F), "w_up": (D, F), "w_down": (F, D)}
-    else:
-        shapes |= {"w_in": (D, F), "w_out": (F, D)}
-    return shapes
-
-
-def runtime_gaps(cfg: ModelConfig) -> list[str]:
-    """The features of `cfg` that this decoder does not compute yet (empty: it runs `cfg`).
-
-    `ModelConfig` can describe more than the runtime executes (the estimator sizes every
-    family); running a model with a gap would silently give wrong numbers, so it is refused.
+    The model here runs them all; code written for the plain decoder alone (the sharded
+    layouts, the KV-memory experiments) refuses a config for which this list is not empty.
     """
-    gaps = []
     checks = {"rope scaling": cfg.rope_scaling is not None, "q/k/v biases": cfg.qkv_bias,
               "output-projection bias": cfg.o_bias, "MLP biases": cfg.mlp_bias,
               "q/k norms": cfg.qk_norm, "a query scale": cfg.query_scale is not None,
@@ -77,147 +84,73 @@ def runtime_gaps(cfg: ModelConfig) -> list[str]:
               "(1 + w) norm gains": cfg.norm_plus_one, "sandwich norms": cfg.sandwich_norm,
               "scaled embeddings": cfg.embed_scale, "the tanh GELU": cfg.activation == "gelu_tanh",
               "mixture of experts": cfg.moe is not None, "latent attention": cfg.mla is not None}
-    gaps += [name for name, present in checks.items() if present]
-    return gaps
+    return [name for name, present in checks.items() if present]
 
 
-def param_shapes(cfg: ModelConfig) -> Params:
-    """The params pytree with shape tuples for leaves: the model's whole memory layout."""
-    gaps = runtime_gaps(cfg)
-    if gaps:
-        raise ConfigError(f"{cfg.name}: the runtime does not compute {', '.join(gaps)} yet; "
-                          "the estimator (inferbook estimate) sizes this model")
-    shapes: Params = {"embed": (cfg.V, cfg.D),
-                      "layers": [_layer_shapes(cfg) for _ in range(cfg.L)],
-                      "final_norm": (cfg.D,)}
-    if not cfg.tied_embeddings:
-        shapes["unembed"] = (cfg.D, cfg.V)
-    return shapes
+def require_plain_decoder(cfg: ModelConfig, what: str) -> None:
+    """Raise ConfigError unless `cfg` is a plain decoder: `what` (code written for it alone)
+    would compute the wrong thing for any of the `special_features`."""
+    extra = special_features(cfg)
+    if extra:
+        raise ConfigError(f"{what}: written for the plain decoder only; {cfg.name} uses "
+                          f"{', '.join(extra)}")
 
 
-# Drawing random weights happens in host memory; past this size it is surely a mistake.
-MAX_RANDOM_INIT_BYTES = 8e9
-
-
-def _is_shape(x: Any) -> bool:
-    return isinstance(x, tuple)
-
-
-def abstract_params(cfg: ModelConfig, dtype: Any = jnp.float32) -> Params:
-    """The params pytree as `jax.ShapeDtypeStruct`s: shapes and bytes without any memory.
-
-    `sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(abstract_params(cfg, jnp.bfloat16)))`
-    is the exact weight footprint of a 70B model, computed on a laptop.
-    """
-    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s, jnp.dtype(dtype)), param_shapes(cfg),
-                        is_leaf=_is_shape)
-
-
-def init_params(cfg: ModelConfig, seed: int = 0, dtype: Any = jnp.float32) -> Params:
-    """Random weights, deterministic in `seed` and the same on every platform.
-
-    Matrices are drawn from N(0, 1/fan_in) so activations keep unit scale through the layers,
-    the embedding from N(0, 1), norm gains are ones. The draws come from numpy's generator on
-    the host — fast, and identical on a CPU, a GPU and a TPU. For the shapes and bytes of a
-    model too big to hold, use `abstract_params(cfg)`.
-    """
-    n_bytes = sum(np.prod(s) for s in jax.tree.leaves(param_shapes(cfg), is_leaf=_is_shape)) * 4
-    if n_bytes > MAX_RANDOM_INIT_BYTES:
-        raise ValueError(f"{cfg.name}: {n_bytes / 1e9:.0f} GB of random weights is more than "
-                         "init_params will draw; use abstract_params(cfg) for its shapes")
-    rng = np.random.default_rng(seed)
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(param_shapes(cfg), is_leaf=_is_shape)
-
-    def make(path, shape):
-        name = path[-1].key
-        if name.endswith("norm"):
-            return jnp.ones(shape, dtype)
-        fan_in = shape[0]
-        std = 1.0 if name == "embed" else fan_in ** -0.5
-        w = rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
-        return jnp.asarray(w, dtype=dtype)
-
-    return jax.tree.unflatten(treedef, [make(p, s) for p, s in leaves])
-
-
-def cast_params(params: Params, dtype: Any) -> Params:
-    """The same weights in another dtype (e.g. bfloat16 for a GPU or TPU)."""
-    return jax.tree.map(lambda w: w.astype(dtype), params)
-
-
-# Building blocks ----------------------------------------------------------------------------
-
-def rms_norm(x: jax.Array, gain: jax.Array, eps: float) -> jax.Array:
-    """x / rms(x) · gain, computed in float32 and returned in x's dtype."""
-    x32 = x.astype(jnp.float32)
-    x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
-    return gain * x32.astype(x.dtype)
-
-
-def rope(x_BTnH: jax.Array, pos_BT: jax.Array, theta: float) -> jax.Array:
-    """Rotary position embedding (Su et al. 2021) in the "rotate half" layout of HF Llama.
-
-    Channel i and channel i + H/2 form a pair rotated by the angle pos · θ^(-2i/H).
-    """
-    H = x_BTnH.shape[-1]
-    inv_freq = 1.0 / (theta ** (jnp.arange(0, H, 2, dtype=jnp.float32) / H))   # [H/2]
-    angles_BTh = pos_BT.astype(jnp.float32)[..., None] * inv_freq
-    angles_BTH = jnp.concatenate([angles_BTh, angles_BTh], axis=-1)[:, :, None, :]
-    cos, sin = jnp.cos(angles_BTH).astype(x_BTnH.dtype), jnp.sin(angles_BTH).astype(x_BTnH.dtype)
-    x1, x2 = jnp.split(x_BTnH, 2, axis=-1)
-    rotated = jnp.concatenate([-x2, x1], axis=-1)
-    return x_BTnH * cos + rotated * sin
-
-
-def split_heads(x_BTX: jax.Array, H: int) -> jax.Array:
-    """[..., n·H] to [..., n, H]: the heads of a projection's output, side by side."""
-    return x_BTX.reshape(*x_BTX.shape[:-1], -1, H)
-
-
-def merge_heads(x_BTnH: jax.Array) -> jax.Array:
-    """[..., n, H] to [..., n·H], the inverse of `split_heads`."""
-    return x_BTnH.reshape(*x_BTnH.shape[:-2], -1)
-
-
-ACTIVATIONS = {"silu": jax.nn.silu, "relu": jax.nn.relu,
-                "gelu": lambda x: jax.nn.gelu(x, approximate=False)}
-
-
-def mlp(p: Params, x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
-    """The feed-forward block: gated (SwiGLU) or plain."""
-    act = ACTIVATIONS[cfg.activation]
-    if cfg.mlp == "gated":
-        h_BTF = act(x_BTD @ p["w_gate"]) * (x_BTD @ p["w_up"])
-        return h_BTF @ p["w_down"]
-    return act(x_BTD @ p["w_in"]) @ p["w_out"]
+def attention_options(cfg: ModelConfig) -> dict[str, Any]:
+    """How every layer's attention scores are computed: the scale (None: 1/√H of the queries'
+    width) and the soft cap. Latent attention's absorbed queries are wider than H, so it
+    always gives its scale."""
+    scale = cfg.attention_scale if cfg.mla is not None else cfg.query_scale
+    return {"scale": scale, "softcap": cfg.attn_softcap}
 
 
 # The forward pass ---------------------------------------------------------------------------
 
+def embed(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_BT: jax.Array) -> jax.Array:
+    """Token embeddings [B, T, D]: scaled by √D (Gemma), plus learned positions (GPT-2)."""
+    x_BTD = params["embed"][tokens_BT]
+    if cfg.embed_scale:                  # Gemma rounds √D to the weights' dtype first
+        x_BTD = x_BTD * jnp.asarray(math.sqrt(cfg.D), x_BTD.dtype)
+    if cfg.positions == "learned":
+        x_BTD = x_BTD + params["pos_embed"][pos_BT]
+    return x_BTD
+
+
 def transformer(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_BT: jax.Array,
-                attend: Attend) -> jax.Array:
+                attend: Attend, *, mla_form: Literal["absorbed", "naive"] = "absorbed"
+                ) -> jax.Array:
     """Embed, run the L blocks, normalise: the final hidden states [B, T, D].
 
     `attend(i, q, k, v)` receives layer i's rotated queries [B, T, N, H] and this step's keys
     and values [B, T, K, H], and returns the attention output [B, T, N, H]. Whether it also
-    looks at a cache, or stores the keys somewhere, is the caller's business.
+    looks at a cache, or stores the keys somewhere, is the caller's business. (Latent
+    attention hands it the absorbed form, v None, unless `mla_form="naive"`; see mla.py.)
     """
-    x_BTD = params["embed"][tokens_BT]
+    x_BTD = embed(params, cfg, tokens_BT, pos_BT)
     for i, p in enumerate(params["layers"]):
-        h_BTD = rms_norm(x_BTD, p["attn_norm"], cfg.norm_eps)
-        q_BTNH = rope(split_heads(h_BTD @ p["wq"], cfg.H), pos_BT, cfg.rope_theta)
-        k_BTKH = rope(split_heads(h_BTD @ p["wk"], cfg.H), pos_BT, cfg.rope_theta)
-        v_BTKH = split_heads(h_BTD @ p["wv"], cfg.H)
-        o_BTNH = attend(i, q_BTNH, k_BTKH, v_BTKH)
-        x_BTD = x_BTD + merge_heads(o_BTNH) @ p["wo"]
-        x_BTD = x_BTD + mlp(p, rms_norm(x_BTD, p["mlp_norm"], cfg.norm_eps), cfg)
-    return rms_norm(x_BTD, params["final_norm"], cfg.norm_eps)
+        h_BTD = norm(p, "attn_norm", x_BTD, cfg)
+        if cfg.mla is not None:
+            a_BTD = latent_attention(p, cfg, i, h_BTD, pos_BT, attend, mla_form)
+        else:
+            a_BTD = self_attention(p, cfg, i, h_BTD, pos_BT, attend)
+        if cfg.sandwich_norm:
+            a_BTD = norm(p, "post_attn_norm", a_BTD, cfg)
+        x_BTD = x_BTD + a_BTD
+        h_BTD = norm(p, "mlp_norm", x_BTD, cfg)
+        m_BTD = moe_block(p, h_BTD, cfg) if cfg.is_moe_layer(i) else mlp(p, h_BTD, cfg)
+        if cfg.sandwich_norm:
+            m_BTD = norm(p, "post_mlp_norm", m_BTD, cfg)
+        x_BTD = x_BTD + m_BTD
+    return norm(params, "final_norm", x_BTD, cfg)
 
 
 def unembed(params: Params, cfg: ModelConfig, x_xD: jax.Array) -> jax.Array:
-    """Hidden states [..., D] to float32 logits [..., V]."""
+    """Hidden states [..., D] to float32 logits [..., V] (soft-capped where the config says)."""
     w_DV = params["embed"].T if cfg.tied_embeddings else params["unembed"]
-    return jnp.matmul(x_xD, w_DV, preferred_element_type=jnp.float32)
+    logits = jnp.matmul(x_xD, w_DV, preferred_element_type=jnp.float32)
+    if cfg.final_softcap is not None:    # Gemma-2: c·tanh(logits / c)
+        logits = cfg.final_softcap * jnp.tanh(logits / cfg.final_softcap)
+    return logits
 
 
 @partial(jax.jit, static_argnames=("cfg",))
@@ -226,15 +159,20 @@ def forward(params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
     """Logits [B, T, V] for every position of a (right-padded) batch, with no cache.
 
     Row b holds lengths_B[b] real tokens followed by padding; padding is never attended to.
-    This is the reference every cached and sharded path is checked against.
+    This is the reference every cached and sharded path is checked against (latent attention
+    runs here in its naive form, decompressing K and V).
     """
     B, T = tokens_BT.shape
     if lengths_B is None:
         lengths_B = jnp.full((B,), T, jnp.int32)
     pos_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
-    mask_BTS = attention_mask(pos_BT, pos_BT[0], lengths_B, cfg.window)
+    masks = {w: attention_mask(pos_BT, pos_BT[0], lengths_B, w) for w in set(cfg.windows)}
+    options = attention_options(cfg)
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        return attend_reference(q_BTNH, k_BTKH.swapaxes(1, 2), v_BTKH.swapaxes(1, 2), mask_BTS)
+        return attend_reference(q_BTNH, k_BTKH.swapaxes(1, 2), v_BTKH.swapaxes(1, 2),
+                                masks[cfg.layer_window(i)], **options)
 
-    return unembed(params, cfg, transformer(params, cfg, tokens_BT, pos_BT, attend))
+    x_BTD = transformer(params, cfg, tokens_BT, rotary_positions(cfg, pos_BT, lengths_B), attend,
+                        mla_form="naive")
+    return unembed(params, cfg, x_BTD)

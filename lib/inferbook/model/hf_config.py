@@ -134,8 +134,12 @@ def _rope_scaling(hf: _Keys, purpose: str) -> tuple[float, RopeScaling | None]:
                           f"{', '.join(ROPE_KINDS)}")
     original = keys.int("original_max_position_embeddings",
                         hf.int("original_max_position_embeddings", None))
+    # Without a factor, yarn and longrope stretch the original context to the full one
+    # (transformers' modeling_rope_utils); longrope's attention factor depends on it.
+    stretch = (hf.int("max_position_embeddings", original) / original
+               if kind in ("yarn", "longrope") and original else 1.0)
     return theta, RopeScaling(
-        kind=kind, factor=keys.float("factor", 1.0), original_max_len=original,
+        kind=kind, factor=keys.float("factor", stretch), original_max_len=original,
         low_freq_factor=keys.float("low_freq_factor", 1.0),
         high_freq_factor=keys.float("high_freq_factor", 4.0),
         beta_fast=keys.float("beta_fast", 32.0), beta_slow=keys.float("beta_slow", 1.0),
@@ -214,7 +218,9 @@ def _qwen_moe(hf: _Keys, L: int, shared: bool) -> MoE:
         raise ConfigError(f"config key 'mlp_only_layers' must list layer indices, got {only!r}")
     dense = tuple(i for i in range(L) if i in only or (i + 1) % step)
     shared_F = hf.int("shared_expert_intermediate_size", 0, minimum=0) if shared else 0
-    return MoE(E=hf.int("num_experts"), k=hf.int("num_experts_per_tok"),
+    # transformers 5 writes Qwen3-MoE's expert count as num_local_experts (an alias).
+    E = hf.int("num_local_experts") if "num_experts" not in hf.hf else hf.int("num_experts")
+    return MoE(E=E, k=hf.int("num_experts_per_tok"),
                F=hf.int("moe_intermediate_size"), shared_F=shared_F, shared_gate=shared_F > 0,
                renormalize=hf.bool("norm_topk_prob", False), dense_layers=dense)
 
@@ -229,6 +235,10 @@ def _qwen2_moe(hf: _Keys, purpose: str) -> dict[str, Any]:
 def _qwen3_moe(hf: _Keys, purpose: str) -> dict[str, Any]:
     out = _qwen3(hf, purpose)
     out["moe"] = _qwen_moe(hf, out["L"], shared=False)
+    if hf.bool("use_sliding_window", False) and "layer_types" not in hf.hf:
+        # Qwen3-MoE windows every layer (no max_window_layers, modeling_qwen3_moe.py).
+        out["window"] = hf.int("sliding_window", None, minimum=0) or None
+        out["layer_types"] = None
     return out
 
 

@@ -10,6 +10,11 @@ once: each step writes one slot per sequence in place instead of growing an arra
 changing shape would force a recompile).
 
 Its size, 2 · L · B · S · K · H · bytes, is the memory price of not recomputing the past.
+
+Latent attention (DeepSeek, mla.py) caches no keys and values but one latent per token: `k`
+then holds [B, 1, S, R_kv + H_rope] per layer (the latent and the shared rotary key side by
+side), `v` is empty, and the attention reads its values from the latent's channels of `k`.
+Its size is L · B · S · (R_kv + H_rope) · bytes.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ import jax.numpy as jnp
 
 from inferbook.model.config import ModelConfig
 
-__all__ = ["KVCache", "init_cache", "write", "append", "cache_bytes"]
+__all__ = ["KVCache", "init_cache", "write", "append", "cache_bytes", "entry_shape"]
 
 
 class KVCache(NamedTuple):
-    """Keys and values per layer ([B, K, S, H] each) and tokens written per sequence [B]."""
+    """Keys and values per layer ([B, K, S, H] each) and tokens written per sequence [B].
+
+    With latent attention `v` is the empty tuple and `k` holds the latents (see above)."""
 
     k: tuple[jax.Array, ...]
     v: tuple[jax.Array, ...]
@@ -41,14 +48,24 @@ class KVCache(NamedTuple):
         return self.k[0].shape[0]
 
 
+def entry_shape(cfg: ModelConfig) -> tuple[int, int]:
+    """(heads, width) of one token's cached key in one layer: (K, H), or (1, R_kv + H_rope)
+    for latent attention."""
+    if cfg.mla is not None:
+        return 1, cfg.mla.cache_width
+    return cfg.K, cfg.H
+
+
 def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype: Any = jnp.float32) -> KVCache:
     """An empty cache of `max_len` slots for `batch` sequences."""
-    shape = (batch, cfg.K, max_len, cfg.H)
+    heads, width = entry_shape(cfg)
+    shape = (batch, heads, max_len, width)
 
     def per_layer():
         return tuple(jnp.zeros(shape, dtype) for _ in range(cfg.L))
 
-    return KVCache(k=per_layer(), v=per_layer(), lengths=jnp.zeros((batch,), jnp.int32))
+    return KVCache(k=per_layer(), v=() if cfg.mla is not None else per_layer(),
+                   lengths=jnp.zeros((batch,), jnp.int32))
 
 
 def write(cache_BKSH: jax.Array, new_BTKH: jax.Array, start_B: jax.Array) -> jax.Array:
@@ -73,7 +90,7 @@ def append(cache: KVCache, new_k: Sequence[jax.Array], new_v: Sequence[jax.Array
     """The cache with each layer's new keys and values ([B, T, K, H]) appended.
 
     Sequence b gains n_new_B[b] tokens (default: all T). The caller makes sure they fit:
-    lengths + T <= max_len.
+    lengths + T <= max_len. A cache without values (latent attention) ignores `new_v`.
     """
     if n_new_B is None:
         n_new_B = jnp.full_like(cache.lengths, new_k[0].shape[1])

@@ -190,13 +190,14 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-def require_floating(name: str, array: Any) -> None:
-    """Refuse a parameter that is not stored as floating point (a tensor relabelled I32 would
-    otherwise load as integers and silently change every result)."""
+def require_floating(name: str, array: Any) -> Any:
+    """`array`, or a refusal if it is not stored as floating point: a tensor relabelled I32
+    would otherwise load as integers and silently change every result."""
     dtype = np.dtype(array.dtype)
     if dtype not in _FLOATING:
         raise CheckpointError(f"tensor {name!r} has dtype {_NAMES.get(dtype, dtype)}; a "
                               "model parameter must be floating point (F32, F16, BF16, F64)")
+    return array
 
 
 def write_safetensors(path: str | Path, tensors: dict[str, np.ndarray],

@@ -35,7 +35,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import param_shapes
+from inferbook.model.decoder import param_shapes, require_plain_decoder
 from inferbook.parallel.mesh import axes_tuple, axis_size
 
 __all__ = ["Plan", "LayoutError", "LayoutRule", "LAYOUTS", "make_plan", "param_specs",
@@ -145,12 +145,15 @@ LAYOUTS: dict[str, LayoutRule] = {
 
 def make_plan(cfg: ModelConfig, mesh: Any, layout: str = "1d-ws", *,
               seq: str | tuple[str, ...] = (), x: str | tuple[str, ...] | None = None) -> Plan:
-    """The plan for `layout` on `mesh`, or a LayoutError naming what does not divide.
+    """The plan for `layout` on `mesh`, or a LayoutError naming what does not divide (a
+    ConfigError for a model that is not a plain decoder: MoE, latent attention, ...).
 
     1d-ws: every axis not in `seq` is a model axis. 2d-ws: `x` (default: the first mesh axis)
     splits D, the other axes are YZ. weight-gathered: every axis splits the batch; the weights
     are stored as in 1d-ws.
     """
+
+    require_plain_decoder(cfg, "the sharded layouts")
     names = tuple(mesh.axis_names)
     seq = axes_tuple(seq)
     _need(layout in LAYOUTS, f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from inferbook.kernels.paged import gather_blocks
+from inferbook.model import kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.kvcache import KVCache
 
@@ -44,13 +45,15 @@ class KVPool(NamedTuple):
 
 
 def init_pool(cfg: ModelConfig, num_blocks: int, block_size: int, dtype: Any) -> KVPool:
-    """An empty pool: zeros, num_blocks blocks of block_size tokens per layer."""
-    shape = (num_blocks, cfg.K, block_size, cfg.H)
+    """An empty pool: zeros, num_blocks blocks of block_size tokens per layer. With latent
+    attention a block holds latents ((1, R_kv + H_rope) per token) and there are no values."""
+    heads, width = kvcache.entry_shape(cfg)
+    shape = (num_blocks, heads, block_size, width)
 
     def zeros() -> tuple[jax.Array, ...]:
         return tuple(jnp.zeros(shape, dtype) for _ in range(cfg.L))
 
-    return KVPool(zeros(), zeros())
+    return KVPool(zeros(), () if cfg.mla is not None else zeros())
 
 
 @jax.jit

@@ -1,0 +1,158 @@
+"""Parity with Hugging Face transformers for every supported family.
+
+For each family a tiny random model is built and saved by transformers (hf_families.py, where
+each family's features are switched on); the library loads the directory with numpy alone and
+must give transformers' last-position logits (float32) and its greedy tokens, for a ragged
+batch and for each prompt alone. The command line must do the same for a mixture of experts
+and for latent attention.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import jax.numpy as jnp  # noqa: E402
+from hf_families import FAMILIES, build  # noqa: E402
+
+from inferbook.cli import main  # noqa: E402
+from inferbook.model import decode, decoder  # noqa: E402
+from inferbook.model.checkpoint import load_checkpoint  # noqa: E402
+from inferbook.model.rotary import length_dependent  # noqa: E402
+
+pytestmark = pytest.mark.hf
+
+PROMPTS = [[5, 17, 3, 99, 42, 8, 61], [7, 1], [120, 33, 33, 33]]
+NEW_TOKENS = 8
+
+
+def hf_greedy(hf, prompt, n):
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False,
+                          eos_token_id=None, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_logits_and_greedy_tokens_match_transformers(family, tmp_path):
+    hf = build(family, tmp_path / family)
+    cfg, params = load_checkpoint(tmp_path / family, dtype=jnp.float32)
+    # A rotary rule that depends on the call's length sees the batch's longest prompt, in
+    # transformers as here: batch only prompts past the original context (phi3's longrope).
+    batch = [p for p in PROMPTS if not length_dependent(cfg)
+             or len(p) > cfg.rope_scaling.original_max_len]
+    assert len(batch) >= 2
+    tokens, lengths = decode.pad_prompts(batch)
+    ours = np.asarray(decoder.forward(params, cfg, jnp.asarray(tokens), jnp.asarray(lengths)))
+    for b, prompt in enumerate(batch):
+        with torch.no_grad():
+            theirs = hf(torch.tensor([prompt])).logits[0, -1].numpy()
+        np.testing.assert_allclose(ours[b, len(prompt) - 1], theirs, atol=1e-4, rtol=0)
+    expected = [hf_greedy(hf, prompt, NEW_TOKENS) for prompt in PROMPTS]
+    alone = [decode.generate(params, cfg, [p], NEW_TOKENS).tokens[0] for p in PROMPTS]
+    assert alone == expected
+    batched = decode.generate(params, cfg, batch, NEW_TOKENS).tokens
+    assert batched == [expected[PROMPTS.index(p)] for p in batch]
+
+
+def test_a_window_shorter_than_the_text_drops_the_oldest_tokens(tmp_path):
+    """Mistral's window (4) is far shorter than prompt + generation (7 + 8): the greedy
+    tokens above already depend on it; here the window is also shown to matter."""
+    hf = build("mistral", tmp_path / "m")
+    cfg, params = load_checkpoint(tmp_path / "m", dtype=jnp.float32)
+    assert cfg.window == 4 < len(PROMPTS[0]) + NEW_TOKENS
+    unwindowed = decode.generate(params, cfg.replace(window=None), [PROMPTS[0]], NEW_TOKENS)
+    assert unwindowed.tokens[0] != hf_greedy(hf, PROMPTS[0], NEW_TOKENS)
+
+
+def test_dynamic_rotary_scaling_alone(tmp_path):
+    """Dynamic NTK scaling grows θ with the length of each call once it passes the trained
+    context (8 here): the cache keeps keys rotated with the θ of their own step, as
+    transformers' cache does. A fresh transformers model per call: its rotary module keeps
+    the longest length it has seen."""
+    fields = dict(max_position_embeddings=8, rope_scaling=dict(rope_type="dynamic", factor=2.0))
+    prompt = [3, 9, 27, 81, 115, 89, 11, 33, 99, 41]
+    build("llama3", tmp_path / "d", **fields)
+    cfg, params = load_checkpoint(tmp_path / "d", dtype=jnp.float32)
+    assert cfg.rope_scaling.kind == "dynamic"
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "d").eval()
+    with torch.no_grad():
+        theirs = hf(torch.tensor([prompt])).logits[0, -1].numpy()
+    ours = decoder.forward(params, cfg, jnp.asarray([prompt]))[0, -1]
+    np.testing.assert_allclose(np.asarray(ours), theirs, atol=1e-4, rtol=0)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "d").eval()
+    assert decode.generate(params, cfg, [prompt], 6).tokens[0] == hf_greedy(hf, prompt, 6)
+
+
+def test_the_command_line_generates_transformers_tokens(tmp_path, capsys):
+    """`inferbook generate --checkpoint DIR --greedy --json` on a mixture of experts with
+    latent attention (DeepSeek-V3 has both)."""
+    family = "deepseek_v3"
+    hf = build(family, tmp_path / family, seed=1)
+    argv = ["generate", "--checkpoint", str(tmp_path / family), "--greedy", "--json",
+            "--max-new-tokens", "6"]
+    for prompt in PROMPTS[::2]:
+        argv += ["--prompt-ids", ",".join(map(str, prompt))]
+    assert main(argv) == 0
+    tokens = json.loads(capsys.readouterr().out)["tokens"]
+    assert tokens == [hf_greedy(hf, prompt, 6) for prompt in PROMPTS[::2]]
+
+
+def _rewrite(path, change):
+    from inferbook.model.checkpoint import read_safetensors, write_safetensors
+    tensors = {k: np.array(v) for k, v in read_safetensors(path / "model.safetensors").items()}
+    change(tensors)
+    write_safetensors(path / "model.safetensors", tensors)
+
+
+def test_every_tensor_of_experts_and_latents_is_checked_by_name_and_shape(tmp_path):
+    from inferbook.model.checkpoint import CheckpointError
+    build("deepseek_v3", tmp_path / "d")
+    expert = "model.layers.1.mlp.experts.3.up_proj.weight"
+    original = np.array(load_checkpoint(tmp_path / "d")[1]["layers"][1]["we_up"][3]).T
+    _rewrite(tmp_path / "d", lambda t: t.pop(expert) is None)
+    with pytest.raises(CheckpointError, match=r"missing tensor 'model\.layers\.1\.mlp\.experts\.3"):
+        load_checkpoint(tmp_path / "d")
+    _rewrite(tmp_path / "d", lambda t: t.update({expert: original[:, :-1]}))
+    with pytest.raises(CheckpointError, match=r"experts\.3\.up_proj\.weight' has shape"):
+        load_checkpoint(tmp_path / "d")
+    _rewrite(tmp_path / "d", lambda t: t.update({
+        expert: original, "model.layers.0.self_attn.kv_b_proj.weight": np.zeros((3, 16))}))
+    with pytest.raises(CheckpointError, match=r"kv_b_proj\.weight' has shape \(3, 16\)"):
+        load_checkpoint(tmp_path / "d")
+
+
+def test_unused_tensors_are_refused_but_multi_token_prediction_layers_are_skipped(tmp_path):
+    from inferbook.model.checkpoint import CheckpointError
+    build("deepseek_v3", tmp_path / "d")
+    _, params = load_checkpoint(tmp_path / "d")
+    # DeepSeek-V3's checkpoints carry a layer past L for multi-token prediction.
+    _rewrite(tmp_path / "d", lambda t: t.update({
+        "model.layers.2.eh_proj.weight": np.zeros((64, 128), np.float32)}))
+    _, again = load_checkpoint(tmp_path / "d")
+    np.testing.assert_array_equal(again["layers"][1]["router_bias"],
+                                  params["layers"][1]["router_bias"])
+    _rewrite(tmp_path / "d", lambda t: t.update({
+        "model.layers.1.mlp.experts.0.up_proj.bias": np.zeros((24,), np.float32)}))
+    with pytest.raises(CheckpointError, match=r"does not use, e\.g\. 'model\.layers\.1\.mlp"):
+        load_checkpoint(tmp_path / "d")
+
+
+def test_gpt2_loads_without_the_transformer_prefix_and_with_stored_masks(tmp_path):
+    """openai-community/gpt2's file names its tensors h.0.attn.c_attn.weight, ... (no
+    "transformer." prefix) and keeps each layer's causal mask as h.{i}.attn.bias."""
+    hf = build("gpt2", tmp_path / "g")
+
+    def strip(t):
+        renamed = {k.removeprefix("transformer."): v for k, v in t.items()}
+        renamed |= {f"h.{i}.attn.bias": np.tril(np.ones((1, 1, 64, 64), np.float32))
+                    for i in range(2)}
+        t.clear()
+        t.update(renamed)
+    _rewrite(tmp_path / "g", strip)
+    cfg, params = load_checkpoint(tmp_path / "g", dtype=jnp.float32)
+    assert decode.generate(params, cfg, [PROMPTS[0]], 5).tokens[0] == \
+        hf_greedy(hf, PROMPTS[0], 5)
