@@ -142,7 +142,7 @@ def test_a_weight_that_is_not_floating_point_is_refused_by_name(tmp_path):
     name = "model.layers.1.self_attn.o_proj.weight"
     tensors[name] = tensors[name].astype(np.int32)
     checkpoint.write_safetensors(d / "model.safetensors", tensors)
-    with pytest.raises(CheckpointError, match=r"o_proj\.weight' has dtype int32"):
+    with pytest.raises(CheckpointError, match=r"o_proj\.weight' has dtype I32"):
         load_checkpoint(d)
 
 
