@@ -108,11 +108,11 @@ def _check_against_model(args, cfg, prompts) -> None:
                              f"[0, {cfg.V}): {', '.join(map(str, bad[:5]))}")
     if args.eos_id is not None and args.eos_id >= cfg.V:
         raise UsageError(f"--eos-id {args.eos_id} is outside the vocabulary [0, {cfg.V})")
-    longest = max(len(p) for p in prompts)
-    if longest + args.max_new_tokens > cfg.max_seq_len:
+    longest, limit = max(len(p) for p in prompts), cfg.position_limit
+    if limit is not None and longest + args.max_new_tokens > limit:
         raise UsageError(f"a prompt of {longest} tokens plus --max-new-tokens "
                          f"{args.max_new_tokens} needs {longest + args.max_new_tokens} "
-                         f"positions; {cfg.name} has {cfg.max_seq_len}")
+                         f"positions; {cfg.name} has {limit}")
 
 
 def _check_memory(args, cfg, prompts, mesh) -> None:

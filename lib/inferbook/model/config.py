@@ -211,6 +211,15 @@ class ModelConfig:
         return self.moe is not None and i not in self.moe.dense_layers
 
     @property
+    def position_limit(self) -> int | None:
+        """The most tokens (prompt plus new) one sequence may hold: `max_seq_len`, or None
+        under dynamic rotary scaling, which exists to run past the trained context (its base
+        grows with the length, so there `max_seq_len` is where scaling starts, not a limit)."""
+        if self.rope_scaling is not None and self.rope_scaling.kind == "dynamic":
+            return None
+        return self.max_seq_len
+
+    @property
     def attention_scale(self) -> float:
         """The factor on q·k before the softmax: `query_scale`, or 1/√H."""
         return self.query_scale if self.query_scale is not None else self.H ** -0.5

@@ -34,8 +34,8 @@ def check_generate_args(cfg: ModelConfig, prompts: Sequence[Sequence[int]],
     """Refuse, with a ValueError saying why, what a generation loop would get silently wrong.
 
     Token ids outside the vocabulary (an embedding lookup clamps them), a prompt plus its new
-    tokens longer than the model's `max_seq_len` positions (the positions past it were never
-    trained), an EOS id that no step can produce, a sampler that is not a `Sampler`.
+    tokens past the model's `position_limit` (positions never trained), an EOS id that no
+    step can produce, a sampler that is not a `Sampler`.
     """
     if not isinstance(max_new_tokens, numbers.Integral) or isinstance(max_new_tokens, bool) \
             or max_new_tokens < 1:
@@ -57,6 +57,7 @@ def check_generate_args(cfg: ModelConfig, prompts: Sequence[Sequence[int]],
             raise ValueError(f"prompt {b} has token ids outside the vocabulary [0, {cfg.V}): "
                              f"{bad[:5]}")
     longest = max((len(p) for p in prompts), default=0)
-    if longest + max_new_tokens > cfg.max_seq_len:
+    limit = cfg.position_limit
+    if limit is not None and longest + max_new_tokens > limit:
         raise ValueError(f"a prompt of {longest} tokens plus {max_new_tokens} new tokens "
                          f"exceeds the model's {cfg.max_seq_len} positions")

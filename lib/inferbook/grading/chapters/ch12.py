@@ -123,8 +123,8 @@ QUESTIONS = [
              "only full blocks are cached, and block i matches only if blocks 0 … i match "
              "too; for each cached prompt count the leading blocks of block_size tokens that "
              "are equal in both (and full in both), take the best, and return it in tokens",
-             library_answers=("inferbook.serving.prefix_cache.HashChainCache",
-                              "inferbook.serving.prefix_cache.RadixCache"),
+             library_answers=("inferbook.serving.hash_chain_cache.HashChainCache",
+                              "inferbook.serving.radix_cache.RadixCache"),
              reference=_match_reference, cases=_match_cases, compare=allclose(0, 0),
              describe_case=_describe_match),
 ]
