@@ -49,6 +49,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown
 
+from inferbook.book import bookdata
 from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder, kvcache, mla
 from inferbook.model.config import ModelConfig
@@ -90,21 +91,24 @@ P5, A5 = params.param_count(wp5), params.active_param_count(wp5)
 mlp18, router = counts.param_counts(base)["mlp"], base.L * base.D * 16
 assert P5 == counts.param_count(base) + 15 * mlp18 + router
 assert A5 == counts.param_count(base) + mlp18 + router
+published = bookdata.load("scaling_book_published.json")
 glue("ch14_wp5_total", fmt_count(P5))
-glue("ch14_wp5_active", fmt_count(A5))
-glue("ch14_wp5_flops", fmt_count(2 * A5))
+glue("ch14_wp5_active", fmt_count(A5, 2))
+glue("ch14_wp5_flops", fmt_count(2 * A5, 2))
+glue("ch14_wp5_written",
+     fmt_count(published["worked_problems"]["p5_forward_flops_active_param_000"]))
 v3 = models["DeepSeek-V3"]
 glue("ch14_v3_share", f"{params.active_param_count(v3) / params.param_count(v3):.1%}")
-Markdown("| model | E | k | parameters | active | total / active |\n|---|---:|---:|---:|---:|---:|\n"
-         + "\n".join(rows))
+Markdown("| model | E | k | parameters | active | total / active |\n"
+         "|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows))
 
 # %% [markdown]
 # The problem's model has {glue:text}`ch14_wp5_total` parameters of which
 # {glue:text}`ch14_wp5_active` are active, so a forward pass costs
 # {glue:text}`ch14_wp5_flops` FLOPs per token ($2 \times$ the active parameters). One rendering
-# of the problem writes the FLOPs with 32.2 billion instead of its own count of active
-# parameters; the [errata](../book/errata.py) page sets the two side by side
-# ({ref}`errata-wp5`). DeepSeek-V3 uses {glue:text}`ch14_v3_share` of its weights per token.
+# of the problem writes the FLOPs with {glue:text}`ch14_wp5_written` instead of its own count
+# of active parameters; the errata page sets the two side by side ({ref}`errata-wp5`).
+# DeepSeek-V3 uses {glue:text}`ch14_v3_share` of its weights per token.
 #
 # ## The weights a decode step reads
 #
@@ -265,6 +269,8 @@ for label, chip in (("worked problem 5", v5e), ("Mixtral-8x7B", h100), ("DeepSee
     rows.append(f"| {label} | {chip.name} | {dense:,.0f} | {m.E}/{m.k} | "
                 f"{dense * m.E / m.k:,.0f} | {exact:,.0f} | {whole:,.0f} |")
 glue("ch14_bdense_v5e", f"{crit['worked problem 5'][0]:.0f}")
+glue("ch14_wp5_bcrit_source", f"{published['b_crit']['TPU v5e']} × 16/2 = "
+                              f"{published['worked_problems']['p5_b_crit']:,}")
 glue("ch14_bcrit_wp5", f"{crit['worked problem 5'][1]:,.0f}")
 glue("ch14_bcrit_v3", f"{crit['DeepSeek-V3'][1]:,.0f}")
 glue("ch14_bwhole_v3", f"{crit['DeepSeek-V3'][2]:,.0f}")
@@ -274,7 +280,8 @@ Markdown("| model | chip | dense B_crit | E/k | E/k · B_crit | MoE layer, exact
 # %% [markdown]
 # On a TPU v5e a dense layer is compute-bound from {glue:text}`ch14_bdense_v5e` tokens in
 # bfloat16, so problem 5's expert layers need {glue:text}`ch14_bcrit_wp5`: the problem's
-# "about 240 × 16/2" with the registry's bandwidth. A DeepSeek-V3 expert layer on an H100
+# {glue:text}`ch14_wp5_bcrit_source`, with the registry's bandwidth for the source's round
+# figure. A DeepSeek-V3 expert layer on an H100
 # needs {glue:text}`ch14_bcrit_v3` tokens per step. The whole model crosses earlier
 # ({glue:text}`ch14_bwhole_v3` tokens), because its attention and shared experts are dense
 # and reach their own critical batch sooner; but at every batch below that, the step is
@@ -558,6 +565,8 @@ for layout in ("1d-ws", "expert-parallel"):
             want = 2 * mixtral.moe.E * C * mixtral.D * 4                    # [E, C, D] twice
         assert got == want, (layout, batch, got, want)
         moved[layout, batch] = got
+glue("ch14_fewer_from", str(min(b for b in (8, 64, 512)
+                                if moved["expert-parallel", b] < moved["1d-ws", b])))
 for batch in (8, 64, 512):
     rows.append(f"| {batch} | {fmt_bytes(moved['1d-ws', batch])} | "
                 f"{fmt_bytes(moved['expert-parallel', batch])} |")
@@ -565,13 +574,14 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
          "|---:|---:|---:|\n" + "\n".join(rows))
 
 # %% [markdown]
-# The compiled programs move exactly what the formulas say. Measured in bytes per collective
-# the two look alike — $B \cdot D$ against $2 c k B D / n$ — but the AllReduce sends twice its
-# array and the AllToAll a fraction $(n-1)/n$ of it, and tensor parallelism adds a second
-# AllReduce per layer after attention. Expert parallelism pays elsewhere: every chip holds and
-# reads the whole attention. Which costs more depends on the batch. Priced on eight H100s with
-# the estimator's rule (the larger of the roofline and the collectives' bandwidth time, plus
-# their latencies; `moe_layouts.moe_decode_step`):
+# The compiled programs move exactly what the formulas say: $B \cdot D$ numbers for the
+# AllReduce, $2 E C D \approx 2 c k B D / n$ for the two AllToAlls, fewer from a batch of
+# {glue:text}`ch14_fewer_from` on. On the wire the gap widens: an AllReduce sends twice its
+# array (a ReduceScatter, then an AllGather), an AllToAll $(n-1)/n$ of it, and tensor
+# parallelism adds a second AllReduce per layer after attention. Expert parallelism pays
+# elsewhere: every chip holds and reads the whole attention. Which costs more depends on the
+# batch. Priced on eight H100s with the estimator's rule (the larger of the roofline and the
+# collectives' bandwidth time, plus their latencies; `moe_layouts.moe_decode_step`):
 
 # %%
 grid = [8 * 2 ** i for i in range(12)]
@@ -601,12 +611,12 @@ plt.show()
 # %% [markdown]
 # At small batches tensor parallelism wins: the step is reading weights, and expert
 # parallelism reads {glue:text}`ch14_extra_read` more per chip (every chip's copy of the
-# attention and embeddings). Its advantage is in the collectives: half as many, each a single
-# pass — {glue:text}`ch14_ep_lat` of latency per step against {glue:text}`ch14_tp_lat` — and
-# smaller. Once the step is compute-bound, both do the same FLOPs and the extra copies cost
-# nothing, so from a batch of {glue:text}`ch14_cross` expert parallelism is the faster layout.
-# (With the routing imbalance real traffic has, the slowest chip sets the step; these are
-# expectations under balanced routing.)
+# attention and embeddings). Its advantage is in the collectives: about as many, but each a
+# single pass where an AllReduce makes two — {glue:text}`ch14_ep_lat` of latency per step
+# against {glue:text}`ch14_tp_lat` — and smaller. Once the step is compute-bound, both do the
+# same FLOPs and the extra copies cost nothing, so from a batch of {glue:text}`ch14_cross`
+# expert parallelism is the faster layout. (With the routing imbalance real traffic has, the
+# slowest chip sets the step; these are expectations under balanced routing.)
 #
 # ## Multi-head latent attention
 #
