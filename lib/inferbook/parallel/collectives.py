@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from inferbook.model.config import ModelConfig
 
 __all__ = ["Comm", "total_bytes", "format_comms", "ws1d_collectives", "ws2d_collectives",
            "weight_gathered_collectives", "ring_attention_collectives",
-           "seq_sharded_decode_collectives", "expert_capacity", "expert_parallel_collectives"]
+           "seq_sharded_decode_collectives", "expert_capacity", "dropped_assignments",
+           "expert_parallel_collectives"]
 
 F32 = 4
 
@@ -199,6 +201,13 @@ def expert_capacity(tokens: int, E: int, k: int, capacity_factor: float | None =
     if capacity_factor is None:
         return tokens
     return max(1, min(tokens, math.ceil(capacity_factor * tokens * k / E)))
+
+
+def dropped_assignments(counts: Sequence[int], capacity: int) -> int:
+    """Assignments a device drops when its router sends counts[e] tokens to expert e and each
+    expert keeps `capacity` slots: Σ_e max(0, counts[e] − capacity). (A full expert's spare
+    slots cannot take another expert's tokens.)"""
+    return sum(max(0, int(n) - capacity) for n in counts)
 
 
 def expert_parallel_collectives(cfg: ModelConfig, batch: int, tokens: int, Z: int, Y: int = 1,
