@@ -120,7 +120,7 @@ PLANTED = [
      "lambda x, w, k: (jax.lax.top_k(jax.nn.softmax(x @ w), k)[0], {}(x, w, k)[1])", "weights"),
 ]
 # Sealed, a number and a function (rebuilt from the notebook, run in the sandbox).
-SEALED = [PLANTED[1], PLANTED[5]]
+SEALED = [PLANTED[1], PLANTED[5], PLANTED[-1]]
 
 
 @pytest.mark.parametrize("sealed, notebook, question_id, template, message",
