@@ -456,8 +456,8 @@ glue("ch14_cap_share", f"{sum(ours) / experts_Nk.size:.0%}")
 print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 
 # %% [markdown]
-# With {glue:text}`ch14_cap_tokens` tokens per chip the capacity is {glue:text}`ch14_cap_C`
-# slots per expert, and {glue:text}`ch14_cap_dropped` assignments
+# With {glue:text}`ch14_cap_tokens` tokens per chip each expert keeps
+# $C =$ {glue:text}`ch14_cap_C` of them, and {glue:text}`ch14_cap_dropped` assignments
 # ({glue:text}`ch14_cap_share` of them) find their expert full — exactly the count
 # $\sum_e \max(0, n_e - C)$ over each chip's per-expert counts $n_e$. Training tolerates a few
 # dropped assignments; serving usually does not (the answer would depend on the other

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferbook.model import decode, decoder
@@ -27,8 +27,7 @@ from inferbook.parallel.expert_parallel import dispatch_slots, moe_program
 from inferbook.parallel.mesh import named_mesh
 from inferbook.parallel.sharding import LayoutError, make_plan, shard_params
 
-PROMPTS = [[1, 2, 3, 4, 5], [6, 7, 8], [9] * 11, [3, 1], [5, 5, 5, 5], [7], [2, 3, 4, 5, 6, 7],
-           [8, 9, 10, 11, 12, 13]]
+SEQUENCES = 8                            # prompts per batch: one per device of 8
 NEW = 4
 # A shared expert with Qwen2-MoE's gate and a dense first layer; DeepSeek-V3's routing
 # (sigmoid scores, a selection bias, groups) with every layer an MoE.
@@ -40,12 +39,6 @@ GROUPED = ModelConfig(L=2, D=32, F=48, N=8, K=2, H=4, V=64, name="moe-grouped",
                               topk_groups=2, routed_scale=2.5))
 
 
-@lru_cache(maxsize=None)
-def reference(cfg: ModelConfig):
-    params = decoder.init_params(cfg, seed=3)
-    return params, decode.generate(params, cfg, PROMPTS, NEW).tokens
-
-
 GRID = [  # config, mesh, layout, options: experts over 8 devices; [E_Z, D_X, F_Y]; F over 8
     (SHARED, "1x8", "expert-parallel", {}),
     (GROUPED, "2x2x2", "expert-parallel", {"x": "x", "experts": "z"}),
@@ -55,10 +48,17 @@ GRID = [  # config, mesh, layout, options: experts over 8 devices; [E_Z, D_X, F_
 
 @pytest.mark.parametrize("cfg, mesh, layout, options", GRID,
                          ids=[f"{g[2]}-{g[1]}-{g[0].name}" for g in GRID])
-def test_sharded_generation_equals_the_single_device_model(cfg, mesh, layout, options):
-    params, tokens = reference(cfg)
+@settings(max_examples=4)       # each example after the first reuses the compiled programs
+@given(seed=st.integers(0, 2 ** 16),
+       lengths=st.lists(st.integers(1, 16), min_size=SEQUENCES, max_size=SEQUENCES))
+def test_sharded_generation_equals_the_single_device_model(cfg, mesh, layout, options, seed,
+                                                           lengths):
+    params = decoder.init_params(cfg, seed=seed)
+    rng = np.random.default_rng(seed)
+    prompts = [rng.integers(0, cfg.V, n).tolist() for n in lengths]   # padded to 16 tokens
     plan = make_plan(cfg, named_mesh(mesh), layout, **options)
-    assert sd.generate(params, cfg, PROMPTS, NEW, plan=plan).tokens == tokens
+    assert sd.generate(params, cfg, prompts, NEW, plan=plan).tokens == \
+        decode.generate(params, cfg, prompts, NEW).tokens
 
 
 # One MoE block with a capacity: the dense reference minus the dropped assignments -----------
