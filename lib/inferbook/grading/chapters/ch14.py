@@ -192,8 +192,8 @@ QUESTIONS = [
             "unembedding over Y only (heads and D), W_K and W_V over gcd(K, Y); norms and "
             "routers whole (moe_layouts.expert_parallel_param_bytes)",
             reference=_wp6_bytes, rel_tol=0.005,
-            mistakes=[Mistake(lambda r: _wp6_even(), "that splits every weight 128 ways, as "
-                              "the problem's answer does; in this layout only the experts are")]),
+            mistakes=[Mistake(lambda r: _wp6_even(), "that splits every weight 128 ways; in "
+                              "this layout only the experts are")]),
     Function("ch14.top_k_router", "A top-k router (Mixtral's rule)", 3,
              "softmax of x·W over the E experts (in float32); take the k largest, in "
              "decreasing order; divide their probabilities by their sum. Return (weights "
