@@ -195,6 +195,7 @@ glue("err_p3_002", fmt_seconds(wp["p3_param_load_ms"]["002"] / 1e3))
 glue("err_p3_ours", fmt_seconds(p3, 2)); glue("err_p_params", fmt_count(P18, 2));
 
 # %% [markdown]
+# (errata-wp5)=
 # ### Worked problem 5: FLOPs of the mixture-of-experts variant
 #
 # With 16 experts of which 2 are active, the close translation counts

@@ -113,9 +113,14 @@ PLANTED = [
     ("08_many_chips", "ch09.kv_bytes_per_chip", "{} * 2", "copies of the same head"),
     # the target's token drawn from p_n instead of the residual after a rejection
     ("11_serving", "ch13.accept", "lambda *a: ({}(*a)[0], a[2][0])", "dist"),
+    # the latent alone, without the shared rotary key
+    ("14_mixture_of_experts", "ch14.mla_cache_bytes_v3", "{} * 512 / 576", "rotary key"),
+    # the top k probabilities without renormalising them
+    ("14_mixture_of_experts", "ch14.top_k_router",
+     "lambda x, w, k: (jax.lax.top_k(jax.nn.softmax(x @ w), k)[0], {}(x, w, k)[1])", "weights"),
 ]
 # Sealed, a number and a function (rebuilt from the notebook, run in the sandbox).
-SEALED = [PLANTED[1], PLANTED[5]]
+SEALED = [PLANTED[1], PLANTED[5], PLANTED[-1]]
 
 
 @pytest.mark.parametrize("sealed, notebook, question_id, template, message",

@@ -137,7 +137,10 @@ def test_code_for_the_plain_decoder_refuses_experts():
     from inferbook.parallel.mesh import named_mesh
     from inferbook.parallel.sharding import make_plan
     cfg = FAMILY_CONFIGS["mixtral"]
-    with pytest.raises(ConfigError, match="sharded layouts: written for the plain.*experts"):
-        make_plan(cfg, named_mesh("2x4"), "1d-ws")
+    # The sharded layouts run experts on 1d-ws and expert-parallel only (test_expert_parallel).
+    with pytest.raises(ConfigError, match="2d-ws does not run mixtures of experts"):
+        make_plan(cfg, named_mesh("2x4"), "2d-ws")
+    with pytest.raises(ConfigError, match="sharded layouts: written for the plain.*latent"):
+        make_plan(FAMILY_CONFIGS["deepseek_v3"], named_mesh("2x4"), "expert-parallel")
     with pytest.raises(ConfigError, match="quantized KV cache: written for the plain decoder"):
         kv_quant.init_cache(cfg, 1, 8)

@@ -1,23 +1,26 @@
 """Exact inventories of the collectives each sharded layout of the library performs.
 
 `ws1d_collectives`, `ws2d_collectives`, `weight_gathered_collectives`,
-`ring_attention_collectives` and `seq_sharded_decode_collectives` list every collective of
-one forward pass, with the bytes of the array it works on (the convention of
-`inferbook.parallel.hlo`) and the label the layout gives it in the compiled program. The tests
-and the chapters check them, byte for byte and label by label, against the compiled programs; the
-sources' closed-form times are in `comm_time`.
+`ring_attention_collectives`, `seq_sharded_decode_collectives` and
+`expert_parallel_collectives` list every collective of one forward pass, with the bytes of
+the array it works on (the convention of `inferbook.parallel.hlo`) and the label the layout
+gives it in the compiled program. The tests and the chapters check them, byte for byte and
+label by label, against the compiled programs; the sources' closed-form times are in
+`comm_time`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from inferbook.model.config import ModelConfig
 
 __all__ = ["Comm", "total_bytes", "format_comms", "ws1d_collectives", "ws2d_collectives",
            "weight_gathered_collectives", "ring_attention_collectives",
-           "seq_sharded_decode_collectives"]
+           "seq_sharded_decode_collectives", "expert_capacity", "dropped_assignments",
+           "expert_parallel_collectives"]
 
 F32 = 4
 
@@ -184,3 +187,51 @@ def seq_sharded_decode_collectives(cfg: ModelConfig, batch: int, Q: int, m: int,
               Comm("partials: AllReduce of weights", "combine", "all-reduce", Q,
                    heads * F32, cfg.L)]
     return comms
+
+
+def expert_capacity(tokens: int, E: int, k: int, capacity_factor: float | None = None) -> int:
+    """C, the slots each expert keeps for the tokens of one device: the AllToAll's buffer is
+    [E, C, D] whatever the routing, and an assignment beyond its expert's C is dropped.
+
+    A balanced router sends tokens·k/E assignments to each expert; the capacity factor is the
+    headroom over that, C = ceil(factor · tokens · k / E) (GShard, Lepikhin et al. 2020;
+    Switch, Fedus et al. 2021), at least 1. None means dropless: C = tokens, since a token
+    picks an expert at most once, so no expert can receive more.
+    """
+    if capacity_factor is None:
+        return tokens
+    return max(1, min(tokens, math.ceil(capacity_factor * tokens * k / E)))
+
+
+def dropped_assignments(counts: Sequence[int], capacity: int) -> int:
+    """Assignments a device drops when its router sends counts[e] tokens to expert e and each
+    expert keeps `capacity` slots: Σ_e max(0, counts[e] − capacity). (A full expert's spare
+    slots cannot take another expert's tokens.)"""
+    return sum(max(0, int(n) - capacity) for n in counts)
+
+
+def expert_parallel_collectives(cfg: ModelConfig, batch: int, tokens: int, Z: int, Y: int = 1,
+                                X: int = 1, kv_heads: int = 0,
+                                capacity_factor: float | None = None,
+                                bytes_per_element: float = 2,
+                                bytes_per_param: float = 2) -> list[Comm]:
+    """One forward pass of the expert-parallel layout (`expert_parallel.transformer_moe`).
+
+    The batch is split over the X·Z data-parallel devices; within each, attention, dense MLPs
+    and shared experts are the 1D layout over Y (its collectives on batch / (X·Z) sequences).
+    Each MoE layer sends an [E, C, D] buffer of tokens to the experts' devices and the same
+    back (AllToAll over Z; C = `expert_capacity` of the device's tokens) and, when X splits
+    the stored experts over D, gathers this device's E/Z experts' three matrices over X.
+    """
+    m, a = cfg.moe, bytes_per_element
+    rows = batch // (X * Z)
+    layers = cfg.L - len(set(m.dense_layers))
+    C = expert_capacity(rows * tokens, m.E, m.k, capacity_factor)
+    buffer = int(m.E * C * cfg.D * a)
+    return ws1d_collectives(cfg, rows, tokens, Y, kv_heads, a) + [
+        Comm("tokens to their experts: AllToAll over Z", "dispatch", "all-to-all", Z, buffer,
+             layers),
+        Comm("expert outputs back: AllToAll over Z", "return", "all-to-all", Z, buffer, layers),
+        Comm("experts' D gathered over X (FSDP)", "fsdp_gather", "all-gather", X,
+             int(m.E // Z * cfg.D * (m.F // Y) * bytes_per_param), 3 * layers),
+    ]

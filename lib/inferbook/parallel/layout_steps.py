@@ -4,7 +4,8 @@
 layouts differ in four things, gathered here so that a new layout is one entry:
 
   * `forward` — the transformer body that runs on the blocks (`weight_stationary`'s 1D and 2D
-    bodies, `weight_gathered`'s), returning the hidden states and what `logits` needs;
+    bodies, `weight_gathered`'s, `expert_parallel`'s 1D body with its mixtures of experts),
+    returning the hidden states and what `logits` needs;
   * `logits` — how the last tokens' hidden states become logits [B, V];
   * `prefill_attend` / `decode_attend` — how one layer's attention meets the sharded cache:
     heads then batch (`kv_sharding`), locally (weight-gathered), around a ring of prompt
@@ -26,6 +27,7 @@ import jax.numpy as jnp
 from inferbook.model.config import ModelConfig
 from inferbook.model.decode import attend_cached
 from inferbook.model.kvcache import write
+from inferbook.parallel.expert_parallel import data_last_hidden, transformer_moe
 from inferbook.parallel.kv_sharding import attend_heads_then_batch, attend_positions
 from inferbook.parallel.sequence_parallel import ring_attention
 from inferbook.parallel.sharding import Plan
@@ -116,9 +118,13 @@ def _wg_logits(plan, full_params, cfg, x_BD):
 
 
 STEPS: dict[str, Steps] = {
-    "1d-ws": Steps(_stationary(transformer_1d), logits_1d, _heads_prefill, _heads_decode),
+    # transformer_moe is transformer_1d, with its MoE layers' experts split over F.
+    "1d-ws": Steps(_stationary(transformer_moe), logits_1d, _heads_prefill, _heads_decode),
     "2d-ws": Steps(_stationary(transformer_2d), logits_2d, _heads_prefill, _heads_decode),
     "weight-gathered": Steps(transformer_wg, _wg_logits, _local_prefill, _local_decode),
+    # 1d-ws over Y on each data-parallel device's sequences; MoE layers dispatch to experts.
+    "expert-parallel": Steps(_stationary(transformer_moe), logits_1d, _heads_prefill,
+                             _heads_decode, data_last_hidden),
     # A 1d-ws plan with sequence axes: ring attention over the prompt's stripes, a cache
     # split over positions.
     "sequence": Steps(_stationary(transformer_1d), logits_1d, _ring_prefill,

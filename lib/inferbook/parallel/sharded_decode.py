@@ -10,11 +10,14 @@ one `shard_map` program whose body is the layout's transformer (`weight_stationa
     2d-ws               the same, batch also over X       the same, batch also over X
     1d-ws + seq axes    ring over striped prompt shards   cache split over positions
     weight-gathered     local (batch-sharded)             local (batch-sharded)
+    expert-parallel     1d-ws over Y, batch over X and Z  1d-ws over Y, batch over X and Z
 
 The cache is allocated once, already split as `sharding.cache_spec` says, and each program
 writes its new keys and values into the blocks in place (the cache is donated). Logits come
 out whole on every device, so sampling is the unsharded `sampling.sample`; generation
-therefore produces exactly the tokens of `decode.generate` (the tests check it).
+therefore produces exactly the tokens of `decode.generate` (the tests check it). (Where the
+model runs data-parallel, expert-parallel, each device's logits are its own sequences' rows
+of the whole [B, V] array.)
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from inferbook.parallel.sharding import (
     LayoutError,
     Plan,
     cache_spec,
+    logits_spec,
     make_plan,
     param_specs,
     rows_spec,
@@ -125,7 +129,7 @@ def prefill_program(cfg: ModelConfig, plan: Plan) -> Callable:
 
     tok_spec = P(None, plan.seq) if plan.seq else rows
     return shard_map(body, plan.mesh, in_specs=(param_specs(cfg, plan), tok_spec, rows, kv, kv),
-                     out_specs=(rows, kv, kv))
+                     out_specs=(logits_spec(plan), kv, kv))
 
 
 def decode_program(cfg: ModelConfig, plan: Plan) -> Callable:
@@ -146,7 +150,7 @@ def decode_program(cfg: ModelConfig, plan: Plan) -> Callable:
         return steps.logits(plan, head, cfg, x_BTd[:, 0]), tuple(new_k), tuple(new_v)
 
     return shard_map(body, plan.mesh, in_specs=(param_specs(cfg, plan), rows, rows, kv, kv),
-                     out_specs=(rows, kv, kv))
+                     out_specs=(logits_spec(plan), kv, kv))
 
 
 @partial(jax.jit, static_argnames=("cfg", "plan"), donate_argnames=("cache",))

@@ -94,11 +94,15 @@ def rms_norm_sharded(plan: Plan, x_xd: jax.Array, gain_d: jax.Array, eps: float,
 # 1D weight-stationary -------------------------------------------------------------------------
 
 def transformer_1d(plan: Plan, params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
-                   pos_BT: jax.Array, attend: Attend) -> jax.Array:
+                   pos_BT: jax.Array, attend: Attend,
+                   mlp_block: Callable[[int, Params, jax.Array], jax.Array] | None = None
+                   ) -> jax.Array:
     """Final hidden states [B, T, D] (replicated over the model axes M).
 
     `attend(i, q [B, T, N_M, H], k [B_Z, T, K_Y, H], v)` returns [B, T, N_M, H]; it owns the
     KV cache (see kv_sharding) and, for sequence parallelism, the ring (sequence_parallel).
+    `mlp_block(i, p, h)` replaces layer i's MLP (default: the dense MLP on its F_M slice); it
+    returns this device's partial sum [B, T, D]{U_M} (mixtures of experts: expert_parallel).
     """
     M, Z, H = plan.model, plan.kv_batch, cfg.H
     x_BTd = params["embed"][tokens_BT]                                  # [B, T, D_M]
@@ -113,7 +117,8 @@ def transformer_1d(plan: Plan, params: Params, cfg: ModelConfig, tokens_BT: jax.
         out_BTD = merge_heads(o_BTNH) @ p["wo"]                         # [B, T, D]{U_M}
         x_BTD = x_BTD + psum(plan, out_BTD, M, "attn_out")              # AllReduce_M
         h_BTD = rms_norm(x_BTD, p["mlp_norm"], cfg.norm_eps)
-        x_BTD = x_BTD + psum(plan, mlp(p, h_BTD, cfg), M, "mlp_out")    # [B, T, F_M] inside
+        m_BTD = mlp(p, h_BTD, cfg) if mlp_block is None else mlp_block(i, p, h_BTD)
+        x_BTD = x_BTD + psum(plan, m_BTD, M, "mlp_out")                  # [B, T, F_M] inside
     return x_BTD
 
 

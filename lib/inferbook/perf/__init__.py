@@ -12,7 +12,10 @@ against measurement on the reader's device.
     roofline.py     arithmetic intensity, critical batch, step time, max batch, Pareto front
     latency.py      the tensor-parallel latency model of "Transformer Inference Arithmetic"
     comm_time.py    time spent in collectives: 1D/2D weight-stationary, limits, latency-bound
-    layout_comms.py the collectives of the 1D/2D layouts, priced on a chip's interconnect
+    layout_comms.py the collectives of the 1D/2D/expert-parallel layouts, priced on a chip's
+                    interconnect
+    moe_layouts.py  a mixture of experts on many chips: tensor- against expert-parallel
+    latent_attention_cost.py  decoding attention's FLOPs and bytes per cached token (MLA)
     estimator.py    `inferbook estimate`: memory, decode, prefill, TTFT on one or many chips
     pareto_plot.py  the latency-throughput figure of an estimate sweep
     phase_time.py   prefill, generate-step and KV-transfer times of a serving system

@@ -21,6 +21,9 @@ A layout's chips are laid out compactly: a group of n chips on a torus spans
 min(axes of the torus, log2 n) axes; in the 2D layout X takes one axis and YZ the others.
 Mixtures of experts and latent attention use the 1D inventory (each expert and each head split
 over the chips like a dense MLP and dense heads); the 2D layout is defined for dense models.
+`expert_parallel_comms` prices the expert-parallel layout instead (experts over Z chips,
+tokens sent to them and back by AllToAll; `parallel.expert_parallel`); the estimate's
+automatic choice does not consider it yet.
 """
 
 from __future__ import annotations
@@ -29,11 +32,16 @@ import math
 from dataclasses import dataclass
 
 from inferbook.model.config import ModelConfig
-from inferbook.parallel.collectives import Comm, ws1d_collectives, ws2d_collectives
+from inferbook.parallel.collectives import (
+    Comm,
+    expert_parallel_collectives,
+    ws1d_collectives,
+    ws2d_collectives,
+)
 from inferbook.perf.hardware import Chip
 
 __all__ = ["LAYOUTS", "LayoutComms", "wire_bytes", "collective_time", "layout_problem",
-           "layout_comms", "layout_candidates"]
+           "layout_comms", "layout_candidates", "expert_parallel_comms"]
 
 LAYOUTS = ("1d-ws", "2d-ws")
 
@@ -152,6 +160,13 @@ def layout_comms(cfg: ModelConfig, chip: Chip, chips: int, batch: int, tokens: i
         comms = ws2d_collectives(cfg, batch, tokens, X, YZ, bytes_per_element=act_bytes)
         axes = {X: 1, YZ: _axes(chip, YZ, (chip.torus_axes or 1) - 1 if X > 1 else None),
                 chips: _axes(chip, chips)}
+    return _priced(layout, X if layout == "2d-ws" else 1,
+                   chips // X if layout == "2d-ws" else chips, comms, chip, axes)
+
+
+def _priced(layout: str, X: int, YZ: int, comms: list[Comm], chip: Chip,
+            axes: dict[int, int]) -> LayoutComms:
+    """Every collective of `comms` priced on `chip` (`axes`: torus axes per group size)."""
     bw = lat = sent = 0.0
     count = 0
     for c in comms:
@@ -159,8 +174,33 @@ def layout_comms(cfg: ModelConfig, chip: Chip, chips: int, batch: int, tokens: i
         bw, lat = bw + b, lat + t
         sent += wire_bytes(c.kind, c.bytes, c.group) * c.count
         count += c.count if c.group > 1 else 0
-    return LayoutComms(layout, X if layout == "2d-ws" else 1,
-                       chips // X if layout == "2d-ws" else chips, bw, lat, sent, count)
+    return LayoutComms(layout, X, YZ, bw, lat, sent, count)
+
+
+def expert_parallel_comms(cfg: ModelConfig, chip: Chip, chips: int, batch: int, tokens: int,
+                          Y: int = 1, capacity_factor: float | None = None,
+                          act_bytes: float = 2) -> LayoutComms:
+    """The priced collectives of one forward pass of the expert-parallel layout: experts over
+    Z = chips / Y chips (each sends its tokens to their experts and back, AllToAll), heads and
+    widths over Y as in 1d-ws, the batch over Z (`collectives.expert_parallel_collectives`).
+
+    Raises ValueError when the model has no experts, they or the batch do not split, or the
+    chip lacks an interconnect figure.
+    """
+    Z = chips // Y
+    if cfg.moe is None:
+        raise ValueError(f"{cfg.name} has no mixture of experts to split")
+    if Z * Y != chips or cfg.moe.E % Z or batch % Z:
+        raise ValueError(f"expert-parallel on {chips} chips with Y={Y}: E={cfg.moe.E} experts "
+                         f"and the batch {batch} must split over Z={chips // Y} chips")
+    problem = layout_problem(cfg, Y, batch, "1d-ws") if Y > 1 else None
+    if problem:
+        raise ValueError(problem)
+    comms = expert_parallel_collectives(cfg, batch, tokens, Z, Y, kv_heads=math.gcd(cfg.K, Y),
+                                        capacity_factor=capacity_factor,
+                                        bytes_per_element=act_bytes)
+    return _priced("expert-parallel", 1, chips, comms, chip,
+                   {Z: _axes(chip, Z), Y: _axes(chip, Y)})
 
 
 def layout_candidates(cfg: ModelConfig, chips: int, batch: int,
