@@ -27,6 +27,9 @@ PY := $(VENV)/bin/python
 
 export UV_PYTHON_DOWNLOADS := never
 export PYTHONDONTWRITEBYTECODE := 1
+# Claims about a measurement on this machine fail the build and the tests like an assert; a
+# reader's own session (Colab, Jupyter) gets a note instead (inferbook/book/claims.py).
+export INFERBOOK_STRICT_CLAIMS := 1
 # A CPU-only torch wheel, where the machine carries one (this project's CI does); elsewhere
 # PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
