@@ -39,6 +39,7 @@ import numpy as np
 from IPython.display import Markdown
 
 from inferbook.book import bookdata
+from inferbook.book.claims import expect_measured
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -282,8 +283,10 @@ gqa_time = {K: min(ts) for K, ts in gqa_rounds.items()}
 gqa_bytes = {K: counts.kv_cache_bytes(att.replace(K=K), B_att, S_att, 4) for K in gqa_time}
 weights_att = counts.param_bytes(att, 4)
 assert gqa_bytes[16] > 10 * weights_att                 # the cache dominates the traffic
-assert gqa_time[1] < 0.7 * gqa_time[16]                 # a sixteenth of the bytes: faster
-assert gqa_time[1] < gqa_time[4]
+expect_measured(gqa_time[1] < 0.7 * gqa_time[16] and gqa_time[1] < gqa_time[4],
+                "fewer KV heads make a cache-bound decode step faster",
+                expected="K = 1 under 70% of K = 16's time, and faster than K = 4",
+                measured=", ".join(f"K = {K}: {fmt_seconds(t)}" for K, t in gqa_time.items()))
 for K in gqa_time:
     print(f"K={K:2d}: cache {fmt_bytes(gqa_bytes[K]):>9s}  step {fmt_seconds(gqa_time[K])}"
           f"  ({DEVICE})")
@@ -592,8 +595,12 @@ for label, t in int8_time.items():
     print(f"{label:32s} {fmt_seconds(t)}  ({DEVICE})")
 t_i8, t_f32, t_lib, t_naive = int8_time.values()
 bytes_ratio = kv_quant.cache_bytes(int8_cache) / kv_quant.cache_bytes(f32_qcache)
-assert t_naive > 2 * t_i8                # converting everything costs more than it saves
-assert t_i8 < 1.25 * t_f32               # the per-head reader is no slower than float32
+expect_measured(t_naive > 2 * t_i8, "converting the whole int8 cache first costs more than "
+                "it saves", expected="over twice the per-head reader's time",
+                measured=f"{fmt_seconds(t_naive)} against {fmt_seconds(t_i8)}")
+expect_measured(t_i8 < 1.25 * t_f32, "the per-head int8 reader is no slower than float32",
+                expected="under 125% of the float32 cache's time",
+                measured=f"{fmt_seconds(t_i8)} against {fmt_seconds(t_f32)}")
 glue("ch5_t_i8", fmt_seconds(t_i8)); glue("ch5_t_f32", fmt_seconds(t_f32))
 glue("ch5_t_lib", fmt_seconds(t_lib)); glue("ch5_t_naive", fmt_seconds(t_naive))
 glue("ch5_t_ratio", fmt_percent(t_i8 / t_f32)); glue("ch5_t_bytes_ratio", fmt_percent(bytes_ratio))

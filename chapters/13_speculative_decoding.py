@@ -40,6 +40,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import chisquare
 
+from inferbook.book.claims import expect_measured
 from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.presets import get_preset
@@ -302,7 +303,8 @@ print(f"on {DEVICE}: c = {c_cpu:.2f}, v = {v_cpu:.2f}; predicted speedup {predic
       f"measured {measured:.2f} ({fmt_seconds(plain.median_s)} plain vs "
       f"{fmt_seconds(spec.median_s)} speculative for {N_NEW} tokens)")
 if info.platform == "cpu":
-    assert v_cpu > 1.05, v_cpu         # on this CPU, scoring 5 tokens is not free
+    expect_measured(v_cpu > 1.05, "on a CPU, scoring several tokens costs more than one step",
+                    expected="v above 1.05", measured=f"v = {v_cpu:.2f}")
 glue("ch13_c_cpu", f"{c_cpu:.2f}"); glue("ch13_v_cpu", f"{v_cpu:.2f}")
 glue("ch13_pred_cpu", fmt_ratio(predicted, 2)); glue("ch13_meas_cpu", fmt_ratio(measured, 2))
 glue("ch13_plain_s", fmt_seconds(plain.median_s)); glue("ch13_spec_s", fmt_seconds(spec.median_s))

@@ -18,7 +18,7 @@ from typing import Any
 from inferbook.book import prose
 
 __all__ = ["glue", "fmt_bytes", "fmt_seconds", "fmt_count", "fmt_flops", "fmt_rate",
-           "fmt_ratio", "fmt_percent"]
+           "fmt_tokens_per_s", "fmt_ratio", "fmt_percent"]
 
 
 def glue(name: str, value: Any) -> None:
@@ -75,6 +75,17 @@ def fmt_rate(n: float, unit: str = "B/s", digits: int = 1) -> str:
         return _scaled(n, [(1e6, "million tokens/s"), (1e3, "thousand tokens/s"),
                            (1, "tokens/s")], digits)
     return _scaled(n, [(s, f"{p}{unit}") for s, p in prefixes], digits)
+
+
+def fmt_tokens_per_s(n: float) -> str:
+    """1428.4 -> '1,428 tokens/s'; 2.5e6 -> '2.50 million tokens/s'.
+
+    Every digit a reader needs to check a ratio quoted beside the rate: a whole number below a
+    million (never '1 thousand tokens/s'), three significant figures above.
+    """
+    if abs(n) < 1e6:
+        return f"{n:,.0f} tokens/s"
+    return fmt_rate(n, "tokens/s", 2)
 
 
 def fmt_ratio(x: float, digits: int = 1) -> str:
