@@ -23,6 +23,7 @@ TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 VENV := .venv
 OLDJAX := .venv-jax072
+COLAB := .venv-colab
 PY := $(VENV)/bin/python
 
 export UV_PYTHON_DOWNLOADS := never
@@ -35,7 +36,7 @@ export INFERBOOK_STRICT_CLAIMS := 1
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
 .PHONY: help book test venv test-venv oldjax-venv chromium notebooks check-notebooks \
-        test-unit test-oldjax test-notebooks test-browser clean bench
+        test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench
 
 help:
 	@echo "make book   build the site into _build/html (executes every chapter)"
@@ -54,6 +55,13 @@ test-venv: venv
 oldjax-venv: $(UV)
 	UV_PROJECT_ENVIRONMENT=$(OLDJAX) $(UV) sync --frozen --python $(PYTHON) --quiet \
 	  --no-default-groups --group unit --group oldest-jax
+
+# A fresh Colab-like environment for every run: Colab's JAX and the library installed from a
+# wheel of this checkout (never editable), so the twins see only what a pip install gives.
+colab-venv: $(UV)
+	rm -rf $(COLAB)
+	UV_PROJECT_ENVIRONMENT=$(COLAB) $(UV) sync --frozen --no-editable --python $(PYTHON) \
+	  --quiet --no-default-groups --group colab
 
 chromium:
 	@command -v chromium >/dev/null || { \
@@ -84,6 +92,11 @@ test-oldjax: oldjax-venv
 test-notebooks: venv
 	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
 	  -n $(JOBS) --dist loadfile -q book chapters exercises
+
+# Every Colab twin (chapters, front matter, student exercises) as a Colab reader runs it:
+# jax 0.7.2, the installed library, an empty folder, data files from the download cache.
+test-colab: colab-venv
+	$(COLAB)/bin/python tests/colab_notebooks.py --jobs $(JOBS)
 
 test-browser: chromium
 	$(PY) -m pytest tests/browser -q

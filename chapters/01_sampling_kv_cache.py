@@ -117,7 +117,7 @@ naive_tokens
 # $p + t$ tokens. The matrix multiplications cost about $2P$ FLOPs per token for $P$ weights,
 # so $2P(p + t)$ per step and a total that grows like $n^2$ over $n$ steps. Attention compares
 # every token with every earlier one: about $4 L N H (p+t)^2$ FLOPs per step, a total that grows
-# like $n^3$. Generating twice as many tokens costs four to eight times as much.
+# like $n^3$. Generating twice as many tokens costs $2^2$ to $2^3$ times as much.
 #
 # ## The past does not change
 #
@@ -385,11 +385,14 @@ plt.show()
 # once. We can measure how fast this device reads memory — the time to sum a large array, an
 # operation that does nothing but read — and compare a decode step against it. A meaningful
 # test needs weights large enough that reading them dominates the fixed costs of a step, so we
-# use the library's `cpu-336mb` preset: about 84 million parameters, 336 MB in float32.
+# use the library's `cpu-336mb` preset: {glue:text}`ch1_big_params` parameters,
+# {glue:text}`ch1_big_weights` in float32.
 
 # %%
 big = get_preset("cpu-336mb")
 big_params = decoder.init_params(big, seed=0)
+glue("ch1_big_params", fmt_count(counts.param_count(big)))
+glue("ch1_big_weights", fmt_bytes(counts.param_bytes(big, 4), 0))
 big_step_fn = timing.decode_step_timer(big_params, big, 1, 128)
 bytes_per_step = counts.param_bytes(big, 4) + counts.kv_cache_bytes(big, 1, 128, 4)
 # Alternate the two measurements, so that anything else the machine is doing affects both.
@@ -473,8 +476,8 @@ for B in tpot:
 # {glue:text}`ch1_tpot1` per token ({glue:text}`ch1_tput1`); eight together take
 # {glue:text}`ch1_tpot8` per step and produce {glue:text}`ch1_tput8`, {glue:text}`ch1_tput_gain`
 # as many tokens per second, while no single sequence got faster. (On an accelerator the gain
-# from batching approaches 8×; a CPU's matrix units run small batches inefficiently, which
-# chapter 2 measures.) Chapters 2 and 3 turn this trade-off into equations, and chapter 11 into
+# from batching approaches the ratio of the batch sizes; a CPU's matrix units run small
+# batches inefficiently, which chapter 2 measures.) Chapters 2 and 3 turn this trade-off into equations, and chapter 11 into
 # a serving engine.
 #
 # ## The price: memory

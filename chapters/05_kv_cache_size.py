@@ -199,18 +199,31 @@ prompt = 1000
 prompt_kv = counts.kv_cache_bytes(l7, 1, prompt, BF16)
 prompt_flops = counts.forward_flops(l7, 1, prompt, logits_for=1)
 per_token_flops = counts.flops_per_token(l7)
+# The prompt's FLOPs in their parts: the attention and MLP weights at every position, the
+# attention products over the full prompt × prompt square (what a dense kernel computes,
+# causal mask or not), the unembedding at the last position only.
+parts = counts.param_counts(l7)
+prompt_weight_flops = prompt * 2 * (parts["attention"] + parts["mlp"])
+prompt_attn_flops = counts.attention_flops(l7, 1, prompt, prompt)
+assert prompt_flops == prompt_weight_flops + prompt_attn_flops + 2 * l7.D * l7.V
 a100 = get_chip("A100 80GB")
 assert abs(prompt_flops / (prompt * per_token_flops) - 1) < 0.1    # ≈ 2·P FLOPs per token
 glue("ch5_prompt_kv", fmt_bytes(prompt_kv))
 glue("ch5_prompt_flops", fmt_flops(prompt_flops))
 glue("ch5_token_flops", fmt_flops(per_token_flops))
+glue("ch5_prompt_weight_flops", fmt_flops(prompt_weight_flops))
+glue("ch5_prompt_attn_flops", fmt_flops(prompt_attn_flops))
 glue("ch5_prompt_a100", fmt_seconds(prompt_flops / a100.bf16_flops_per_s))
 glue("ch5_prompt_share", fmt_percent(prompt_kv / (a100.hbm_bytes - l7_weights), 1))
 
 # %% [markdown]
-# About {glue:text}`ch5_token_flops` per token (twice the parameters), so
-# {glue:text}`ch5_prompt_flops` for the prompt — {glue:text}`ch5_prompt_a100` of an A100's peak
-# arithmetic — and {glue:text}`ch5_prompt_kv` of cache, held until the request ends:
+# About {glue:text}`ch5_token_flops` per token (twice the parameters that multiply). The
+# prompt's tokens do {glue:text}`ch5_prompt_weight_flops` in the attention and MLP weights (the
+# unembedding runs at the last position only), and the attention products add
+# {glue:text}`ch5_prompt_attn_flops` — every query against every prompt key, the full square a
+# dense kernel computes though the causal mask discards half of it: {glue:text}`ch5_prompt_flops`
+# in all, {glue:text}`ch5_prompt_a100` of an A100's peak arithmetic — and
+# {glue:text}`ch5_prompt_kv` of cache, held until the request ends:
 # {glue:text}`ch5_prompt_share` of what an 80 GB A100 has left after the weights. Memory held is
 # memory another request cannot use.
 #
@@ -648,11 +661,14 @@ glue("ch5_t_naive_x", fmt_ratio(t_naive / t_i8))
 # budget (its tests replay both policies in plain Python and compare the kept tokens). Our
 # models have random weights, so their attention has none of the structure these methods
 # exploit. We therefore build a stream of queries and keys with that structure — a sink at the
-# first position, 5% heavy hitters, a preference for recent tokens under RoPE — and check the
+# first position, {glue:text}`ch5_ev_heavy` heavy hitters, a preference for recent tokens under
+# RoPE — and check the
 # structure is there before measuring:
 
 # %%
 T_ev, K_ev, G_ev, H_ev = 256, 2, 2, 64
+glue("ch5_ev_heavy", fmt_percent(inspect.signature(kv_evict.structured_stream)
+                                 .parameters["heavy_fraction"].default))
 
 
 @partial(jax.jit, static_argnums=2)
@@ -681,11 +697,14 @@ model_top = top_share_of(last_query_attention(qkv[1][0], qkv[1][1], True))
 assert top_share > 0.5 and top_share > 2 * model_top and sink_share > 10 / T_ev
 glue("ch5_ev_sink", fmt_percent(sink_share)); glue("ch5_ev_top", fmt_percent(top_share))
 glue("ch5_ev_model_top", fmt_percent(model_top))
+glue("ch5_ev_top_frac", fmt_percent(inspect.signature(top_share_of).parameters["fraction"]
+                                    .default))
 
 # %% [markdown]
 # In the structured stream the last query puts {glue:text}`ch5_ev_sink` of its attention on the
-# first token and {glue:text}`ch5_ev_top` on its top 5% of tokens; in our random-weight model
-# the top 5% get only {glue:text}`ch5_ev_model_top`. Now the error of the attention output,
+# first token and {glue:text}`ch5_ev_top` on its top {glue:text}`ch5_ev_top_frac` of tokens;
+# in our random-weight model the top {glue:text}`ch5_ev_top_frac` get only
+# {glue:text}`ch5_ev_model_top`. Now the error of the attention output,
 # measured in units of a typical value vector, for budgets from 8 to 128 of the 256 tokens:
 # StreamingLLM with 4 sinks, the same window without sinks, and H2O with half its budget for
 # recent tokens (the paper's split).

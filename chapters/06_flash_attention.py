@@ -165,8 +165,8 @@ glue("ch6_xla_vs_count", fmt_ratio(xla_bytes[2048] / standard_io_bytes(2048, 204
 
 # %% [markdown]
 # The compiled program moves {glue:text}`ch6_xla_vs_count` the three-kernel count (it makes
-# extra passes over the score matrix for the mask and the softmax's maximum and sum), four
-# times as much each time $n$ doubles, and performs {glue:text}`ch6_xla_intensity` FLOPs per
+# extra passes over the score matrix for the mask and the softmax's maximum and sum),
+# quadrupling each time $n$ doubles, and performs {glue:text}`ch6_xla_intensity` FLOPs per
 # byte. Making the arithmetic faster would not help; moving fewer bytes would.
 #
 # ## Softmax one block at a time

@@ -129,8 +129,9 @@ streams
 # Everything else — which request goes into which slot, when to prefill and when to decode —
 # belongs to the orchestrator. To make its decisions visible we first run it on a toy model
 # whose arithmetic fits in a margin: `MockEngine` continues a context $c$ with the token
-# $(\sum c + |c|) \bmod V$, and a cost model charges 1 ms plus 0.1 ms per prompt token for a
-# prefill and 2 ms per generate step. Prompt `[1, 2, 3]` with $V = 97$ continues with 9, 19, 39:
+# $(\sum c + |c|) \bmod V$, and a cost model (`LinearCost`) charges
+# {glue:text}`ch11_cost_prefill` plus {glue:text}`ch11_cost_token` per prompt token for a
+# prefill and {glue:text}`ch11_cost_generate` per generate step. Prompt `[1, 2, 3]` with $V = 97$ continues with 9, 19, 39:
 
 # %%
 assert mock_stream([1, 2, 3], 3, 97) == [9, 19, 39]
@@ -138,6 +139,9 @@ toy = MockEngine(slots=2, max_len=64)
 toy_trace = [Request(0, [1, 2, 3], 6), Request(1, [4] * 30, 2), Request(2, [5] * 8, 5),
              Request(3, [6] * 12, 3, arrival_s=0.004)]
 cost = CostTimer(LinearCost())
+glue("ch11_cost_prefill", fmt_seconds(LinearCost().prefill_s, 0))
+glue("ch11_cost_token", fmt_seconds(LinearCost().per_token_s))
+glue("ch11_cost_generate", fmt_seconds(LinearCost().generate_s, 0))
 toy_runs = {d: serve(toy, None, toy_trace, d, timer=cost) for d in ("static", "interleaved")}
 for run in toy_runs.values():
     assert run.outputs() == {r.id: mock_stream(r.prompt, r.max_new_tokens, 97)
