@@ -192,9 +192,8 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
     import jax
     import jax.numpy as jnp
 
-    from inferbook.model.decoder import init_params
-
     from inferbook import __version__
+    from inferbook.model.decoder import init_params
     dtype = calibration.default_dtype() if dtype is None else dtype
     dev = jax.devices()[0]
     spec = _spec_chip(dev.device_kind) if dev.platform != "cpu" else None
