@@ -1,7 +1,8 @@
 # Inference by the Numbers — two commands:
 #
 #   make book   build the site into _build/html, executing every chapter on the CPU
-#   make test   run every test: library (newest and oldest JAX), notebooks, book, browser
+#   make test   run every test: library (newest and oldest JAX), notebooks (newest JAX, and
+#               the Colab twins under the oldest), book, browser
 #
 # Each creates or refreshes what it needs from the lock file: uv (in .tools), the project
 # environment (.venv), a second environment with the oldest supported JAX (.venv-jax072),
@@ -105,6 +106,7 @@ test: test-venv oldjax-venv chromium
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-oldjax
 	$(MAKE) --no-print-directory test-notebooks
+	$(MAKE) --no-print-directory test-colab
 	$(MAKE) --no-print-directory book
 	$(MAKE) --no-print-directory test-browser
 

@@ -54,12 +54,6 @@ ALLOWED = {
         "283.60 ms": "the post's printed benchmark output, quoted",
         "63.17 ms": "the post's printed benchmark output, quoted",
     },
-    "chapters/02_rooflines.py": {
-        "80%": "TODO",
-        "70%": "TODO",
-        "15%": "TODO",
-        "25%": "TODO",
-    },
     "chapters/03_latency_throughput_memory.py": {
         "two times": "'the larger of their two times': two durations, not a multiplier",
         "30 billion": "the scaling book's quiz model, stated as the question states it",
