@@ -32,6 +32,16 @@ export PYTHONDONTWRITEBYTECODE := 1
 # Claims about a measurement on this machine fail the build and the tests like an assert; a
 # reader's own session (Colab, Jupyter) gets a note instead (inferbook/book/claims.py).
 export INFERBOOK_STRICT_CLAIMS := 1
+# XLA's compiled programs, kept between runs and shared by every process (unit-test workers,
+# notebook kernels, both JAX versions): an entry is keyed by the program, the XLA flags and
+# the JAX version, so a changed library recompiles only what changed. A second `make test`
+# compiles little; the first fills the cache. JAX_CACHE= (empty) turns it off.
+JAX_CACHE ?= $(HOME)/.cache/inferbook/jax
+ifneq ($(JAX_CACHE),)
+export JAX_COMPILATION_CACHE_DIR := $(JAX_CACHE)
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS := 0
+export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES := 0
+endif
 # A CPU-only torch wheel, where the machine carries one (this project's CI does); elsewhere
 # PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)

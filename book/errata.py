@@ -236,7 +236,8 @@ assert p6_chips == wp["p6_fewest_chips_answer"]
 shapes = [tuple(int(a) for a in t.split("x")) for t in v5e_slices["topologies"]]
 smallest = min((s for s in shapes if math.prod(s) >= p6_chips), key=math.prod)
 assert math.prod(smallest) > p6_chips                  # no slice has exactly that many chips
-glue("err_p6_bytes", fmt_bytes(total_moe)); glue("err_p6_chips", str(p6_chips))
+glue("err_p6_bytes", fmt_bytes(total_moe))
+glue("err_p6_chips", str(p6_chips))
 glue("err_p6_hbm", fmt_bytes(v5e.hbm_bytes, 0))
 glue("err_p6_shapes", ", ".join("×".join(map(str, s)) for s in shapes))
 glue("err_p6_slice", "×".join(map(str, smallest)))
@@ -253,7 +254,8 @@ glue("err_p6_slice_chips", str(math.prod(smallest)));
 # %% tags=["hide-input"]
 n_star = comm_time.ws2d_crossover_chips(4096, 4 * 4096)
 assert n_star == 128 * (3 / 4) ** 2 != wp["p7_crossover_chips"]
-glue("err_p7_pub", str(wp["p7_crossover_chips"])); glue("err_p7_formula", f"{n_star:.0f}");
+glue("err_p7_pub", str(wp["p7_crossover_chips"]))
+glue("err_p7_formula", f"{n_star:.0f}");
 
 # %% [markdown]
 # ### Appendix A: the floor of one layer
@@ -272,9 +274,12 @@ floor_exact = roofline.step_time_lower_bound(2 * layer, 0, v5e, chips_a)
 floor_rounded = roofline.step_time_lower_bound(2 * app["layer_params_rounded"], 0, v5e, chips_a)
 assert abs(floor_rounded * 1e6 / app["layer_floor_us"] - 1) < 0.01     # the source's figure
 assert floor_exact < 0.95 * floor_rounded
-glue("err_a_D", f"{D_a:,}"); glue("err_a_F", f"{F_a:,}"); glue("err_a_chips", str(chips_a))
+glue("err_a_D", f"{D_a:,}")
+glue("err_a_F", f"{F_a:,}")
+glue("err_a_chips", str(chips_a))
 glue("err_a_pub", fmt_seconds(app["layer_floor_us"] / 1e6, 0))
-glue("err_a_params", fmt_count(layer, 2)); glue("err_a_rounded", fmt_count(app["layer_params_rounded"]))
+glue("err_a_params", fmt_count(layer, 2))
+glue("err_a_rounded", fmt_count(app["layer_params_rounded"]))
 glue("err_a_ours", fmt_seconds(floor_exact, 0));
 
 # %% [markdown]
@@ -329,11 +334,14 @@ assert tok_l7 < 0.95 * tok_pub
 glue("err_l_w_pub", f"{lienhart['weights_gib']} GB")               # as the article writes
 glue("err_l_kv_pub", f"{lienhart['kv_mib_per_token']} MB")
 glue("err_l_tok_pub", lienhart["tokens_like_weights_label"])
-glue("err_l_seq_pub", str(lienhart["sequences"])); glue("err_l_len", str(lienhart["sequence_tokens"]))
+glue("err_l_seq_pub", str(lienhart["sequences"]))
+glue("err_l_len", str(lienhart["sequence_tokens"]))
 glue("err_l_quot", f"{tok_pub:,}")
-glue("err_l_w", fmt_bytes(w_l7, 2)); glue("err_l_w_gib", f"{w_l7 / 2 ** 30:.2f} GiB")
+glue("err_l_w", fmt_bytes(w_l7, 2))
+glue("err_l_w_gib", f"{w_l7 / 2 ** 30:.2f} GiB")
 glue("err_l_kv", f"{kv_l7:,}")
-glue("err_l_tok", f"{tok_l7:,}"); glue("err_l_seq", str(tok_l7 // lienhart["sequence_tokens"]));
+glue("err_l_tok", f"{tok_l7:,}")
+glue("err_l_seq", str(tok_l7 // lienhart["sequence_tokens"]));
 
 # %% [markdown]
 # ## Transformer Inference Arithmetic

@@ -350,11 +350,11 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 # {glue:text}`ch3_v5e_flops` of bfloat16 arithmetic. At batch 1 a step takes at least
 # {glue:text}`ch3_step_1`, {glue:text}`ch3_tput_1` tokens per second. Larger batches raise the
 # throughput — {glue:text}`ch3_tput_8` at batch 8 — but with sharply diminishing returns:
-# {glue:text}`ch3_tput_64` at batch 64, {glue:text}`ch3_batch_x` the batch for much less than twice the
-# tokens, because every added sequence adds its own 8,192-token cache to read. And only batch
-# {glue:text}`ch3_mha_max_batch` and below fit at all: batch 16 already needs more memory than
-# the slice has. Reaching the critical batch of {glue:text}`ch3_bcrit_int`, where the weight
-# matmuls would finally keep the chips busy, would take {glue:text}`ch3_kv_bcrit` of cache,
+# {glue:text}`ch3_tput_64` at batch 64, {glue:text}`ch3_batch_x` the batch for much less than twice
+# the tokens, because every added sequence adds its own 8,192-token cache to read. And only batch
+# {glue:text}`ch3_mha_max_batch` and below fit at all: batch 16 already needs more memory than the
+# slice has. Reaching the critical batch of {glue:text}`ch3_bcrit_int`, where the weight matmuls
+# would finally keep the chips busy, would take {glue:text}`ch3_kv_bcrit` of cache,
 # {glue:text}`ch3_kv_bcrit_x` the slice's memory — and would still give only
 # {glue:text}`ch3_tput_bcrit` tokens per second.
 #

@@ -207,7 +207,8 @@ assert rows[0][2] == rows[2][2]                              # ... the collectiv
 # $$M^* = \frac{F \cdot W_\text{ici}}{C} = \frac{F}{\alpha}, \qquad \alpha = \frac{C}{W_\text{ici}},$$
 #
 # and a gated MLP, with three matrices, does {glue:text}`ch8_gated_x` the arithmetic and can
-# go {glue:text}`ch8_gated_x` further. We evaluate it with the constants of a TPU v5e, for the scaling book's 18B model,
+# go {glue:text}`ch8_gated_x` further. We evaluate it with the constants of a TPU v5e, for
+# the scaling book's 18B model,
 # and check it against the whole forward pass — attention included — computed from the
 # estimator's inventory of collectives and its FLOP count.
 

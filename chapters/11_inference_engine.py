@@ -131,7 +131,8 @@ streams
 # whose arithmetic fits in a margin: `MockEngine` continues a context $c$ with the token
 # $(\sum c + |c|) \bmod V$, and a cost model (`LinearCost`) charges
 # {glue:text}`ch11_cost_prefill` plus {glue:text}`ch11_cost_token` per prompt token for a
-# prefill and {glue:text}`ch11_cost_generate` per generate step. Prompt `[1, 2, 3]` with $V = 97$ continues with 9, 19, 39:
+# prefill and {glue:text}`ch11_cost_generate` per generate step. Prompt `[1, 2, 3]` with
+# $V = 97$ continues with 9, 19, 39:
 
 # %%
 assert mock_stream([1, 2, 3], 3, 97) == [9, 19, 39]

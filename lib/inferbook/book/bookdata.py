@@ -85,10 +85,15 @@ def _number(text: str) -> Any:
     return text
 
 
+def _listed(index_data: Any) -> list[str]:
+    """The names an index holds: a plain list, or {"source": ..., "files": [...]}."""
+    return index_data["files"] if isinstance(index_data, dict) else index_data
+
+
 def records(index: str) -> list[Any]:
     """Every record an index file (a key of `INDEXES`) lists, each fetched by its name."""
     folder = index.rpartition("/")[0]
-    return [load(f"{folder}/{name}" if folder else name) for name in load(index)]
+    return [load(f"{folder}/{name}" if folder else name) for name in _listed(load(index))]
 
 
 def indexed_files(index: str, data: Path) -> list[str]:
@@ -104,7 +109,11 @@ def reindex(data: Path | None = None) -> list[Path]:
     written = []
     for index in INDEXES:
         path = data / index
-        path.write_text(json.dumps(indexed_files(index, data), indent=1) + "\n")
+        files = indexed_files(index, data)
+        old = json.loads(path.read_text()) if path.is_file() else None
+        # An index beside other data files says what it is, as they all do (its "source").
+        content = {**old, "files": files} if isinstance(old, dict) else files
+        path.write_text(json.dumps(content, indent=1) + "\n")
         written.append(path)
     return written
 
