@@ -285,10 +285,15 @@ S = 256
 cache = kvcache.init_cache(cfg, 1, S)._replace(lengths=jnp.array([64], jnp.int32))
 dcache = kvcache.init_cache(draft.cfg, 1, S)._replace(lengths=jnp.array([64], jnp.int32))
 one = jnp.zeros((1, 1), jnp.int32)
-t_target = timing.time_fn(decode.extend, params, cfg, one, cache, repeats=10).median_s
-t_draft = timing.time_fn(decode.extend, draft.params, draft.cfg, one, dcache, repeats=10).median_s
-t_verify = timing.time_fn(decode.extend, params, cfg, jnp.zeros((1, GAMMA + 1), jnp.int32),
-                         cache, repeats=10).median_s
+steps = {"target": (params, cfg, one, cache), "draft": (draft.params, draft.cfg, one, dcache),
+         "verify": (params, cfg, jnp.zeros((1, GAMMA + 1), jnp.int32), cache)}
+# Three rounds that alternate the three programs, each keeping its fastest call: these steps
+# take about a millisecond, and whatever else runs on the machine can only slow a call down.
+fastest = {name: np.inf for name in steps}
+for _ in range(3):
+    for name, args in steps.items():
+        fastest[name] = min(fastest[name], timing.time_fn(decode.extend, *args, repeats=5).min_s)
+t_target, t_draft, t_verify = fastest["target"], fastest["draft"], fastest["verify"]
 c_cpu, v_cpu = t_draft / t_target, t_verify / t_target
 predicted = speculation.speculative_speedup(alpha, GAMMA, c_cpu, v_cpu)
 
