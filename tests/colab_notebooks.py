@@ -44,6 +44,13 @@ def displayed_text(nb) -> list[str]:
             if "text/markdown" in out.get("data", {})]
 
 
+def claim_notes(nb) -> int:
+    """How many measured-claim notes the notebook showed (a reader's session, not strict)."""
+    return sum("Measured claim not confirmed" in out["data"]["text/markdown"]
+               for cell in nb.cells for out in cell.get("outputs", [])
+               if "text/markdown" in out.get("data", {}))
+
+
 def problems(nb) -> list[str]:
     """Broken prose in an executed twin: placeholders left, or MyST syntax shown."""
     from inferbook.book.colab_markdown import MYST_SYNTAX
@@ -76,8 +83,8 @@ def _kernel_manager():
 
 
 def run_twin(path: Path, cache: Path, timeout: int, save: Path | None = None
-             ) -> tuple[str, float, list[tuple[float, str]], str | None]:
-    """Execute one twin; (name, seconds, slowest cells, error or None)."""
+             ) -> tuple[str, float, list[tuple[float, str]], str | None, int]:
+    """Execute one twin; (name, seconds, slowest cells, error or None, claim notes shown)."""
     import nbclient
     import nbformat
 
@@ -109,7 +116,8 @@ def run_twin(path: Path, cache: Path, timeout: int, save: Path | None = None
                  - datetime.fromisoformat(t["iopub.execute_input"].replace("Z", "+00:00")))
             code = [ln for ln in cell.source.splitlines() if ln.strip() and ln[0] != "#"]
             cells.append((d.total_seconds(), (code or [""])[0][:60]))
-    return path.relative_to(ROOT).as_posix(), seconds, sorted(cells, reverse=True)[:3], error
+    return (path.relative_to(ROOT).as_posix(), seconds, sorted(cells, reverse=True)[:3], error,
+            claim_notes(nb))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_twin, p, cache, args.timeout, args.save) for p in todo]
         for future in as_completed(futures):
-            name, seconds, slowest, error = future.result()
+            name, seconds, slowest, error, notes = future.result()
             detail = "; ".join(f"{s:.0f} s `{src}`" for s, src in slowest)
-            print(f"  {'FAILED ' if error else ''}{name}: {seconds:.0f} s (slowest: {detail})",
-                  flush=True)
+            noted = f", {notes} measured-claim note(s)" if notes else ""
+            print(f"  {'FAILED ' if error else ''}{name}: {seconds:.0f} s{noted} "
+                  f"(slowest: {detail})", flush=True)
             if error:
                 failed.append(name)
                 print(f"    {error}", flush=True)
