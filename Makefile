@@ -1,7 +1,8 @@
 # Inference by the Numbers — two commands:
 #
 #   make book   build the site into _build/html, executing every chapter on the CPU
-#   make test   run every test: library (newest and oldest JAX), notebooks, book, browser
+#   make test   run every test: library (newest and oldest JAX), notebooks (newest JAX, and
+#               the Colab twins under the oldest), book, browser
 #
 # Each creates or refreshes what it needs from the lock file: uv (in .tools), the project
 # environment (.venv), a second environment with the oldest supported JAX (.venv-jax072),
@@ -24,16 +25,30 @@ TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 VENV := .venv
 OLDJAX := .venv-jax072
+COLAB := .venv-colab
 PY := $(VENV)/bin/python
 
 export UV_PYTHON_DOWNLOADS := never
 export PYTHONDONTWRITEBYTECODE := 1
+# Claims about a measurement on this machine fail the build and the tests like an assert; a
+# reader's own session (Colab, Jupyter) gets a note instead (inferbook/book/claims.py).
+export INFERBOOK_STRICT_CLAIMS := 1
+# XLA's compiled programs, kept between runs and shared by every process (unit-test workers,
+# notebook kernels, both JAX versions): an entry is keyed by the program, the XLA flags and
+# the JAX version, so a changed library recompiles only what changed. A second `make test`
+# compiles little; the first fills the cache. JAX_CACHE= (empty) turns it off.
+JAX_CACHE ?= $(HOME)/.cache/inferbook/jax
+ifneq ($(JAX_CACHE),)
+export JAX_COMPILATION_CACHE_DIR := $(JAX_CACHE)
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS := 0
+export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES := 0
+endif
 # A CPU-only torch wheel, where the machine carries one (this project's CI does); elsewhere
 # PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
 .PHONY: help book test venv test-venv oldjax-venv chromium bwrap notebooks check-notebooks \
-        test-unit test-oldjax test-notebooks test-browser clean bench
+        test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench
 
 help:
 	@echo "make book   build the site into _build/html (executes every chapter)"
@@ -54,6 +69,13 @@ oldjax-venv: $(UV)
 	UV_PROJECT_ENVIRONMENT=$(OLDJAX) $(UV) sync --frozen --python $(PYTHON) --quiet \
 	  --no-default-groups --group unit --group hf --group oldest-jax
 	$(UV) pip install --quiet --python $(OLDJAX)/bin/python $(TORCH_SOURCE) "$(TORCH)"
+
+# A fresh Colab-like environment for every run: Colab's JAX and the library installed from a
+# wheel of this checkout (never editable), so the twins see only what a pip install gives.
+colab-venv: $(UV)
+	rm -rf $(COLAB)
+	UV_PROJECT_ENVIRONMENT=$(COLAB) $(UV) sync --frozen --no-editable --python $(PYTHON) \
+	  --quiet --no-default-groups --group colab
 
 chromium:
 	@command -v chromium >/dev/null || { \
@@ -91,6 +113,11 @@ test-notebooks: venv
 	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
 	  -n $(JOBS) --dist loadfile -q book chapters exercises
 
+# Every Colab twin (chapters, front matter, student exercises) as a Colab reader runs it:
+# jax 0.7.2, the installed library, an empty folder, data files from the download cache.
+test-colab: colab-venv
+	$(COLAB)/bin/python tests/colab_notebooks.py --jobs $(JOBS)
+
 test-browser: chromium
 	$(PY) -m pytest tests/browser -q
 
@@ -98,6 +125,7 @@ test: test-venv oldjax-venv chromium bwrap
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-oldjax
 	$(MAKE) --no-print-directory test-notebooks
+	$(MAKE) --no-print-directory test-colab
 	$(MAKE) --no-print-directory book
 	$(MAKE) --no-print-directory test-browser
 

@@ -20,11 +20,13 @@
 # `book/data/scaling_book_published.json` (the scaling book, *All About Transformer
 # Inference* {cite:p}`austin2025scaling`, in its close translation and its freer rendering) and
 # `book/data/kipply_assumptions.json` and `book/data/kipply_fastertransformer.csv`
-# ({cite:t}`chen2022arithmetic`). Each item's code is one click away, and every claim on the
+# ({cite:t}`chen2022arithmetic`), and `book/data/lienhart_kv_caching.json`
+# ({cite:t}`lienhart2023kvcache`). Each item's code is one click away, and every claim on the
 # page is an assertion that ran when the book was built.
 
 # %% tags=["hide-input"]
 import dataclasses
+import math
 
 import inferbook
 
@@ -38,6 +40,7 @@ from inferbook.book.present import (
     fmt_count,
     fmt_percent,
     fmt_rate,
+    fmt_ratio,
     fmt_seconds,
     glue,
 )
@@ -47,6 +50,8 @@ from inferbook.perf.hardware import get_chip
 
 book = bookdata.load("scaling_book_published.json")
 kipply = bookdata.load("kipply_assumptions.json")
+lienhart = bookdata.load("lienhart_kv_caching.json")
+v5e_slices = bookdata.load("tpu_v5e_slices.json")
 ft_runs = bookdata.load("kipply_fastertransformer.csv")
 v5e, a100, h100 = get_chip("TPU v5e"), get_chip("A100 40GB"), get_chip("H100 SXM")
 
@@ -85,7 +90,7 @@ glue("err_bw_spread", fmt_percent(spread, 1));
 # "{glue:text}`err_t_hbm_label`" is eight chips of {glue:text}`err_t_hbm_chip`. The book writes
 # decimal units throughout. The step times agree with the library's to within
 # {glue:text}`err_t_step_diff` at every batch size (the library uses the registry's bandwidth
-# and the exact 13.02 billion parameters):
+# and the exact {glue:text}`err_t_params` parameters):
 
 # %% tags=["hide-input"]
 tab = book["llama2_13b_tables"]
@@ -115,6 +120,7 @@ glue("err_t_kv_label", str(tab["kv_gib"][0])); glue("err_t_kv", fmt_bytes(kv_1, 
 glue("err_t_kv_gib", f"{kv_1 / 2 ** 30:.2f}")
 glue("err_t_hbm_label", tab["hbm_label"]); glue("err_t_hbm_chip", fmt_bytes(v5e.hbm_bytes, 0))
 glue("err_t_step_diff", fmt_percent(max(diffs), 1))
+glue("err_t_params", fmt_count(counts.param_count(llama), 2))
 glue("err_t_16", fmt_bytes(total_16)); glue("err_t_hbm", fmt_bytes(chips * v5e.hbm_bytes, 0))
 glue("err_t_largest", str(largest))
 glue("err_oom_000", book["llama2_13b_tables"]["oom_text_000"])
@@ -132,8 +138,8 @@ Markdown("| KV heads | batch | published step time | library |\n|---|---:|---:|-
 # The scaling book puts the H100's critical batch at "about {glue:text}`err_h100_pub`"; the
 # freer rendering's table derives it as "{glue:text}`err_h100_table`". The H100 SXM's dense
 # bfloat16 peak over its bandwidth gives {glue:text}`err_h100_ours`. The table's numerator is
-# four times the dense bfloat16 peak — NVIDIA's FP8 figure *with* 2:4 sparsity — and would give
-# {glue:text}`err_h100_sparse`.
+# {glue:text}`err_h100_x` the dense bfloat16 peak — NVIDIA's FP8 figure *with* 2:4 sparsity —
+# and would give {glue:text}`err_h100_sparse`.
 
 # %% tags=["hide-input"]
 h100_bcrit = roofline.critical_batch(h100)
@@ -143,7 +149,8 @@ glue("err_h100_table", book["b_crit"]["h100_table_002"])
 glue("err_h100_ours", f"{h100_bcrit:.0f}")
 table_flops = book["b_crit"]["h100_table_002_flops"]
 assert abs(table_flops / (4 * h100.bf16_flops_per_s) - 1) < 0.02
-glue("err_h100_sparse", f"{table_flops / h100.hbm_bytes_per_s:,.0f}");
+glue("err_h100_sparse", f"{table_flops / h100.hbm_bytes_per_s:,.0f}")
+glue("err_h100_x", fmt_ratio(table_flops / h100.bf16_flops_per_s, 0));
 
 # %% [markdown]
 # ### Worked problems 1–3: the invented 18.4B model
@@ -216,6 +223,67 @@ glue("err_p5_written", fmt_count(wp["p5_forward_flops_active_param_000"]))
 glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_moe));
 
 # %% [markdown]
+# ### Worked problem 6: the smallest slice is a shape, not a chip count
+#
+# The problem asks for the smallest TPU v5e slice that holds the mixture-of-experts weights in
+# int8. The weights, {glue:text}`err_p6_bytes`, need {glue:text}`err_p6_chips` chips of
+# {glue:text}`err_p6_hbm` — the answer given. But a v5e slice comes in fixed shapes
+# ({glue:text}`err_p6_shapes`), and the smallest that has that many chips is
+# {glue:text}`err_p6_slice`, {glue:text}`err_p6_slice_chips` chips.
+
+# %% tags=["hide-input"]
+p6_chips = math.ceil(total_moe / v5e.hbm_bytes)               # int8: one byte per weight
+assert p6_chips == wp["p6_fewest_chips_answer"]
+shapes = [tuple(int(a) for a in t.split("x")) for t in v5e_slices["topologies"]]
+smallest = min((s for s in shapes if math.prod(s) >= p6_chips), key=math.prod)
+assert math.prod(smallest) > p6_chips                  # no slice has exactly that many chips
+glue("err_p6_bytes", fmt_bytes(total_moe))
+glue("err_p6_chips", str(p6_chips))
+glue("err_p6_hbm", fmt_bytes(v5e.hbm_bytes, 0))
+glue("err_p6_shapes", ", ".join("×".join(map(str, s)) for s in shapes))
+glue("err_p6_slice", "×".join(map(str, smallest)))
+glue("err_p6_slice_chips", str(math.prod(smallest)));
+
+# %% [markdown]
+# ### Worked problem 7: the 2D crossover
+#
+# Worked problem 7 finds that 2D weight-stationary sharding moves fewer bytes than 1D beyond
+# $N >$ {glue:text}`err_p7_pub` chips. Its own expression, $128 \cdot (3/4)^2$, is
+# {glue:text}`err_p7_formula`, and so is the library's `comm_time.ws2d_crossover_chips` for
+# $F = 4D$ (chapter 10 also finds it from a brute-force minimum and from compiled programs).
+
+# %% tags=["hide-input"]
+n_star = comm_time.ws2d_crossover_chips(4096, 4 * 4096)
+assert n_star == 128 * (3 / 4) ** 2 != wp["p7_crossover_chips"]
+glue("err_p7_pub", str(wp["p7_crossover_chips"]))
+glue("err_p7_formula", f"{n_star:.0f}");
+
+# %% [markdown]
+# ### Appendix A: the floor of one layer
+#
+# Appendix A times a layer of two matmuls, $D =$ {glue:text}`err_a_D` and
+# $F =$ {glue:text}`err_a_F`, in bfloat16 over {glue:text}`err_a_chips` TPU v5e chips, and puts
+# the floor — each chip reading its share of the weights — at {glue:text}`err_a_pub`. That
+# rounds the layer's $2DF$ = {glue:text}`err_a_params` parameters to
+# {glue:text}`err_a_rounded`; the exact count gives {glue:text}`err_a_ours`.
+
+# %% tags=["hide-input"]
+app = book["appendix_a"]
+D_a, F_a, chips_a = 8192, 32768, 4
+layer = 2 * D_a * F_a
+floor_exact = roofline.step_time_lower_bound(2 * layer, 0, v5e, chips_a)
+floor_rounded = roofline.step_time_lower_bound(2 * app["layer_params_rounded"], 0, v5e, chips_a)
+assert abs(floor_rounded * 1e6 / app["layer_floor_us"] - 1) < 0.01     # the source's figure
+assert floor_exact < 0.95 * floor_rounded
+glue("err_a_D", f"{D_a:,}")
+glue("err_a_F", f"{F_a:,}")
+glue("err_a_chips", str(chips_a))
+glue("err_a_pub", fmt_seconds(app["layer_floor_us"] / 1e6, 0))
+glue("err_a_params", fmt_count(layer, 2))
+glue("err_a_rounded", fmt_count(app["layer_params_rounded"]))
+glue("err_a_ours", fmt_seconds(floor_exact, 0));
+
+# %% [markdown]
 # ### Appendix C: when is a collective latency-bound?
 #
 # A collective is latency-bound when the bytes each hop carries take less than the hop's
@@ -240,6 +308,41 @@ glue("err_c_000", fmt_bytes(c["000"], 0)); glue("err_c_002", fmt_bytes(c["002"],
 glue("err_c_link", fmt_rate(v5e.link_bytes_per_s)); glue("err_c_hop", fmt_seconds(v5e.hop_latency_s, 0))
 glue("err_c_shard", fmt_bytes(per_shard, 0)); glue("err_c_whole", fmt_bytes(whole, 0))
 glue("err_c_example", fmt_bytes(example, 0));
+
+# %% [markdown]
+# ## KV caching explained
+#
+# Lienhart's article {cite:p}`lienhart2023kvcache` sizes Llama-2 7B's cache with round
+# numbers: {glue:text}`err_l_w_pub` of float16 weights and {glue:text}`err_l_kv_pub` of keys and
+# values per token, so that the cache matches the weights after
+# "{glue:text}`err_l_tok_pub`" tokens, {glue:text}`err_l_seq_pub` sequences of
+# {glue:text}`err_l_len` — {glue:text}`err_l_quot` tokens, the quotient in binary units (GiB
+# over MiB). In those units the token's size is exact ({glue:text}`err_l_kv` bytes), but the
+# weights are rounded up: they take {glue:text}`err_l_w` ({glue:text}`err_l_w_gib`). Exactly,
+# the cache matches them after {glue:text}`err_l_tok` tokens, {glue:text}`err_l_seq` sequences
+# of {glue:text}`err_l_len`.
+
+# %% tags=["hide-input"]
+l7 = get_preset(lienhart["model"])
+w_l7, kv_l7 = counts.param_bytes(l7, 2), counts.kv_bytes_per_token(l7, 2)
+w_pub, kv_pub = lienhart["weights_gib"] * 2 ** 30, lienhart["kv_mib_per_token"] * 2 ** 20
+assert kv_l7 == kv_pub and w_l7 < w_pub                  # the cache is exact, the weights not
+tok_pub = int(w_pub // kv_pub)
+assert tok_pub == lienhart["sequences"] * lienhart["sequence_tokens"]    # where 28k comes from
+assert f"{tok_pub // 1024}k" == lienhart["tokens_like_weights_label"]
+tok_l7 = int(w_l7 // kv_l7)
+assert tok_l7 < 0.95 * tok_pub
+glue("err_l_w_pub", f"{lienhart['weights_gib']} GB")               # as the article writes
+glue("err_l_kv_pub", f"{lienhart['kv_mib_per_token']} MB")
+glue("err_l_tok_pub", lienhart["tokens_like_weights_label"])
+glue("err_l_seq_pub", str(lienhart["sequences"]))
+glue("err_l_len", str(lienhart["sequence_tokens"]))
+glue("err_l_quot", f"{tok_pub:,}")
+glue("err_l_w", fmt_bytes(w_l7, 2))
+glue("err_l_w_gib", f"{w_l7 / 2 ** 30:.2f} GiB")
+glue("err_l_kv", f"{kv_l7:,}")
+glue("err_l_tok", f"{tok_l7:,}")
+glue("err_l_seq", str(tok_l7 // lienhart["sequence_tokens"]));
 
 # %% [markdown]
 # ## Transformer Inference Arithmetic
@@ -327,8 +430,12 @@ glue("err_k_cap3_ours", f"{cap_ours[3]:,}"); glue("err_k_cap4_ours", f"{cap_ours
 # she reports a step of {glue:text}`err_k_512a` in one sentence and {glue:text}`err_k_512b` in
 # the next; the library gives {glue:text}`err_k_512` (FLOPs {glue:text}`err_k_512_flops` against
 # {glue:text}`err_k_512_comm` of communication). The next section recalls "our 512 batch on
-# 52B", which was the 260B model; there the message latency is {glue:text}`err_k_lat_share`
-# of the communication time.
+# 52B", which was the 260B model, and puts the message latency at
+# {glue:text}`err_k_lat_share_pub` of its communication time. Neither her figures nor the
+# library's give that: {glue:text}`err_k_lat` of latency against her
+# {glue:text}`err_k_comm_pub` of transfers is {glue:text}`err_k_lat_share_hers`, against the
+# library's {glue:text}`err_k_512_comm` {glue:text}`err_k_lat_share`; the book quotes the
+# library's.
 
 # %% tags=["hide-input"]
 gopher = get_preset("gopher-280b")
@@ -343,7 +450,12 @@ assert big.total_s == big.compute_s and round(big.total_s * 1e3) == pub["gopher_
 glue("err_k_lat_double", fmt_seconds(2 * lat, 2)); glue("err_k_lat", fmt_seconds(lat, 2))
 glue("err_k_512", fmt_seconds(big.total_s)); glue("err_k_512_flops", fmt_seconds(big.compute_s))
 glue("err_k_512_comm", fmt_seconds(big.comms_s))
-glue("err_k_lat_share", fmt_percent(lat / (lat + big.comms_s)));
+share_hers = lat / (lat + pub["gopher_large_batch_comms_ms"] / 1e3)
+assert abs(share_hers - pub["gopher_latency_share_of_comms"]) > 0.01
+glue("err_k_lat_share", fmt_percent(lat / (lat + big.comms_s), 1))
+glue("err_k_lat_share_pub", fmt_percent(pub["gopher_latency_share_of_comms"]))
+glue("err_k_comm_pub", fmt_seconds(pub["gopher_large_batch_comms_ms"] / 1e3, 0))
+glue("err_k_lat_share_hers", fmt_percent(share_hers, 1));
 
 # %% [markdown]
 # ### Intermediate memory costs

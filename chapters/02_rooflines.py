@@ -35,6 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown
 
+from inferbook.book.claims import expect_measured
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -309,10 +310,15 @@ Markdown("| batch | measured | matmuls | attention | calibrated prediction | err
 # The calibrated prediction holds. This build may share the machine with other programs, so
 # the live check is looser than the book's targets (±15% median, ±25% worst), which the
 # last section asserts on benchmark runs recorded on a quiet machine.
-assert np.median(np.abs(errors)) <= 0.25 and np.max(np.abs(errors)) <= 0.5, errors
+expect_measured(np.median(np.abs(errors)) <= 0.25 and np.max(np.abs(errors)) <= 0.5,
+                "the calibrated prediction follows the measured decode step at every batch",
+                expected="a median error within 25% and every error within 50%",
+                measured=", ".join(f"batch {b}: {e:+.0%}" for b, e in zip(B_axis, errors)))
 b_crit_here = sweep.critical_batch
 tput = B_axis / measured
-knee = int(B_axis[np.argmax(tput >= 0.8 * tput.max())])
+KNEE = 0.8                  # the knee: where throughput first reaches this share of its best
+knee = int(B_axis[np.argmax(tput >= KNEE * tput.max())])
+glue("ch2_knee_share", fmt_percent(KNEE))
 glue("ch2_device", DEVICE)
 glue("ch2_W", fmt_rate(sweep.bandwidth))
 glue("ch2_C", fmt_rate(sweep.peak_flops, "FLOP/s"))
@@ -356,7 +362,8 @@ plt.show()
 # reaches {glue:text}`ch2_C`. The model's matmul weights are {glue:text}`ch2_weights`, so the
 # roofline's knee — its critical batch — sits at $B =$ {glue:text}`ch2_bcrit_here`. The
 # measured step takes {glue:text}`ch2_step_1` at batch 1 and {glue:text}`ch2_step_max` at the
-# largest batch; the throughput rises {glue:text}`ch2_tput_ratio` and reaches 80% of its best
+# largest batch; the throughput rises {glue:text}`ch2_tput_ratio` and reaches
+# {glue:text}`ch2_knee_share` of its best
 # at batch {glue:text}`ch2_knee`: the knee of the measured curve. The calibrated prediction is
 # within {glue:text}`ch2_worst_error` of the measured step at every batch size; the two-constant
 # roofline is off by up to {glue:text}`ch2_worst_roof_error` (at batch
@@ -388,7 +395,11 @@ glue("ch2_valley_batch", str(int(B_axis[worst])))
 glue("ch2_valley_share", fmt_percent(share_of_roof[worst]))
 if info.platform == "cpu":
     # XLA:CPU's products with a few rows reach neither roof: the valley the roofline cannot see.
-    assert share_of_roof[worst] < 0.7 and 2 <= B_axis[worst] <= 32
+    expect_measured(share_of_roof[worst] < 0.7 and 2 <= B_axis[worst] <= 32,
+                    "the model's matmuls fall into a valley below both roofs at a few rows",
+                    expected="below 70% of the roofline somewhere between 2 and 32 rows",
+                    measured=f"lowest {fmt_percent(share_of_roof[worst])} at "
+                             f"{int(B_axis[worst])} rows")
     valley = ("On a CPU the roofline misses a valley: XLA's matrix products with a handful of "
               "rows run far below both of its roofs, so the step time rises long before the "
               "critical batch, and only a measurement of the matmuls at those shapes predicts it.")
@@ -437,26 +448,43 @@ glue("ch2_valley_sentence", valley);
 from inferbook.perf import bench
 
 records = bench.load_results()
+# The book's targets for a full CPU run of the benchmark model, held to the runs recorded on
+# a quiet machine: at the start, a 1-minute load average at most half the cores.
+TARGETS = {"mbu": 0.70, "mbu_alone": 0.60, "median": 0.15, "worst": 0.25}
+
+
+def quiet(rec):
+    load = rec.get("load_average_before")
+    return load is not None and load[0] <= 0.5 * rec["cpu_count"]
+
+
+def label(rec):
+    return (f"{rec['device']}, {rec['model']} ({rec['dtype']}), jax {rec['jax_version']}, "
+            f"{rec['date'][:10]}" + ("" if quiet(rec) else ", under load"))
+
+
 fig, ax = plt.subplots(figsize=(6.5, 5))
 for rec in records:
     dec = [r for r in rec["rows"] if r["kind"] == "decode"]
-    ax.loglog([r["measured_s"] * 1e3 for r in dec], [r["predicted_s"] * 1e3 for r in dec], "o",
-              alpha=0.8, label=f"{rec['device']}, {rec['model']} ({rec['dtype']}), "
-                               f"{rec['date'][:10]}")
+    ax.loglog([r["measured_s"] * 1e3 for r in dec], [r["predicted_s"] * 1e3 for r in dec],
+              "o" if quiet(rec) else "x", alpha=0.8, label=label(rec))
 lo, hi = ax.get_xlim()
 line = np.geomspace(lo, hi, 50)
 ax.plot(line, line, "k-", lw=0.8, label="prediction = measurement")
-ax.fill_between(line, 0.85 * line, 1.15 * line, color="gray", alpha=0.2, label="±15%")
+ax.fill_between(line, (1 - TARGETS["median"]) * line, (1 + TARGETS["median"]) * line,
+                color="gray", alpha=0.2, label=f"±{fmt_percent(TARGETS['median'])}")
 ax.set_xlabel("measured decode step (ms)")
 ax.set_ylabel("calibrated prediction (ms)")
 ax.set_title("Decode step, measured against predicted, every device on record", fontsize=10)
-ax.legend(fontsize=7, loc="upper left")
+ax.legend(fontsize=6, loc="upper left")
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
 
-Markdown("| device | model | date | bandwidth | MBU at batch 1 | median \\|error\\| "
-         "| worst \\|error\\| |\n|---|---|---|---:|---:|---:|---:|\n" + "\n".join(
-             f"| {r['device']} | {r['model']} ({r['dtype']}) | {r['date'][:10]} | "
+Markdown("| device | model | JAX | date | load at start | bandwidth | MBU at batch 1 "
+         "| median \\|error\\| | worst \\|error\\| |\n|---|---|---|---|---:|---:|---:|---:|---:|\n"
+         + "\n".join(
+             f"| {r['device']} | {r['model']} ({r['dtype']}) | {r['jax_version']} | "
+             f"{r['date'][:10]} | {r['load_average_before'][0]:.1f} | "
              f"{fmt_rate(r['read_bytes_per_s'])} | {fmt_percent(r['summary']['mbu_measured'])} "
              f"| {fmt_percent(r['summary']['median_abs_error'], 1)} | "
              f"{fmt_percent(r['summary']['worst_abs_error'], 1)} |" for r in records))
@@ -464,20 +492,23 @@ Markdown("| device | model | date | bandwidth | MBU at batch 1 | median \\|error
 # %%
 cpu_runs = [r for r in records if r["platform"] == "cpu" and not r["quick"]
             and r["model"] == bench.default_model("cpu")]
-assert cpu_runs, "no full CPU benchmark on record"
-for rec in cpu_runs:
+held = [r for r in cpu_runs if quiet(r)]
+assert held, "no full CPU benchmark recorded on a quiet machine"
+for rec in held:
     s = rec["summary"]
     batches = {r["batch"] for r in rec["rows"] if r["kind"] == "decode"}
-    assert {1, 256} <= batches                   # the targets span batch 1..256
-    assert s["mbu_measured"] >= 0.70, s          # decode at batch 1 streams the weights
-    assert s["median_abs_error"] <= 0.15, s      # the calibrated estimator holds ...
-    assert s["worst_abs_error"] <= 0.25, s       # ... at every batch size and context
-cpu = cpu_runs[-1]
+    assert {1, 256} <= batches                          # the targets span batch 1..256
+    assert s["mbu_measured"] >= TARGETS["mbu"], s       # decode at batch 1 streams the weights
+    assert s["mbu_microbenchmark"] >= TARGETS["mbu_alone"], s    # ... under every JAX version
+    assert s["median_abs_error"] <= TARGETS["median"], s   # the calibrated estimator holds ...
+    assert s["worst_abs_error"] <= TARGETS["worst"], s     # ... at every batch size and context
+cpu = held[-1]
 first = next(r for r in cpu["rows"] if r["kind"] == "decode"
              and (r["batch"], r["context"]) == (cpu["summary"]["batch"], cpu["summary"]["context"]))
 n_devices = len({r["device"] for r in records})
 glue("ch2_rec_devices", "One device is" if n_devices == 1 else f"{n_devices} devices are")
 glue("ch2_rec_cpu", cpu["device"])
+glue("ch2_rec_jax", cpu["jax_version"])
 glue("ch2_rec_rows", str(sum(r["kind"] == "decode" for r in cpu["rows"])))
 glue("ch2_rec_step1", fmt_seconds(first["measured_s"], 1))
 glue("ch2_rec_bw1", fmt_rate(first["bytes_per_s"]))
@@ -487,19 +518,114 @@ glue("ch2_rec_read_alone", fmt_rate(cpu["read_bytes_per_s"]))
 glue("ch2_rec_mbu_alone", fmt_percent(cpu["summary"]["mbu_microbenchmark"]))
 glue("ch2_rec_median", fmt_percent(cpu["summary"]["median_abs_error"], 1))
 glue("ch2_rec_worst", fmt_percent(cpu["summary"]["worst_abs_error"], 1))
+glue("ch2_target_mbu", fmt_percent(TARGETS["mbu"]))
+glue("ch2_target_alone", fmt_percent(TARGETS["mbu_alone"]))
+glue("ch2_target_median", fmt_percent(TARGETS["median"]))
+glue("ch2_target_worst", fmt_percent(TARGETS["worst"]))
 
 # %% [markdown]
-# {glue:text}`ch2_rec_devices` on record so far. On {glue:text}`ch2_rec_cpu`, the
-# decode step at batch 1 took {glue:text}`ch2_rec_step1`: it moved the weights and the cache at
-# {glue:text}`ch2_rec_bw1` while the memory delivered {glue:text}`ch2_rec_read1` to a plain
-# read, a model bandwidth utilisation of {glue:text}`ch2_rec_mbu1`. (The same run's read at
-# its start, alone, reached {glue:text}`ch2_rec_read_alone`; against that the step's MBU is
+# {glue:text}`ch2_rec_devices` on record so far. On {glue:text}`ch2_rec_cpu`, under jax
+# {glue:text}`ch2_rec_jax`, the decode step at batch 1 took {glue:text}`ch2_rec_step1`: it moved
+# the weights and the cache at {glue:text}`ch2_rec_bw1` while the memory delivered
+# {glue:text}`ch2_rec_read1` to a plain read, a model bandwidth utilisation of
+# {glue:text}`ch2_rec_mbu1`. (The same run's read at its start, alone, reached
+# {glue:text}`ch2_rec_read_alone`; against that the step's MBU is
 # {glue:text}`ch2_rec_mbu_alone`. On a machine that others share, the bandwidth a read gets
 # changes from one moment to the next, which is why the benchmark reads it in alternation with
-# the step.) Over all
-# {glue:text}`ch2_rec_rows` decode configurations the calibrated prediction was off by
-# {glue:text}`ch2_rec_median` in the median and {glue:text}`ch2_rec_worst` at worst. The
-# asserts above hold these to the book's targets — at least 70% MBU at batch 1, within 15% in
-# the median and 25% at worst — on the recorded data, so a new recording that missed them
-# would fail the build. A GPU run adds MBU against the datasheet's bandwidth and Hugging Face's
-# `generate` on the same model beside the library's.
+# the step.) Over all {glue:text}`ch2_rec_rows` decode configurations the calibrated prediction
+# was off by {glue:text}`ch2_rec_median` in the median and {glue:text}`ch2_rec_worst` at worst.
+# The asserts above hold every run recorded on a quiet machine to the book's targets — at
+# least {glue:text}`ch2_target_mbu` MBU at batch 1 ({glue:text}`ch2_target_alone` against the
+# standalone read), within {glue:text}`ch2_target_median` in the median and
+# {glue:text}`ch2_target_worst` at worst — so a new quiet recording that missed them would fail
+# the build. Runs recorded under load are plotted (as crosses) but not held to the targets. A
+# GPU run adds MBU against the datasheet's bandwidth and Hugging Face's `generate` on the same
+# model beside the library's.
+#
+# ### Two versions of JAX on one machine
+#
+# Colab runs an older JAX than this book's build machine, and XLA's CPU compiler changed in
+# between. Here are the benchmark runs of this CPU under each version side by side: the decode
+# step across batch sizes at the shorter context, and the batch-1 step against the read
+# bandwidth.
+
+# %%
+by_version = {}
+for rec in cpu_runs:                 # oldest first: the latest run of each version wins
+    if quiet(rec) or not any(quiet(r) for r in cpu_runs
+                             if r["jax_version"] == rec["jax_version"]):
+        by_version[rec["jax_version"]] = rec
+versions = sorted(by_version, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def decode_rows(rec, context):
+    return sorted((r for r in rec["rows"] if r["kind"] == "decode" and r["context"] == context),
+                  key=lambda r: r["batch"])
+
+
+context0 = min(r["context"] for r in cpu_runs[0]["rows"] if r["kind"] == "decode")
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+for v in versions:
+    rows = decode_rows(by_version[v], context0)
+    ax1.loglog([r["batch"] for r in rows], [r["measured_s"] * 1e3 for r in rows], "o-",
+               label=f"jax {v}" + ("" if quiet(by_version[v]) else " (under load)"))
+ax1.set_xlabel("batch size B")
+ax1.set_ylabel(f"decode step, context {context0} (ms)")
+ax1.legend(fontsize=8)
+ax1.grid(True, which="both", alpha=0.3)
+mbu_alone = [by_version[v]["summary"]["mbu_microbenchmark"] for v in versions]
+ax2.bar([f"jax {v}" for v in versions], [100 * m for m in mbu_alone], color="tab:blue")
+ax2.axhline(100 * TARGETS["mbu_alone"], color="gray", ls=":", label="target")
+ax2.set_ylabel("batch-1 step, % of the standalone read")
+ax2.legend(fontsize=8)
+fig.suptitle(f"{cpu_runs[0]['model']} on {cpu_runs[0]['device']}, by JAX version",
+             fontsize=10)
+fig.tight_layout()
+plt.show()
+
+Markdown("| JAX | date | load at start | step at batch 1 | at batch 8 | batch 1, % of the "
+         "standalone read | model's matmuls at batch 8 | held to the targets |\n"
+         "|---|---|---:|---:|---:|---:|---:|---|\n" + "\n".join(
+             f"| {v} | {r['date'][:10]} | {r['load_average_before'][0]:.1f} | "
+             f"{fmt_seconds(step[1], 1)} | {fmt_seconds(step[8], 1)} | "
+             f"{fmt_percent(r['summary']['mbu_microbenchmark'])} | {fmt_seconds(mm[8], 1)} | "
+             f"{'yes' if quiet(r) else 'no (recorded under load)'} |"
+             for v in versions for r in [by_version[v]]
+             for step in [{x['batch']: x['measured_s'] for x in decode_rows(r, context0)}]
+             for mm in [{x['batch']: x['matmul_s'] for x in decode_rows(r, context0)}]))
+
+# %%
+old, new = versions[0], versions[-1]
+glue("ch2_jax_old", old)
+glue("ch2_jax_new", new)
+# The matmuls alone, at the largest batch both runs measured.
+matmul_at = {v: {r["batch"]: r["matmul_s"] for r in decode_rows(by_version[v], context0)}
+             for v in versions}
+B_top = max(set(matmul_at[old]) & set(matmul_at[new]))
+glue("ch2_jax_B", str(B_top))
+glue("ch2_jax_mm_old", fmt_seconds(matmul_at[old][B_top]))
+glue("ch2_jax_mm_new", fmt_seconds(matmul_at[new][B_top]))
+loaded = [v for v in versions if not quiet(by_version[v])]
+glue("ch2_jax_status",
+     "Every version's run was recorded on a quiet machine." if not loaded else
+     f"Only jax {' and '.join(v for v in versions if v not in loaded) or 'no version'} has a "
+     f"run recorded on a quiet machine; jax {' and '.join(loaded)} was recorded only under "
+     "load, so its figures are provisional and not held to the targets.")
+
+# %% [markdown]
+# {glue:text}`ch2_jax_status` The two versions compile the same program differently. Under
+# jax {glue:text}`ch2_jax_old` (Colab's), XLA:CPU used to rewrite the cache write of every decode
+# step — a scatter into each sequence's slot of a [B, K, S, H] array — by moving the indexed
+# axes to the front: it transposed every layer's whole cache, wrote the new token and
+# transposed it back, two copies of the cache per step, which made every batch beyond the first
+# few sequences markedly slower than under {glue:text}`ch2_jax_new` (the copies grow with the
+# batch and the context). The library now writes
+# the cache as a scatter into rows of a [B·K, S, H] view (`kvcache.write`), whose indexed axes
+# are already in front, and a test compiles the append under each version and checks that no
+# copy of the cache is left. What remains between the versions is in the matmuls themselves,
+# which XLA hands to different kernels in each: the table's matmul column is the model's weight
+# products timed alone. At batch {glue:text}`ch2_jax_B` they take {glue:text}`ch2_jax_mm_old`
+# under jax {glue:text}`ch2_jax_old` and {glue:text}`ch2_jax_mm_new` under
+# {glue:text}`ch2_jax_new`: the same shapes, the same weights, another compiler — a limit of
+# XLA's, not of the model's code, and one the calibrated prediction already carries, since it
+# times the matmuls under the version it runs on.

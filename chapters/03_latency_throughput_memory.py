@@ -339,6 +339,7 @@ glue("ch3_step_1", fmt_seconds(step[1], 2))
 glue("ch3_tput_1", f"{tput[1]:,.0f}")
 glue("ch3_tput_8", f"{tput[8]:,.0f}")
 glue("ch3_tput_64", f"{tput[64]:,.0f}")
+glue("ch3_batch_x", fmt_ratio(64 / 8, 0))
 glue("ch3_tput_bcrit", f"{tput[int(b_crit)]:,.0f}")
 glue("ch3_bcrit_int", str(int(b_crit)))
 kv_bcrit = counts.kv_cache_bytes(llama, int(b_crit), S)
@@ -350,17 +351,18 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 # {glue:text}`ch3_v5e_flops` of bfloat16 arithmetic. At batch 1 a step takes at least
 # {glue:text}`ch3_step_1`, {glue:text}`ch3_tput_1` tokens per second. Larger batches raise the
 # throughput — {glue:text}`ch3_tput_8` at batch 8 — but with sharply diminishing returns:
-# {glue:text}`ch3_tput_64` at batch 64, eight times the batch for much less than twice the
-# tokens, because every added sequence adds its own 8,192-token cache to read. And only batch
-# {glue:text}`ch3_mha_max_batch` and below fit at all: batch 16 already needs more memory than
-# the slice has. Reaching the critical batch of {glue:text}`ch3_bcrit_int`, where the weight
-# matmuls would finally keep the chips busy, would take {glue:text}`ch3_kv_bcrit` of cache,
+# {glue:text}`ch3_tput_64` at batch 64, {glue:text}`ch3_batch_x` the batch for much less than twice
+# the tokens, because every added sequence adds its own 8,192-token cache to read. And only batch
+# {glue:text}`ch3_mha_max_batch` and below fit at all: batch 16 already needs more memory than the
+# slice has. Reaching the critical batch of {glue:text}`ch3_bcrit_int`, where the weight matmuls
+# would finally keep the chips busy, would take {glue:text}`ch3_kv_bcrit` of cache,
 # {glue:text}`ch3_kv_bcrit_x` the slice's memory — and would still give only
 # {glue:text}`ch3_tput_bcrit` tokens per second.
 #
 # ### A five times smaller cache
 #
-# Suppose the same model — same weights, same step — but a KV cache five times smaller:
+# Suppose the same model — same weights, same step — but a KV cache {glue:text}`ch3_gqa_x`
+# smaller:
 # {glue:text}`ch3_gqa_K` key and value heads shared by the {glue:text}`ch3_gqa_N` query heads
 # (grouped-query attention with $G =$ {glue:text}`ch3_gqa_G`, the kind of choice LLaMA-2 70B
 # and LLaMA-3 made; chapter 5). We keep the weight bytes of the original to
@@ -371,6 +373,7 @@ gqa = llama.replace(K=8, name="llama-2-13b, K=8")
 for letter in "KNG":
     glue(f"ch3_gqa_{letter}", str(getattr(gqa, letter)))
 assert counts.kv_bytes_per_token(llama) == 5 * counts.kv_bytes_per_token(gqa)
+glue("ch3_gqa_x", fmt_ratio(counts.kv_bytes_per_token(llama) / counts.kv_bytes_per_token(gqa), 0))
 gqa_rows, gqa_text = llama_table(gqa, "The same with K = 8 KV heads (5× smaller cache)")
 Markdown(gqa_text)
 

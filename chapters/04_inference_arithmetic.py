@@ -24,8 +24,10 @@
 # sense, where the FLOPs go, what the element-wise operations cost — and ends, as she does, by
 # holding the estimates against measurements of NVIDIA's FasterTransformer.
 #
-# Her examples run on NVIDIA A100s and use two models: one of {glue:text}`ch4_intro_p52`
-# parameters ({glue:text}`ch4_intro_L52` layers of width {glue:text}`ch4_intro_D52`) and one of
+# Her examples run on NVIDIA A100s and use two models: one she calls
+# {glue:text}`ch4_intro_p52_hers` parameters ({glue:text}`ch4_intro_L52` layers of width
+# {glue:text}`ch4_intro_D52`; {glue:text}`ch4_intro_p52` in the library's preset, whose
+# {glue:text}`ch4_intro_V52`-token vocabulary is our assumption) and one of
 # {glue:text}`ch4_intro_p13` ({glue:text}`ch4_intro_L13` layers of width
 # {glue:text}`ch4_intro_D13`), both GPT-style with a plain MLP four times the model width.
 # Hardware numbers come from the library's registry, which takes the A100 datasheet's
@@ -67,8 +69,12 @@ m52, m13 = get_preset("kipply-52b"), get_preset("kipply-13b")
 assumptions = bookdata.load("kipply_assumptions.json")        # what the post assumed
 print(a100)
 print(m52)
-glue("ch4_intro_p52", fmt_count(counts.param_count(m52), 0))
-glue("ch4_intro_p13", fmt_count(counts.param_count(m13), 0))
+# She names the models by round sizes; the presets' counts depend on a vocabulary the post
+# does not give (our assumption), so both are shown.
+glue("ch4_intro_p52_hers", fmt_count(assumptions["round_parameter_counts"]["kipply-52b"], 0))
+glue("ch4_intro_p52", fmt_count(counts.param_count(m52)))
+glue("ch4_intro_V52", f"{m52.V:,}")
+glue("ch4_intro_p13", fmt_count(counts.param_count(m13)))
 glue("ch4_intro_L52", str(m52.L)); glue("ch4_intro_D52", f"{m52.D:,}")
 glue("ch4_intro_L13", str(m13.L)); glue("ch4_intro_D13", f"{m13.D:,}")
 glue("ch4_intro_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3))
@@ -118,7 +124,8 @@ glue("ch4_a100_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3));
 # have to stream in anyway, and the arithmetic overlaps with the loading. Below that many
 # tokens per step the work is *memory-bound* (arithmetic units idle while bytes arrive), above
 # it *FLOP-bound* (memory idle while arithmetic finishes). The same holds for the whole
-# forward pass, whose FLOPs and bytes are both six times larger than the key/value part's.
+# forward pass, whose FLOPs and bytes are both {glue:text}`ch4_kv_times` larger than the
+# key/value part's.
 
 # %%
 P52 = counts.param_count(m52)
@@ -139,6 +146,7 @@ glue("ch4_fwd_4", fmt_seconds(forward_time(1, 4)))
 share_kv = latency.kv_projection_flops(m52) / counts.approx_flops_per_token(m52)
 assert share_kv == 1 / 6
 glue("ch4_kv_share", "1/6")
+glue("ch4_kv_times", fmt_ratio(1 / share_kv, 0))
 
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 ax.plot(tokens, [counts.param_bytes(m52) / a100.hbm_bytes_per_s * 1e3] * len(tokens),
@@ -399,7 +407,8 @@ assert all(latency.flops_per_comm_byte(narrow)["o"] / n < hw_comm for n in (2, 4
 # entry must stay above that for communication to hide behind compute (when the step is
 # FLOP-bound at all). The output projection is the tightest: $D$ FLOPs per byte, or $D/N$ per
 # GPU. On eight GPUs the 52B model's is {glue:text}`ch4_o_8`, just under the line: a width per
-# GPU of about a thousand is where tensor parallelism stops hiding its communication, and a
+# GPU of about {glue:text}`ch4_hw_comm` is where tensor parallelism stops hiding its
+# communication, and a
 # model of width 512 would be awkward on any number of GPUs.
 #
 # Which batch to run depends on the load. A lightly used API runs small batches, memory-bound

@@ -39,6 +39,7 @@ import numpy as np
 from IPython.display import Markdown
 
 from inferbook.book import bookdata
+from inferbook.book.claims import expect_measured
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -256,18 +257,31 @@ prompt = 1000
 prompt_kv = counts.kv_cache_bytes(l7, 1, prompt, BF16)
 prompt_flops = counts.forward_flops(l7, 1, prompt, logits_for=1)
 per_token_flops = counts.flops_per_token(l7)
+# The prompt's FLOPs in their parts: the attention and MLP weights at every position, the
+# attention products over the full prompt × prompt square (what a dense kernel computes,
+# causal mask or not), the unembedding at the last position only.
+parts = counts.param_counts(l7)
+prompt_weight_flops = prompt * 2 * (parts["attention"] + parts["mlp"])
+prompt_attn_flops = counts.attention_flops(l7, 1, prompt, prompt)
+assert prompt_flops == prompt_weight_flops + prompt_attn_flops + 2 * l7.D * l7.V
 a100 = get_chip("A100 80GB")
 assert abs(prompt_flops / (prompt * per_token_flops) - 1) < 0.1    # ≈ 2·P FLOPs per token
 glue("ch5_prompt_kv", fmt_bytes(prompt_kv))
 glue("ch5_prompt_flops", fmt_flops(prompt_flops))
 glue("ch5_token_flops", fmt_flops(per_token_flops))
+glue("ch5_prompt_weight_flops", fmt_flops(prompt_weight_flops))
+glue("ch5_prompt_attn_flops", fmt_flops(prompt_attn_flops))
 glue("ch5_prompt_a100", fmt_seconds(prompt_flops / a100.bf16_flops_per_s))
 glue("ch5_prompt_share", fmt_percent(prompt_kv / (a100.hbm_bytes - l7_weights), 1))
 
 # %% [markdown]
-# About {glue:text}`ch5_token_flops` per token (twice the parameters), so
-# {glue:text}`ch5_prompt_flops` for the prompt — {glue:text}`ch5_prompt_a100` of an A100's peak
-# arithmetic — and {glue:text}`ch5_prompt_kv` of cache, held until the request ends:
+# About {glue:text}`ch5_token_flops` per token (twice the parameters that multiply). The
+# prompt's tokens do {glue:text}`ch5_prompt_weight_flops` in the attention and MLP weights (the
+# unembedding runs at the last position only), and the attention products add
+# {glue:text}`ch5_prompt_attn_flops` — every query against every prompt key, the full square a
+# dense kernel computes though the causal mask discards half of it: {glue:text}`ch5_prompt_flops`
+# in all, {glue:text}`ch5_prompt_a100` of an A100's peak arithmetic — and
+# {glue:text}`ch5_prompt_kv` of cache, held until the request ends:
 # {glue:text}`ch5_prompt_share` of what an 80 GB A100 has left after the weights. Memory held is
 # memory another request cannot use.
 #
@@ -340,8 +354,10 @@ gqa_time = {K: min(ts) for K, ts in gqa_rounds.items()}
 gqa_bytes = {K: counts.kv_cache_bytes(att.replace(K=K), B_att, S_att, 4) for K in gqa_time}
 weights_att = counts.param_bytes(att, 4)
 assert gqa_bytes[16] > 10 * weights_att                 # the cache dominates the traffic
-assert gqa_time[1] < 0.7 * gqa_time[16]                 # a sixteenth of the bytes: faster
-assert gqa_time[1] < gqa_time[4]
+expect_measured(gqa_time[1] < 0.7 * gqa_time[16] and gqa_time[1] < gqa_time[4],
+                "fewer KV heads make a cache-bound decode step faster",
+                expected="K = 1 under 70% of K = 16's time, and faster than K = 4",
+                measured=", ".join(f"K = {K}: {fmt_seconds(t)}" for K, t in gqa_time.items()))
 for K in gqa_time:
     print(f"K={K:2d}: cache {fmt_bytes(gqa_bytes[K]):>9s}  step {fmt_seconds(gqa_time[K])}"
           f"  ({DEVICE})")
@@ -650,8 +666,12 @@ for label, t in int8_time.items():
     print(f"{label:32s} {fmt_seconds(t)}  ({DEVICE})")
 t_i8, t_f32, t_lib, t_naive = int8_time.values()
 bytes_ratio = kv_quant.cache_bytes(int8_cache) / kv_quant.cache_bytes(f32_qcache)
-assert t_naive > 2 * t_i8                # converting everything costs more than it saves
-assert t_i8 < 1.25 * t_f32               # the per-head reader is no slower than float32
+expect_measured(t_naive > 2 * t_i8, "converting the whole int8 cache first costs more than "
+                "it saves", expected="over twice the per-head reader's time",
+                measured=f"{fmt_seconds(t_naive)} against {fmt_seconds(t_i8)}")
+expect_measured(t_i8 < 1.25 * t_f32, "the per-head int8 reader is no slower than float32",
+                expected="under 125% of the float32 cache's time",
+                measured=f"{fmt_seconds(t_i8)} against {fmt_seconds(t_f32)}")
 glue("ch5_t_i8", fmt_seconds(t_i8)); glue("ch5_t_f32", fmt_seconds(t_f32))
 glue("ch5_t_lib", fmt_seconds(t_lib)); glue("ch5_t_naive", fmt_seconds(t_naive))
 glue("ch5_t_ratio", fmt_percent(t_i8 / t_f32)); glue("ch5_t_bytes_ratio", fmt_percent(bytes_ratio))
@@ -699,11 +719,14 @@ glue("ch5_t_naive_x", fmt_ratio(t_naive / t_i8))
 # budget (its tests replay both policies in plain Python and compare the kept tokens). Our
 # models have random weights, so their attention has none of the structure these methods
 # exploit. We therefore build a stream of queries and keys with that structure — a sink at the
-# first position, 5% heavy hitters, a preference for recent tokens under RoPE — and check the
+# first position, {glue:text}`ch5_ev_heavy` heavy hitters, a preference for recent tokens under
+# RoPE — and check the
 # structure is there before measuring:
 
 # %%
 T_ev, K_ev, G_ev, H_ev = 256, 2, 2, 64
+glue("ch5_ev_heavy", fmt_percent(inspect.signature(kv_evict.structured_stream)
+                                 .parameters["heavy_fraction"].default))
 
 
 @partial(jax.jit, static_argnums=2)
@@ -732,11 +755,14 @@ model_top = top_share_of(last_query_attention(qkv[1][0], qkv[1][1], True))
 assert top_share > 0.5 and top_share > 2 * model_top and sink_share > 10 / T_ev
 glue("ch5_ev_sink", fmt_percent(sink_share)); glue("ch5_ev_top", fmt_percent(top_share))
 glue("ch5_ev_model_top", fmt_percent(model_top))
+glue("ch5_ev_top_frac", fmt_percent(inspect.signature(top_share_of).parameters["fraction"]
+                                    .default))
 
 # %% [markdown]
 # In the structured stream the last query puts {glue:text}`ch5_ev_sink` of its attention on the
-# first token and {glue:text}`ch5_ev_top` on its top 5% of tokens; in our random-weight model
-# the top 5% get only {glue:text}`ch5_ev_model_top`. Now the error of the attention output,
+# first token and {glue:text}`ch5_ev_top` on its top {glue:text}`ch5_ev_top_frac` of tokens;
+# in our random-weight model the top {glue:text}`ch5_ev_top_frac` get only
+# {glue:text}`ch5_ev_model_top`. Now the error of the attention output,
 # measured in units of a typical value vector, for budgets from 8 to 128 of the 256 tokens:
 # StreamingLLM with 4 sinks, the same window without sinks, and H2O with half its budget for
 # recent tokens (the paper's split).

@@ -39,7 +39,16 @@ info = inferbook.setup()
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook.book.present import fmt_bytes, fmt_percent, fmt_rate, fmt_ratio, fmt_seconds, glue
+from inferbook.book.claims import expect_measured
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_tokens_per_s,
+    glue,
+)
 from inferbook.model import decode, decoder
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, phase_time, timing
@@ -120,8 +129,10 @@ streams
 # Everything else — which request goes into which slot, when to prefill and when to decode —
 # belongs to the orchestrator. To make its decisions visible we first run it on a toy model
 # whose arithmetic fits in a margin: `MockEngine` continues a context $c$ with the token
-# $(\sum c + |c|) \bmod V$, and a cost model charges 1 ms plus 0.1 ms per prompt token for a
-# prefill and 2 ms per generate step. Prompt `[1, 2, 3]` with $V = 97$ continues with 9, 19, 39:
+# $(\sum c + |c|) \bmod V$, and a cost model (`LinearCost`) charges
+# {glue:text}`ch11_cost_prefill` plus {glue:text}`ch11_cost_token` per prompt token for a
+# prefill and {glue:text}`ch11_cost_generate` per generate step. Prompt `[1, 2, 3]` with
+# $V = 97$ continues with 9, 19, 39:
 
 # %%
 assert mock_stream([1, 2, 3], 3, 97) == [9, 19, 39]
@@ -129,6 +140,9 @@ toy = MockEngine(slots=2, max_len=64)
 toy_trace = [Request(0, [1, 2, 3], 6), Request(1, [4] * 30, 2), Request(2, [5] * 8, 5),
              Request(3, [6] * 12, 3, arrival_s=0.004)]
 cost = CostTimer(LinearCost())
+glue("ch11_cost_prefill", fmt_seconds(LinearCost().prefill_s, 0))
+glue("ch11_cost_token", fmt_seconds(LinearCost().per_token_s))
+glue("ch11_cost_generate", fmt_seconds(LinearCost().generate_s, 0))
 toy_runs = {d: serve(toy, None, toy_trace, d, timer=cost) for d in ("static", "interleaved")}
 for run in toy_runs.values():
     assert run.outputs() == {r.id: mock_stream(r.prompt, r.max_new_tokens, 97)
@@ -143,6 +157,8 @@ print(toy_runs["static"].events[:4])
 # %%
 KIND_COLOURS = {"prefill": "tab:orange", "generate": "tab:blue", "insert": "tab:green",
                 "transfer": "tab:purple", "load": "tab:olive", "save": "tab:olive"}
+KIND_LABELS = {"prefill": "prefill", "generate": "generate", "insert": "insert",
+               "transfer": "transfer", "load": "prefix copy", "save": "prefix copy"}
 
 
 def draw_timeline(run, ax, title, scale=1e3, unit="ms"):
@@ -171,14 +187,24 @@ def draw_timeline(run, ax, title, scale=1e3, unit="ms"):
     ax.invert_yaxis()
     ax.set_xlabel(f"time ({unit})")
     ax.set_title(title, fontsize=9)
-    return [plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLOURS.values()][:5]
+    # One legend entry per kind of event this run has: handles and labels always pair up.
+    kinds = {e.kind for e in run.events}
+    return {KIND_LABELS[k]: plt.Rectangle((0, 0), 1, 1, color=c)
+            for k, c in KIND_COLOURS.items() if k in kinds}
+
+
+def add_legend(fig, handles):
+    """A figure legend of `draw_timeline`'s handles, each with its own label."""
+    legend = fig.legend(list(handles.values()), list(handles), loc="lower center",
+                        ncol=len(handles), fontsize=8)
+    assert len(legend.legend_handles) == len(legend.get_texts()) == len(handles)
 
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
+handles = {}
 for ax, (design, run) in zip(axes, toy_runs.items()):
-    handles = draw_timeline(run, ax, f"{design} (toy model, cost model clock)")
-fig.legend(handles, ["prefill", "generate", "insert", "transfer", "prefix copy"],
-           loc="lower center", ncol=5, fontsize=8)
+    handles |= draw_timeline(run, ax, f"{design} (toy model, cost model clock)")
+add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.08, 1, 1))
 plt.show()
 
@@ -262,7 +288,7 @@ print(f"measured on {DEVICE}")
 print(f"{'design':14s} {'throughput':>16s} {'TTFT mean':>10s} {'TTFT p90':>10s} "
       f"{'TPOT mean':>10s} {'makespan':>9s}")
 for d, s in summaries.items():
-    print(f"{d:14s} {fmt_rate(s.throughput, 'tokens/s', 0):>16s} "
+    print(f"{d:14s} {fmt_tokens_per_s(s.throughput):>16s} "
           f"{fmt_seconds(s.ttft_mean_s):>10s} {fmt_seconds(s.ttft_p90_s):>10s} "
           f"{fmt_seconds(s.tpot_mean_s):>10s} {fmt_seconds(s.makespan_s):>9s}")
 
@@ -277,9 +303,16 @@ gain = summaries["continuous"].throughput / summaries["static"].throughput
 gain_inter = summaries["interleaved"].throughput / summaries["static"].throughput
 floor = 1.5
 glue("ch11_floor", fmt_ratio(floor))
-assert gain >= floor, gain
-assert gain_inter > 1.2, gain_inter
-assert summaries["continuous"].ttft_mean_s < summaries["static"].ttft_mean_s
+expect_measured(gain >= floor, "continuous batching delivers far more throughput than static "
+                "batching with the same slots", expected=f"at least {fmt_ratio(floor)}",
+                measured=fmt_ratio(gain))
+expect_measured(gain_inter > 1.2, "interleaved serving beats static batching too",
+                expected="over 1.2× the throughput", measured=fmt_ratio(gain_inter))
+expect_measured(summaries["continuous"].ttft_mean_s < summaries["static"].ttft_mean_s,
+                "continuous batching gives an earlier first token on average",
+                expected="a shorter mean TTFT than static batching",
+                measured=f"{fmt_seconds(summaries['continuous'].ttft_mean_s)} against "
+                         f"{fmt_seconds(summaries['static'].ttft_mean_s)}")
 
 
 def slot_utilisation(run):
@@ -291,7 +324,7 @@ def slot_utilisation(run):
 util = {d: slot_utilisation(r) for d, r in runs.items()}
 assert util["continuous"] > util["static"]
 for d in runs:
-    glue(f"ch11_tput_{d}", fmt_rate(summaries[d].throughput, "tokens/s", 0))
+    glue(f"ch11_tput_{d}", fmt_tokens_per_s(summaries[d].throughput))
     glue(f"ch11_ttft_{d}", fmt_seconds(summaries[d].ttft_mean_s))
     glue(f"ch11_tpot_{d}", fmt_seconds(summaries[d].tpot_mean_s))
     glue(f"ch11_util_{d}", fmt_percent(util[d]))
@@ -314,11 +347,10 @@ print({d: f"{u:.0%}" for d, u in util.items()})
 
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(11, 9), sharex=True)
-draw_timeline(runs["static"], axes[0], f"static batching, measured on {DEVICE}")
-handles = draw_timeline(runs["continuous"], axes[1],
-                        f"continuous batching, measured on {DEVICE}")
-fig.legend(handles, ["prefill", "generate", "insert", "transfer", "prefix copy"],
-           loc="lower center", ncol=5, fontsize=8)
+handles = draw_timeline(runs["static"], axes[0], f"static batching, measured on {DEVICE}")
+handles |= draw_timeline(runs["continuous"], axes[1],
+                         f"continuous batching, measured on {DEVICE}")
+add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.04, 1, 1))
 plt.show()
 
@@ -405,7 +437,10 @@ def step_gaps(run, server):
 paused_i, clean_i = step_gaps(runs["interleaved"], "engine")
 paused_d, clean_d = step_gaps(disagg, "generate")
 assert paused_i and not paused_d
-assert np.mean(paused_i) > np.mean(clean_i)
+expect_measured(np.mean(paused_i) > np.mean(clean_i), "a prefill between two generate steps "
+                "pauses the streams", expected="longer gaps where a prefill ran",
+                measured=f"{fmt_seconds(np.mean(paused_i))} against "
+                         f"{fmt_seconds(np.mean(clean_i))}")
 glue("ch11_transfer_mean", fmt_seconds(np.mean([e.end - e.start for e in transfers])))
 glue("ch11_link_bw", fmt_rate(link_chip.link_bytes_per_s))
 glue("ch11_paused_n", str(len(paused_i)))
@@ -415,8 +450,7 @@ glue("ch11_pause_mean", fmt_seconds(np.mean(paused_i)))
 fig, ax = plt.subplots(figsize=(11, 5))
 handles = draw_timeline(disagg, ax, f"disaggregated serving, measured on {DEVICE} "
                                     "(two servers, link charged by the estimator)")
-fig.legend(handles, ["prefill", "generate", "insert", "transfer"], loc="lower center",
-           ncol=4, fontsize=8)
+add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.06, 1, 1))
 plt.show()
 

@@ -38,6 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from inferbook.book import bookdata
+from inferbook.book.claims import expect_measured
 from inferbook.book.present import fmt_bytes, fmt_percent, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decoder
 from inferbook.model.presets import get_preset
@@ -276,7 +277,10 @@ print(f"measured on {DEVICE}")
 prefill_cut = {c: summ[None].prefill_tokens / summ[c].prefill_tokens for c in ("hash", "radix")}
 ttft_cut = {c: summ[None].ttft_mean_s / summ[c].ttft_mean_s for c in ("hash", "radix")}
 assert summ["hash"].cached_tokens == summ["radix"].cached_tokens > 0
-assert min(prefill_cut.values()) >= 1.5 and min(ttft_cut.values()) >= 1.5, (prefill_cut, ttft_cut)
+assert min(prefill_cut.values()) >= 1.5, prefill_cut          # tokens: exact
+expect_measured(min(ttft_cut.values()) >= 1.5, "a prefix cache cuts the mean time to first token",
+                expected="at least 1.5× shorter with either cache",
+                measured=", ".join(f"{c}: {fmt_ratio(v)}" for c, v in ttft_cut.items()))
 glue("ch12_prefill_none", f"{summ[None].prefill_tokens:,}")
 glue("ch12_prefill_cached", f"{summ['radix'].prefill_tokens:,}")
 glue("ch12_prefill_cut", fmt_ratio(prefill_cut["radix"]))

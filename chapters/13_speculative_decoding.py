@@ -40,6 +40,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import chisquare
 
+from inferbook.book.claims import expect_measured
 from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.presets import get_preset
@@ -284,10 +285,15 @@ S = 256
 cache = kvcache.init_cache(cfg, 1, S)._replace(lengths=jnp.array([64], jnp.int32))
 dcache = kvcache.init_cache(draft.cfg, 1, S)._replace(lengths=jnp.array([64], jnp.int32))
 one = jnp.zeros((1, 1), jnp.int32)
-t_target = timing.time_fn(decode.extend, params, cfg, one, cache, repeats=10).median_s
-t_draft = timing.time_fn(decode.extend, draft.params, draft.cfg, one, dcache, repeats=10).median_s
-t_verify = timing.time_fn(decode.extend, params, cfg, jnp.zeros((1, GAMMA + 1), jnp.int32),
-                         cache, repeats=10).median_s
+steps = {"target": (params, cfg, one, cache), "draft": (draft.params, draft.cfg, one, dcache),
+         "verify": (params, cfg, jnp.zeros((1, GAMMA + 1), jnp.int32), cache)}
+# Three rounds that alternate the three programs, each keeping its fastest call: these steps
+# take about a millisecond, and whatever else runs on the machine can only slow a call down.
+fastest = {name: np.inf for name in steps}
+for _ in range(3):
+    for name, args in steps.items():
+        fastest[name] = min(fastest[name], timing.time_fn(decode.extend, *args, repeats=5).min_s)
+t_target, t_draft, t_verify = fastest["target"], fastest["draft"], fastest["verify"]
 c_cpu, v_cpu = t_draft / t_target, t_verify / t_target
 predicted = speculation.speculative_speedup(alpha, GAMMA, c_cpu, v_cpu)
 
@@ -302,7 +308,8 @@ print(f"on {DEVICE}: c = {c_cpu:.2f}, v = {v_cpu:.2f}; predicted speedup {predic
       f"measured {measured:.2f} ({fmt_seconds(plain.median_s)} plain vs "
       f"{fmt_seconds(spec.median_s)} speculative for {N_NEW} tokens)")
 if info.platform == "cpu":
-    assert v_cpu > 1.05, v_cpu         # on this CPU, scoring 5 tokens is not free
+    expect_measured(v_cpu > 1.05, "on a CPU, scoring several tokens costs more than one step",
+                    expected="v above 1.05", measured=f"v = {v_cpu:.2f}")
 glue("ch13_c_cpu", f"{c_cpu:.2f}"); glue("ch13_v_cpu", f"{v_cpu:.2f}")
 glue("ch13_pred_cpu", fmt_ratio(predicted, 2)); glue("ch13_meas_cpu", fmt_ratio(measured, 2))
 glue("ch13_plain_s", fmt_seconds(plain.median_s)); glue("ch13_spec_s", fmt_seconds(spec.median_s))

@@ -122,9 +122,11 @@ check("ch01.weights_in_tokens", tokens_like_weights)
 
 # %% [markdown] tags=["solution"]
 # The article answers this with round numbers: 14 GB of weights over half a megabyte per
-# token. Both are rounded up — the model has fewer than seven billion parameters, and a token
-# takes a little more than half a (decimal) megabyte — and the two roundings push the quotient
-# the same way, so its answer comes out too high. The library's exact counts avoid that.
+# token. The weights are rounded up — the model has fewer than seven billion parameters. Half
+# a megabyte is a token's exact size in binary units and rounds it down in decimal ones (a
+# token takes a little more than half a decimal megabyte). Either way the quotient comes out
+# too high: a larger numerator, a denominator no larger. The library's exact counts avoid that
+# (the errata page has the numbers).
 
 # %% [markdown]
 # **1.5** A user sends a prompt of 1,000 tokens (a little under two pages). How many bytes of

@@ -245,7 +245,10 @@ check("ch03.quiz_step_b256", quiz_b256)
 
 # %% [markdown]
 # At batch 4 the weights' load dominates; at 256 their FLOPs do, and 256 caches must be read
-# as well: about eight times the latency for about thirty times the tokens.
+# as well. A step at batch 256 yields a token for each of 256 sequences instead of 4, and
+# takes several times as long: throughput grows by the ratio of tokens per step divided by
+# the ratio of your two answers — by a little less than the latency grows (chapter 3 works
+# it out).
 #
 # ### LLaMA-2 13B
 #
@@ -456,7 +459,7 @@ summary("ch03")
 #
 # kipply's post works with an invented 52B model (64 layers of width 8,192, a plain MLP of
 # $4D$) on A100 40GB GPUs, and a Gopher-sized 260B one. The presets add a vocabulary she does
-# not give (65,536 for the 52B, so the embeddings are "nearly a billion parameters").
+# not give (65,536 for the 52B), and with it embedding parameters her counts leave out.
 
 # %%
 m52, gopher, m13 = get_preset("kipply-52b"), get_preset("gopher-280b"), get_preset("kipply-13b")
@@ -641,8 +644,8 @@ check("ch04.ex6_intermediate_share", intermediate_share)
 # **Exercise 7.** A matmul whose $[B, D]$ input must be communicated (2 bytes per number) does
 # $2 B D \cdot \text{out}$ FLOPs for $B D \cdot 2$ bytes sent; split over $N$ GPUs each does
 # $1/N$ of them. For a narrow model with $D = 512$, how many FLOPs per byte sent does each of 2
-# GPUs do in the attention output projection ($\text{out} = D$)? An A100 needs about a thousand
-# to hide NVLink.
+# GPUs do in the attention output projection ($\text{out} = D$)? Compare it with what an A100
+# needs to hide NVLink: its FLOP/s over NVLink's bytes/s.
 
 # %%
 # BEGIN SOLUTION

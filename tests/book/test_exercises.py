@@ -201,5 +201,8 @@ def test_the_student_twin_is_what_the_generator_makes():
     for source in SOURCES:
         student = generate.student_notebook(jupytext.read(source))
         twin = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
-        assert [c.source for c in twin.cells[1:]] == [c.source for c in student.cells]
+        # Code cells as generated; the Markdown is rewritten for Colab (test_colab_twins).
+        assert [c.source for c in twin.cells[1:] if c.cell_type == "code"
+                and "cellView" not in c.metadata] \
+            == [c.source for c in student.cells if c.cell_type == "code"]
         assert copy.deepcopy(twin.metadata["inferbook"]) == student.metadata["inferbook"]

@@ -53,7 +53,8 @@ def test_the_install_cell_installs_from_the_configured_repository_on_colab():
     (args,), _ = run.call_args
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert args[1:4] == ["-m", "pip", "install"]
-    assert args[-1] == f"inferbook @ git+{config['repository']['url']}@{config['repository']['branch']}"
+    repo = config["repository"]
+    assert args[-1] == f"inferbook @ git+{repo['url']}@{repo['branch']}"
 
 
 def toc_files():

@@ -151,7 +151,7 @@ def test_the_results_file_round_trips_and_is_indexed(cli_run):
     record, out = cli_run
     saved = Path(record.pop("saved_to"))
     assert saved.parent == out and saved.name == bench.results_name(record)
-    assert saved.name.endswith(f"_{record['date'][:10]}.json")
+    assert saved.name.endswith(f"_{record['date'][:10]}_jax-{record['jax_version']}.json")
     assert json.loads(saved.read_text()) == record
     assert json.loads((out / "index.json").read_text()) == [saved.name]
     assert bench.load_results(out) == [record]

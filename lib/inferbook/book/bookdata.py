@@ -8,6 +8,12 @@ under `book/data/` with a `source` naming where it comes from, and a chapter loa
 In a clone of the repository (the book build, a local Jupyter) the file is read from the
 checkout. On Colab, where only the library is installed, it is fetched once from the
 repository the notebooks install from and kept in a cache directory.
+
+Recorded runs that accumulate — benchmark results per device, kernel timings per GPU — are
+found through an index file that lists them (`records`), never by listing a directory: on
+Colab the cache holds only the files fetched by name, so a glob there sees nothing new.
+
+    python -m inferbook.book.bookdata reindex     # rewrite every index from the checkout
 """
 
 from __future__ import annotations
@@ -19,12 +25,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPOSITORY_RAW", "find", "load"]
+__all__ = ["REPOSITORY_RAW", "INDEXES", "find", "load", "records", "indexed_files", "reindex"]
 
 # Where the Colab notebooks install the library from (`_config.yml`, repository.url/branch);
 # a test keeps the two in step.
 REPOSITORY_RAW = ("https://raw.githubusercontent.com/inference-by-the-numbers/"
                   "inference-by-the-numbers/main")
+
+
+# Each index file under book/data/ and the records it lists (a glob in the checkout).
+INDEXES = {"bench/index.json": "bench/*.json",
+           "flash_decoding_index.json": "flash_decoding_*.json"}
 
 
 def _candidates(name: str) -> list[Path]:
@@ -72,3 +83,44 @@ def _number(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+def _listed(index_data: Any) -> list[str]:
+    """The names an index holds: a plain list, or {"source": ..., "files": [...]}."""
+    return index_data["files"] if isinstance(index_data, dict) else index_data
+
+
+def records(index: str) -> list[Any]:
+    """Every record an index file (a key of `INDEXES`) lists, each fetched by its name."""
+    folder = index.rpartition("/")[0]
+    return [load(f"{folder}/{name}" if folder else name) for name in _listed(load(index))]
+
+
+def indexed_files(index: str, data: Path) -> list[str]:
+    """The names an index should list: the checkout's files matching its pattern, sorted."""
+    folder = index.rpartition("/")[0]
+    return sorted(p.name for p in (data / folder).glob(INDEXES[index].rpartition("/")[2])
+                  if p.name != Path(index).name)
+
+
+def reindex(data: Path | None = None) -> list[Path]:
+    """Rewrite every index file from the records in the checkout's book/data; the written."""
+    data = data or find(next(iter(INDEXES))).parents[1]
+    written = []
+    for index in INDEXES:
+        path = data / index
+        files = indexed_files(index, data)
+        old = json.loads(path.read_text()) if path.is_file() else None
+        # An index beside other data files says what it is, as they all do (its "source").
+        content = {**old, "files": files} if isinstance(old, dict) else files
+        path.write_text(json.dumps(content, indent=1) + "\n")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    import sys
+    if sys.argv[1:] != ["reindex"]:
+        sys.exit("usage: python -m inferbook.book.bookdata reindex")
+    for written in reindex():
+        print(f"wrote {written}")

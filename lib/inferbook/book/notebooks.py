@@ -8,6 +8,13 @@ installs from is configured once, in `_config.yml` (repository.url and repositor
 The twin of an exercise source is the *student* notebook: every solution replaced by a stub
 (see `inferbook.grading.generate`); the book's page shows the solutions behind toggles.
 
+Colab renders Markdown, not MyST, so every Markdown cell is rewritten by
+`inferbook.book.colab_markdown`: citations become author–year links to the site's references,
+admonitions block quotes, links to other pages links to the site, and a cell that shows glued
+numbers becomes a hidden form cell that displays its text with the numbers the reader's own
+run computed (`inferbook.book.prose`). Code cells the site hides (tagged ``remove-input`` or
+``hide-input``) are folded as forms too.
+
     python -m inferbook.book.notebooks sync     # (re)write every .ipynb twin
     python -m inferbook.book.notebooks check    # exit 1 if any twin is missing or stale
 
@@ -17,10 +24,12 @@ Needs jupytext and PyYAML (installed with the book's tools, not with the library
 from __future__ import annotations
 
 import argparse
+import copy
+import re
 import sys
 from pathlib import Path
 
-__all__ = ["install_cell_source", "colab_notebook", "sources", "sync", "stale"]
+__all__ = ["install_cell_source", "site", "colab_notebook", "sources", "sync", "stale"]
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE_DIRS = ("book", "chapters", "exercises")
@@ -42,7 +51,51 @@ def install_cell_source(root: Path = ROOT) -> str:
     )
 
 
-def colab_notebook(source: Path, root: Path = ROOT) -> str:
+def site(root: Path = ROOT):
+    """Where the twins link to: the site (`html.baseurl` in `_config.yml`, else the
+    repository's GitHub Pages address), its bibliography, and every page's (label)= targets."""
+    import yaml
+
+    from inferbook.book.citations import load_bibliography
+    from inferbook.book.colab_markdown import TARGET, Site
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    repo = config["repository"]
+    owner, name = repo["url"].removeprefix("https://github.com/").strip("/").split("/")[:2]
+    url = (config.get("html") or {}).get("baseurl") or f"https://{owner}.github.io/{name}"
+    raw = f"https://raw.githubusercontent.com/{owner}/{name}/{repo.get('branch', 'main')}"
+    labels = {}
+    for page in [*sources(root), *sorted((root / "book").glob("*.md"))]:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if m := TARGET.match(re.sub(r"^# ?", "", line) if page.suffix == ".py" else line):
+                labels[m["label"]] = page.relative_to(root).with_suffix("").as_posix()
+    return Site(url.rstrip("/"), raw, load_bibliography(root / "book" / "references.bib"),
+                labels)
+
+
+def _colab_cells(nb, page: str, where) -> list:
+    """The notebook's cells as Colab shows them (see the module doc)."""
+    import nbformat
+
+    from inferbook.book.colab_markdown import FORM_TITLE, convert_cell
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for kind, text in convert_cell(cell.source, where, page):
+                meta = copy.deepcopy(dict(cell.metadata))     # tags and the like carry over
+                cells.append(nbformat.v4.new_markdown_cell(text, metadata=meta)
+                             if kind == "markdown" else
+                             nbformat.v4.new_code_cell(text, metadata={**meta,
+                                                                       "cellView": "form"}))
+            continue
+        tags = set(cell.metadata.get("tags", []))
+        if cell.cell_type == "code" and tags & {"remove-input", "hide-input"}:
+            cell.source = f"{FORM_TITLE}\n{cell.source}"
+            cell.metadata["cellView"] = "form"
+        cells.append(cell)
+    return cells
+
+
+def colab_notebook(source: Path, root: Path = ROOT, where=None) -> str:
     """The .ipynb text for one py:percent source, deterministic so it can be diffed."""
     import jupytext
     import nbformat
@@ -51,6 +104,8 @@ def colab_notebook(source: Path, root: Path = ROOT) -> str:
     if source.parent.name == "exercises":     # students get stubs, not the solutions
         from inferbook.grading.generate import student_notebook
         nb = student_notebook(nb)
+    page = source.relative_to(root).with_suffix("").as_posix()
+    nb.cells = _colab_cells(nb, page, where or site(root))
     nb.cells.insert(0, nbformat.v4.new_code_cell(install_cell_source(root)))
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i}"
@@ -71,19 +126,19 @@ def sources(root: Path = ROOT) -> list[Path]:
 
 def stale(root: Path = ROOT) -> list[Path]:
     """Twins that are missing or differ from what their source generates."""
-    out = []
+    out, where = [], site(root)
     for src in sources(root):
         twin = src.with_suffix(".ipynb")
-        if not twin.is_file() or twin.read_text() != colab_notebook(src, root):
+        if not twin.is_file() or twin.read_text() != colab_notebook(src, root, where):
             out.append(twin)
     return out
 
 
 def sync(root: Path = ROOT) -> list[Path]:
     """Rewrite the twins that are stale; returns them."""
-    changed = stale(root)
+    changed, where = stale(root), site(root)
     for twin in changed:
-        twin.write_text(colab_notebook(twin.with_suffix(".py"), root))
+        twin.write_text(colab_notebook(twin.with_suffix(".py"), root, where))
     return changed
 
 

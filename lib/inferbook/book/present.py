@@ -2,8 +2,10 @@
 
 Chapters never type a number the library can compute. They compute it, format it with one of
 the helpers below, and `glue` it under a name; the Markdown then says
-``{glue:text}`kv_bytes_13b` `` and the built page shows the value of that run. Outside the
-book build (Colab, a plain Jupyter kernel) `glue` does nothing, so the notebooks run anywhere.
+``{glue:text}`kv_bytes_13b` `` and the built page shows the value of that run. Every glued
+value is also kept in this kernel (`inferbook.book.prose`), where the Colab twins' prose cells
+read it: Colab has no myst-nb, and its notebooks show the same sentences with the numbers that
+the reader's own run computed.
 
 Formatting is decimal and explicit about units, as the sources are: 1 GB = 1e9 bytes.
 """
@@ -13,20 +15,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from inferbook.book import prose
+
 __all__ = ["glue", "fmt_bytes", "fmt_seconds", "fmt_count", "fmt_flops", "fmt_rate",
-           "fmt_ratio", "fmt_percent"]
+           "fmt_tokens_per_s", "fmt_ratio", "fmt_percent"]
 
 
 def glue(name: str, value: Any) -> None:
-    """Record `value` for the book under `name` (myst-nb); shows nothing in the notebook.
+    """Record `value` under `name` for the book (myst-nb) and for this kernel's Colab prose;
+    shows nothing in the notebook.
 
     Strings are inserted as they are, so pre-format numbers with the helpers below.
     """
+    prose.record(name, value)
     try:
-        from myst_nb import glue as _glue
-    except ImportError:      # Colab or a bare kernel: nothing to glue into
+        from myst_nb import glue as myst_glue
+    except ImportError:      # Colab or a bare kernel: no book build to glue into
         return
-    _glue(name, value, display=False)
+    myst_glue(name, value, display=False)
 
 
 def _scaled(value: float, units: list[tuple[float, str]], digits: int) -> str:
@@ -69,6 +75,17 @@ def fmt_rate(n: float, unit: str = "B/s", digits: int = 1) -> str:
         return _scaled(n, [(1e6, "million tokens/s"), (1e3, "thousand tokens/s"),
                            (1, "tokens/s")], digits)
     return _scaled(n, [(s, f"{p}{unit}") for s, p in prefixes], digits)
+
+
+def fmt_tokens_per_s(n: float) -> str:
+    """1428.4 -> '1,428 tokens/s'; 2.5e6 -> '2.50 million tokens/s'.
+
+    Every digit a reader needs to check a ratio quoted beside the rate: a whole number below a
+    million (never '1 thousand tokens/s'), three significant figures above.
+    """
+    if abs(n) < 1e6:
+        return f"{n:,.0f} tokens/s"
+    return fmt_rate(n, "tokens/s", 2)
 
 
 def fmt_ratio(x: float, digits: int = 1) -> str:

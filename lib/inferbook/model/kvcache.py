@@ -76,13 +76,22 @@ def write(cache_BKSH: jax.Array, new_BTKH: jax.Array, start_B: jax.Array) -> jax
     their sequence's length, where the attention mask ignores them and the next real token
     overwrites them.
     """
-    B, T = new_BTKH.shape[:2]
+    B, T, K, H = new_BTKH.shape
+    S = cache_BKSH.shape[2]
+    # Written as a scatter into rows of the cache viewed as [B·K, S, H] (a free reshape), not
+    # as `cache.at[b, :, slot].set(...)`: XLA in jax 0.7.2 (Colab's) first moves the indexed
+    # axes of a scatter to the front, which here would copy the whole cache to [B, S, K, H]
+    # and back around every write. With the indexed axes (row, slot) already in front, each
+    # [H] vector is written in place.
+    row_BK = jnp.arange(B * K, dtype=jnp.int32).reshape(B, K)
     slot_BT = start_B[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
-    batch_BT = jnp.broadcast_to(jnp.arange(B, dtype=jnp.int32)[:, None], (B, T))
-    # Advanced indices on axes 0 and 2 with a slice between them: the indexed view has shape
-    # [B, T, K, H], the layout of the new entries.
-    return cache_BKSH.at[batch_BT, :, slot_BT].set(new_BTKH.astype(cache_BKSH.dtype),
-                                                   mode="drop")
+    index_BKT2 = jnp.stack(jnp.broadcast_arrays(row_BK[:, :, None], slot_BT[:, None, :]), -1)
+    where = jax.lax.ScatterDimensionNumbers(update_window_dims=(3,), inserted_window_dims=(0, 1),
+                                            scatter_dims_to_operand_dims=(0, 1))
+    rows = jax.lax.scatter(cache_BKSH.reshape(B * K, S, H), index_BKT2,
+                           new_BTKH.swapaxes(1, 2).astype(cache_BKSH.dtype), where,
+                           unique_indices=True, mode=jax.lax.GatherScatterMode.FILL_OR_DROP)
+    return rows.reshape(B, K, S, H)
 
 
 def append(cache: KVCache, new_k: Sequence[jax.Array], new_v: Sequence[jax.Array],

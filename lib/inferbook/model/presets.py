@@ -65,7 +65,7 @@ PRESETS: dict[str, ModelConfig] = {
     "scaling-book-18b": ModelConfig(L=64, D=4096, F=16384, N=32, K=8, H=256, V=32128,
                                     tied_embeddings=True, name="scaling-book-18b"),
     # kipply's 52B (Anthropic's, seed 004): d_model 8192, 64 layers, plain 4·D MLP. The post
-    # gives no vocabulary; 65,536 makes the (un)embeddings "nearly a billion parameters".
+    # gives no vocabulary; 65,536 gives the (un)embeddings just over a billion parameters.
     "kipply-52b": ModelConfig(L=64, D=8192, F=4 * 8192, N=64, K=64, H=128, V=65536, mlp="plain",
                               activation="gelu", max_seq_len=2048, name="kipply-52b"),
     # The 13B of kipply's FasterTransformer comparison: 40 layers, 40 heads of 128, D = 5120.

@@ -269,10 +269,12 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def results_name(record: dict[str, Any]) -> str:
-    """The file name for a record: its device and date, e.g.
-    cpu-amd-epyc-2-cores_2025-01-31.json."""
+    """The file name for a record: its device, date and JAX version, e.g.
+    cpu-amd-epyc-2-cores_2025-01-31_jax-0.7.2.json (runs under two JAX versions on the same
+    day are two files; a record without a version keeps the device and date alone)."""
     slug = re.sub(r"[^a-z0-9]+", "-", record["device"].lower()).strip("-")
-    return f"{slug}_{record['date'][:10]}.json"
+    version = record.get("jax_version")
+    return f"{slug}_{record['date'][:10]}" + (f"_jax-{version}" if version else "") + ".json"
 
 
 def results_directory(directory: str | Path | None = None) -> Path:
