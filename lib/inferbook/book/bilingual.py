@@ -178,6 +178,11 @@ def join_blocks(blocks: Sequence[Block]) -> str:
 
 
 def select_markdown(text: str, lang: str) -> str:
-    """A Markdown page in `lang` (see `edition`)."""
-    return join_blocks(edition(markdown_blocks(text), lang, Block))
+    """A Markdown page in `lang` (see `edition`; the note of an untranslated page goes under
+    its first line, the title)."""
+    blocks = markdown_blocks(text)
+    if blocks and not translated(blocks, lang):
+        title, _, rest = blocks[0].source.partition("\n")
+        blocks[:1] = [Block(title, blocks[0].metadata), Block(rest)]
+    return join_blocks(edition(blocks, lang, Block))
 
