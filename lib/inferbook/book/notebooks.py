@@ -73,7 +73,8 @@ def install_cell_source(root: Path = ROOT, lang: str = "en") -> str:
         "if \"google.colab\" in sys.modules:\n"
         "    import subprocess\n"
         f"{pip}\n"
-        "    subprocess.run(\"apt-get -qq install -y fonts-noto-cjk > /dev/null\", shell=True,\n"
+        "    subprocess.run(\"apt-get -qq update && apt-get -qq install -y fonts-noto-cjk \"\n"
+        "                   \"> /dev/null\", shell=True,\n"
         "                   check=False)"
     )
 
