@@ -62,7 +62,7 @@ def test_each_edition_keeps_its_prose_and_every_code_cell():
 
 
 @pytest.mark.parametrize("bad", [
-    '# %% [markdown] tags=["lang-zh"]\n# 孤儿\n',                              # nothing to translate
+    '# %% [markdown] tags=["lang-zh"]\n# 孤儿\n',                         # nothing to translate
     '# %%\nx = 1\n\n# %% [markdown] tags=["lang-zh"]\n# 代码之后\n',            # follows code
     '# %% [markdown]\n# a\n\n# %% [markdown] tags=["lang-zh"]\n# 一\n\n'
     '# %% [markdown] tags=["lang-zh"]\n# 二\n',                               # two translations
@@ -176,4 +176,5 @@ def test_a_chinese_twin_sets_its_language_and_links_to_the_chinese_site():
     text = "\n".join(c.source for c in nb.cells)
     assert "[Lienhart, 2023](" in text and "/zh/book/references.html" in text
     assert "BEGIN SOLUTION" not in text and "*你的答案：*" in text
-    assert notebooks.twin_path(source, "zh", ROOT) == ROOT / "zh" / "exercises" / source.with_suffix(".ipynb").name
+    twin = notebooks.twin_path(source, "zh", ROOT)
+    assert twin == ROOT / "zh" / "exercises" / source.with_suffix(".ipynb").name

@@ -16,9 +16,11 @@ value also exists under a name per language, in that language's form.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 __all__ = ["LANGUAGES", "DEFAULT", "ENV", "HTML_LANG", "current", "set_language", "check_language",
-           "glued_name", "Bilingual", "bilingual", "localized"]
+           "using", "glued_name", "Bilingual", "bilingual", "localized"]
 
 LANGUAGES = ("en", "zh")          # the first is the default, and the language of the sources
 DEFAULT = LANGUAGES[0]
@@ -48,6 +50,20 @@ def current() -> str:
 def set_language(lang: str) -> None:
     """Make `lang` this kernel's language (and its subprocesses')."""
     os.environ[ENV] = check_language(lang)
+
+
+@contextmanager
+def using(lang: str) -> Iterator[None]:
+    """Run a block in `lang` (a grader scoring a Chinese notebook), then restore the language."""
+    before = os.environ.get(ENV)
+    set_language(lang)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
 
 
 def glued_name(name: str, lang: str) -> str:
