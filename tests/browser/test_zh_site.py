@@ -20,7 +20,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from test_site import SHOTS, SITE, browser, open_page, page, server, toc_pages  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,9 +111,9 @@ def test_a_translated_page_shows_the_english_pages_values_in_chinese_form(name):
     ambiguous = {v: f for v, f in forms.items() if len(f) > 1}
     assert not ambiguous, ambiguous
     expected = Counter(next(iter(forms[v])) for v in en)
-    assert Counter(zh) == expected, (f"{name}: the Chinese page shows {sorted(Counter(zh) - expected)}"
-                                     f" beyond, {sorted(expected - Counter(zh))} short of, the "
-                                     "English page's values")
+    extra, short = sorted(Counter(zh) - expected), sorted(expected - Counter(zh))
+    assert Counter(zh) == expected, (f"{name}: the Chinese page shows {extra} beyond, {short} "
+                                     "short of, the English page's values")
     assert zh_images == en_images
 
 
