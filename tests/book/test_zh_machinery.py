@@ -178,3 +178,13 @@ def test_a_chinese_twin_sets_its_language_and_links_to_the_chinese_site():
     assert "BEGIN SOLUTION" not in text and "*你的答案：*" in text
     twin = notebooks.twin_path(source, "zh", ROOT)
     assert twin == ROOT / "zh" / "exercises" / source.with_suffix(".ipynb").name
+
+
+def test_chinese_lines_are_joined_where_a_browser_would_show_a_space():
+    text = ("生成文本就是\n绕着它转——\n并把 {glue:text}`x`\n个参数\n\n- 一\n- 二\n"
+            "```python\n# 中文\n# 注释\n```\n:::{note}\n注意\n这里\n:::")
+    assert bilingual.join_cjk_lines(text) == (
+        "生成文本就是绕着它转——并把 {glue:text}`x`\n个参数\n\n- 一\n- 二\n"
+        "```python\n# 中文\n# 注释\n```\n:::{note}\n注意这里\n:::")
+    zh = bilingual.select(read(), "zh")
+    assert "\n" not in zh[0].source.split("\n\n")[1]          # the paragraph is one line

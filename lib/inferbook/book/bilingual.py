@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 from inferbook.book.language import DEFAULT, check_language, glued_name
 
 __all__ = ["tag", "cell_language", "twins", "translated", "select", "edition", "UNTRANSLATED",
-           "rename_glue",
+           "rename_glue", "join_cjk_lines",
            "Block", "markdown_blocks", "join_blocks", "select_markdown", "GLUE_REFERENCE"]
 
 # A glued value in MyST: a role ({glue:text}`name`, {glue}`name`) or a directive line
@@ -41,6 +41,9 @@ GLUE_REFERENCE = re.compile(r"(?P<head>\{glue(?::\w+)?\}`)(?P<name>[^`:\s]+)"
                             r"|(?P<dhead>^\s*(?:```+|:::+)\s*\{glue(?::\w+)?\}\s+)(?P<dname>\S+)",
                             re.M)
 BREAK = re.compile(r"^\+\+\+[ \t]*(?P<meta>\{.*\})?[ \t]*$")
+# Chinese characters and punctuation (with the dashes, ellipsis and quotes Chinese text uses).
+CJK = "\u2014\u2026\u2018\u2019\u201c\u201d\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
+SOFT_BREAK = re.compile(rf"(?<=[{CJK}])[ \t]*\n[ \t]*(?=[{CJK}])")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,})")
 
 
@@ -107,6 +110,21 @@ def rename_glue(text: str, lang: str) -> str:
     return GLUE_REFERENCE.sub(rename, text)
 
 
+def join_cjk_lines(text: str) -> str:
+    """Markdown whose line breaks between two Chinese characters are removed, outside fenced
+    blocks. A source wraps its lines; a browser shows a wrapped line's break as a space,
+    which Chinese text does not have (Chromium does not apply CSS's rule that drops it)."""
+    out, fence = [], None
+    for block in re.split(r"(^\s*(?:`{3,}|:{3,}|~{3,}).*$)", text, flags=re.M):
+        if FENCE.match(block):
+            mark = block.strip()[:3]
+            fence = None if fence == mark else (fence or mark)
+            out.append(block)
+        else:
+            out.append(block if fence and fence[0] != ":" else SOFT_BREAK.sub("", block))
+    return "".join(out)
+
+
 def select(cells: Sequence[Any], lang: str) -> list[Any]:
     """The cells of `lang`'s edition, in order (see the module doc). Cells are not copied;
     a kept translation gets a new source (glue renamed) and loses its language tag."""
@@ -116,7 +134,7 @@ def select(cells: Sequence[Any], lang: str) -> list[Any]:
     for english, translations in pairs:
         if lang in translations:
             cell = cells[translations[lang]]
-            cell.source = rename_glue(cell.source, lang)
+            cell.source = rename_glue(join_cjk_lines(cell.source), lang)
             cell.metadata["tags"] = [t for t in _tags(cell) if t != tag(lang)]
             if not cell.metadata["tags"]:
                 del cell.metadata["tags"]
