@@ -225,3 +225,26 @@ def test_the_chinese_number_scan_catches_typed_ratios_and_sums():
     assert typed_numbers_zh("快了 8.2 倍，约三倍，共 1,300 万个参数，占百分之十，耗时 2 毫秒") == \
         ["8.2倍", "三倍", "1,300万", "百分之十", "2毫秒"]
     assert typed_numbers_zh("{glue:text}`x` 倍，`3 倍`，$2^3$ 倍，2 字节，多少倍，几百次") == []
+
+
+@pytest.mark.parametrize("twin", sorted((ROOT / "zh").rglob("*.ipynb")),
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_myst_survives_in_a_chinese_twin(twin):
+    import nbformat
+    from test_colab_twins import rendered
+
+    from inferbook.book.colab_markdown import MYST_SYNTAX
+    nb = nbformat.read(twin, as_version=4)
+    for cell in nb.cells:
+        found = MYST_SYNTAX.search(rendered(cell))
+        assert not found, f"{twin.name}: {found[0]!r}"
+
+
+def test_every_source_has_a_chinese_twin_that_starts_by_setting_the_language():
+    import nbformat
+
+    from inferbook.book import notebooks
+    for source in notebooks.sources(ROOT):
+        nb = nbformat.read(notebooks.twin_path(source, "zh", ROOT), as_version=4)
+        assert nb.cells[0].source == notebooks.install_cell_source(ROOT, "zh")
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
