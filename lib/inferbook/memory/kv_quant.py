@@ -34,10 +34,10 @@ import jax.numpy as jnp
 from inferbook.model import kvcache
 from inferbook.model.attention import MASKED, attention_mask, attention_reference, merge_partials
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import Params, require_plain_decoder, transformer, unembed
+from inferbook.model.decoder import NewKV, Params, require_plain_decoder, run_keeping_kv, unembed
 
 __all__ = ["quantize", "dequantize", "QuantCache", "init_cache", "attend_per_head", "extend",
-           "append", "cache_bytes", "bytes_per_element", "attention_error_bound"]
+           "append", "bytes_per_element", "attention_error_bound"]
 
 
 def quantize(x_xH: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -127,7 +127,7 @@ def attend_per_head(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
 
 @partial(jax.jit, static_argnames=("cfg",))
 def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: QuantCache,
-           n_new_B: jax.Array | None = None):
+           n_new_B: jax.Array | None = None) -> tuple[jax.Array, NewKV]:
     """`decode.extend` over a QuantCache: logits [B, T, V] and every layer's new keys and
     values (full precision; `append` quantizes them). The new tokens attend to each other
     exactly and to the cache through `attend_per_head`."""
@@ -137,11 +137,8 @@ def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: QuantC
     rel_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
     pos_BT = cache.lengths[:, None] + rel_BT
     mask_new = attention_mask(rel_BT, rel_BT[0], n_new_B, cfg.window)
-    new_k, new_v = [], []
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        new_k.append(k_BTKH)
-        new_v.append(v_BTKH)
         out_n, lse_n = attention_reference(q_BTNH, k_BTKH.swapaxes(1, 2),
                                            v_BTKH.swapaxes(1, 2), mask_new)
         scales = (None, None) if cache.k_scale is None else (cache.k_scale[i],
@@ -150,8 +147,8 @@ def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: QuantC
                                        cache.lengths, cfg.window)
         return merge_partials(out_c, lse_c, out_n, lse_n)[0]
 
-    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
-    return unembed(params, cfg, x_BTD), (tuple(new_k), tuple(new_v))
+    x_BTD, new_kv = run_keeping_kv(params, cfg, tokens_BT, pos_BT, attend)
+    return unembed(params, cfg, x_BTD), new_kv
 
 
 @partial(jax.jit, donate_argnames=("cache",))
@@ -171,12 +168,6 @@ def append(cache: QuantCache, new_k: Sequence[jax.Array], new_v: Sequence[jax.Ar
                       tuple(put(c, s) for c, (_, s) in zip(cache.k_scale, qk)),
                       tuple(put(c, s) for c, (_, s) in zip(cache.v_scale, qv)),
                       cache.lengths + n_new_B)
-
-
-def cache_bytes(cache: QuantCache) -> int:
-    """Bytes held by codes and scales (or by the float keys and values)."""
-    arrays = cache.k + cache.v + (cache.k_scale or ()) + (cache.v_scale or ())
-    return sum(a.size * a.dtype.itemsize for a in arrays)
 
 
 def attention_error_bound(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
