@@ -32,7 +32,15 @@ import jax
 import jax.numpy as jnp
 
 from inferbook.model import kvcache
-from inferbook.model.attention import MASKED, attention_mask, attention_reference, merge_partials
+from inferbook.model.attention import (
+    MASKED,
+    attention_mask,
+    attention_reference,
+    group_mask,
+    group_queries,
+    merge_partials,
+    ungroup_rows,
+)
 from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import NewKV, Params, require_plain_decoder, run_keeping_kv, unembed
 
@@ -99,12 +107,11 @@ def attend_per_head(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
     B, T, N, H = q_BTNH.shape
     K, S = k_BKSH.shape[1], k_BKSH.shape[2]
     G = N // K
-    q_XMH = (q_BTNH.astype(jnp.float32) / jnp.sqrt(jnp.float32(H))).reshape(
-        B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B * K, G * T, H)
-    mask_BTS = attention_mask(pos_BT, jnp.arange(S, dtype=jnp.int32), cache_len_B, window)
-    mask_XMS = jnp.broadcast_to(mask_BTS[:, None, None], (B, K, G, T, S)).reshape(
-        B * K, G * T, S)
+    # The B·K heads in one leading axis, which lax.map walks.
     flat = lambda x: None if x is None else x.reshape((B * K,) + x.shape[2:])  # noqa: E731
+    q_BKMH = group_queries(q_BTNH.astype(jnp.float32) / jnp.sqrt(jnp.float32(H)), K)
+    mask_BTS = attention_mask(pos_BT, jnp.arange(S, dtype=jnp.int32), cache_len_B, window)
+    mask_BKMS = jnp.broadcast_to(group_mask(mask_BTS, G), (B, K, G * T, S))
 
     def one_head(args):
         q_MH, k_SH, v_SH, ks_S1, vs_S1, mask_MS = args
@@ -118,11 +125,10 @@ def attend_per_head(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
             p_MS = p_MS * vs_S1[:, 0][None, :]
         return p_MS @ v_SH.astype(jnp.float32), lse_M
 
-    out_XMH, lse_XM = jax.lax.map(one_head, (q_XMH, flat(k_BKSH), flat(v_BKSH), flat(k_scale),
-                                             flat(v_scale), mask_XMS))
-    out_BTNH = out_XMH.reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4).reshape(B, T, N, H)
-    lse_BTN = lse_XM.reshape(B, K, G, T).transpose(0, 3, 1, 2).reshape(B, T, N)
-    return out_BTNH.astype(q_BTNH.dtype), lse_BTN
+    out, lse = jax.lax.map(one_head, (flat(q_BKMH), flat(k_BKSH), flat(v_BKSH), flat(k_scale),
+                                      flat(v_scale), flat(mask_BKMS)))
+    out_BKMH, lse_BKM = out.reshape(B, K, G * T, H), lse.reshape(B, K, G * T)
+    return ungroup_rows(out_BKMH, T).astype(q_BTNH.dtype), ungroup_rows(lse_BKM, T)
 
 
 @partial(jax.jit, static_argnames=("cfg",))
