@@ -126,11 +126,10 @@ assert blocks.all_free()
 # figures are kept in a data file with their source:
 
 # %%
-reported = bookdata.load("paged_attention_waste.csv")
-before, paged_reported = (row["kv_waste"] for row in reported)
-for row in reported:
-    print(f"{row['system']}: KV memory wasted {row['bound']} {row['kv_waste']:.0%} "
-          f"(source: {row['source']})")
+paper = bookdata.load("pagedattention_waste.json")
+before, paged_reported = 1 - paper["token_state_share"]["orca_max"], paper["paged_waste_at_most"]
+print(f"KV memory wasted: {before:.0%} with maximum-length reservations (Orca), at most "
+      f"{paged_reported:.0%} with paging (source: {paper['source']})")
 glue("ch12_reported_before", fmt_percent(before)); glue("ch12_reported_paged",
                                                         fmt_percent(paged_reported))
 
