@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferbook.kernels import paged
+from inferbook.memory.kv_usage import blocks_for
 from inferbook.model import kvcache
 
 kernel = jax.jit(paged.paged_attention, static_argnames=("window",))
@@ -66,4 +67,4 @@ def test_paged_write_puts_tokens_where_the_contiguous_cache_does(case, block_siz
 
 
 def test_blocks_for_rounds_up():
-    assert [paged.blocks_for(n, 16) for n in (1, 16, 17, 32, 33)] == [1, 1, 2, 2, 3]
+    assert [blocks_for(n, 16) for n in (1, 16, 17, 32, 33)] == [1, 1, 2, 2, 3]

@@ -50,13 +50,7 @@ from inferbook.model.attention import (
     ungroup_rows,
 )
 
-__all__ = ["gather_blocks", "paged_attention_reference", "paged_attention", "paged_write",
-           "blocks_for"]
-
-
-def blocks_for(num_tokens: int, block_size: int) -> int:
-    """Blocks a sequence of `num_tokens` tokens occupies: ceil(num_tokens / block_size)."""
-    return -(-num_tokens // block_size)
+__all__ = ["gather_blocks", "paged_attention_reference", "paged_attention", "paged_write"]
 
 
 def gather_blocks(pool: jax.Array, block_table_BJ: jax.Array) -> jax.Array:
