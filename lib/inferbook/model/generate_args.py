@@ -14,7 +14,7 @@ A decode loop given a bad argument rarely fails by itself, it answers wrongly:
 `decode.naive_generate`, and any other loop over the same arguments — so that a Python caller
 gets the same one-line `ValueError` the command line turns into exit code 2. The checks run on
 the host, once per call, never inside a compiled step. `pad_prompts` then turns the prompts
-into the arrays a compiled step takes.
+into the arrays a compiled step takes; `random_prompts` makes a ragged batch to try it on.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ import numbers
 import operator
 from typing import Sequence
 
+import jax
 import numpy as np
 
 from inferbook.model.config import ModelConfig
 from inferbook.model.sampling import GREEDY, Sampler
 
-__all__ = ["check_generate_args", "pad_prompts"]
+__all__ = ["check_generate_args", "pad_prompts", "random_prompts"]
 
 
 def check_generate_args(cfg: ModelConfig, prompts: Sequence[Sequence[int]],
@@ -83,3 +84,13 @@ def pad_prompts(prompts: Sequence[Sequence[int]],
     for b, p in enumerate(prompts):
         tokens[b, :len(p)] = p
     return tokens, lengths
+
+
+def random_prompts(lengths: Sequence[int], V: int) -> list[list[int]]:
+    """A ragged batch of random prompts: prompt b holds lengths[b] token ids drawn uniformly
+    from [0, V) with `jax.random.key(b)` (the same prompts on every run and device, and
+    prompt b the same whatever the batch around it)."""
+    if any(n < 1 for n in lengths):
+        raise ValueError("every prompt needs at least one token")
+    return [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, V)]
+            for b, n in enumerate(lengths)]
