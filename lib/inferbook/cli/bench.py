@@ -19,6 +19,7 @@ import argparse
 import importlib.util
 import json
 import os
+from typing import Any
 
 from inferbook.book.present import fmt_rate, fmt_seconds
 from inferbook.model.config import ModelConfig
@@ -35,7 +36,7 @@ HELP = "measure bandwidth, MBU/MFU and the estimator's error on this device"
 MAX_REPEATS = 1000          # each repeat runs every configuration once more
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("bench", help=HELP, description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", metavar="PRESET",

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from inferbook.cli.estimate_report import chip_list, model_list, report, save_plot
 from inferbook.model.hf_config import from_hf_config, read_hf_config
@@ -72,7 +73,7 @@ def _bytes(flag: str, text: str) -> float:
     return value
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     epilog = (EXAMPLES + "\npresets: " + ", ".join(PRESETS) + "\nchips: "
               + ", ".join(CHIPS) + "\n")
     p = subparsers.add_parser(

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from inferbook.book.present import fmt_count, fmt_rate, fmt_seconds
 from inferbook.model.presets import PRESETS
+from inferbook.perf.estimator import Estimate
 from inferbook.perf.hardware import CHIPS
 from inferbook.perf.params import active_param_count, param_count
 
@@ -59,7 +60,7 @@ def _head(r, layout_given: bool) -> str:
             f"KV cache {r.kv}")
 
 
-def single_report(r, layout_given: bool = False) -> str:
+def single_report(r: Estimate, layout_given: bool = False) -> str:
     """One estimate, a line per field, with its unit."""
     head = (_head(r, layout_given) + f"; batch {r.batch:,}, context {r.context:,}, "
             f"prompt {r.prompt:,}")

@@ -16,6 +16,7 @@ import argparse
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from inferbook.model.hf_config import from_hf_config, read_hf_config
 from inferbook.model.presets import get_preset
@@ -59,7 +60,7 @@ def mesh_shape(text: str) -> str:
     return text
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("generate", help="generate tokens with the KV-cached decoder",
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)

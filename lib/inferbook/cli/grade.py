@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from . import UsageError
 from .args import finite_float, nonnegative_int, writable_file
@@ -33,7 +34,7 @@ from .args import finite_float, nonnegative_int, writable_file
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("grade", help="grade an exercise notebook (score table, "
                                             "Gradescope results.json and autograder)",
                               description=__doc__,

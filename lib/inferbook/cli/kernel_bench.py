@@ -16,6 +16,7 @@ import argparse
 import datetime
 import json
 import sys
+from typing import Any, Sequence
 
 from . import OneLineParser, UsageError, one_line
 from . import args as types
@@ -28,7 +29,7 @@ MAX_REPEATS = 1000
 MAX_HEADS = 4096            # far beyond any model's, small enough to keep shapes int32
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("kernel-bench", help=HELP, description=HELP)
     add_arguments(p)
 
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """`python -m inferbook.cli.kernel_bench`: the same command, errors in one line."""
     parser = OneLineParser(prog="kernel-bench", description=HELP)
     add_arguments(parser)

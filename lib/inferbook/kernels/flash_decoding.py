@@ -24,6 +24,8 @@ H], cache [B, K, S, H].
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -93,7 +95,7 @@ def combine_chunks(out_BKPMH: jax.Array, lse_BKPM: jax.Array) -> tuple[jax.Array
 
 
 def rows_to_heads(out_BKMH: jax.Array, lse_BKM: jax.Array, T: int,
-                  dtype) -> tuple[jax.Array, jax.Array]:
+                  dtype: Any) -> tuple[jax.Array, jax.Array]:
     """Rows g·T + t of each KV head back to [B, T, N, H]; rows that saw no key get 0, MASKED."""
     ok = jnp.isfinite(lse_BKM)                  # rows that saw at least one key
     out = jnp.where(ok[..., None], out_BKMH, 0.0)
