@@ -186,7 +186,7 @@ ax.set_xlabel("time (s)"); ax.set_ylabel("fraction of reserved KV memory unused"
 ax.set_ylim(0, 1); ax.legend(fontsize=8)
 ax.set_title(f"During our run, measured on {DEVICE}", fontsize=9)
 labels = ["reported:\ncontiguous\n(at least)", "reported:\nPagedAttention\n(at most)",
-          f"ours:\nrows of\n{cfg.max_seq_len}", f"ours:\npaged"]
+          f"ours:\nrows of\n{cfg.max_seq_len}", "ours:\npaged"]
 values = [before, paged_reported, model_rows.waste, paged.waste]
 bx.bar(labels, values, color=["lightgrey", "lightgrey", "tab:green", "tab:blue"])
 bx.set_ylim(0, 1); bx.tick_params(axis="x", labelsize=7)

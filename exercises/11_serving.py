@@ -309,15 +309,15 @@ check("ch13.best_gamma", best_gamma)
 
 # %% [markdown]
 # **3.5 The acceptance rule.** Write the rule with its random numbers given. `drafts` holds
-# the $\gamma$ proposed tokens; `q[i]` ($\gamma$ rows of $V$) is the draft's distribution for
-# draft $i$; `p[i]` the target's distribution at the same position, with one extra row
+# the $\gamma$ proposed tokens; `q[i]` ($\gamma$ rows of $V$) is the draft's distribution
+# for draft $i$; `p[i]` the target's distribution at the same position, with one extra row
 # `p[γ]` for the position after the last draft ($\gamma + 1$ rows); `u` one uniform number
-# in $[0, 1)$ per draft. Draft $i$ (token $x$) is accepted when $u_i \cdot q_i(x) < p_i(x)$; the first
-# rejection ends the run. Return `(n, dist)`: the number of drafts accepted, and the
-# distribution the target's own token is then drawn from — the *residual*
-# $\max(0, p_n - q_n)$, renormalised, after a rejection at draft $n$, or $p_\gamma$ itself
-# when every draft was accepted. This rule makes every emitted token follow $p$ exactly,
-# whatever $q$ is.
+# in $[0, 1)$ per draft. Draft $i$ (token $x$) is accepted when
+# $u_i \cdot q_i(x) < p_i(x)$; the first rejection ends the run. Return `(n, dist)`: the
+# number of drafts accepted, and the distribution the target's own token is then drawn from —
+# the *residual* $\max(0, p_n - q_n)$, renormalised, after a rejection at draft $n$, or
+# $p_\gamma$ itself when every draft was accepted. This rule makes every emitted token follow
+# $p$ exactly, whatever $q$ is.
 
 # %%
 def accept(drafts, q, p, u):

@@ -44,8 +44,10 @@ def to_pool(case: Case, block_size: int, rng: np.random.Generator, share: bool):
 
 
 @settings(max_examples=8)
-@given(case=cases(), block_size=st.sampled_from([4, 8]), share=st.booleans(), seed=st.integers(0, 99))
-def test_paged_attention_matches_the_reference_on_the_contiguous_cache(case, block_size, share, seed):
+@given(case=cases(), block_size=st.sampled_from([4, 8]), share=st.booleans(),
+       seed=st.integers(0, 99))
+def test_paged_attention_matches_the_reference_on_the_contiguous_cache(case, block_size, share,
+                                                                       seed):
     case, k_pool, v_pool, table = to_pool(case, block_size, np.random.default_rng(seed), share)
     np.testing.assert_array_equal(gather(k_pool, table), case.k)
     args = (case.q, k_pool, v_pool, table, case.q_pos, case.kv_len)

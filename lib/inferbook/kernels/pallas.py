@@ -1,9 +1,9 @@
 """FlashAttention and Flash-Decoding as Pallas kernels.
 
-`inferbook.kernels.flash` and `inferbook.kernels.flash_decoding` express the algorithms in jnp and leave the
-schedule to XLA. A Pallas kernel states the schedule itself: a *grid* of programs, each of
-which loads its own tiles (BlockSpecs say which) and loops over the rest, the way a CUDA
-thread block would. Two grids tell the whole story of the two papers:
+`inferbook.kernels.flash` and `inferbook.kernels.flash_decoding` express the algorithms in jnp
+and leave the schedule to XLA. A Pallas kernel states the schedule itself: a *grid* of
+programs, each of which loads its own tiles (BlockSpecs say which) and loops over the rest,
+the way a CUDA thread block would. Two grids tell the whole story of the two papers:
 
   * `pallas_flash_attention`: one program per (batch row, query head, query tile) — the
     FlashAttention-2 grid, which added the query-tile axis to FlashAttention-1's (batch,
