@@ -238,7 +238,7 @@ def test_the_name_check_sees_a_persons_name():
 
 # A shape suffix: what follows the last underscore of a lowercase name, letters and digits with
 # at least one capital of the book's notation (`x_BTD`, `mask_B1MS`, `w_DV`, `lengths_B`);
-# lowercase letters inside it stand for sizes the notation page explains (`x_xH`, `x_BTnH`).
+# lowercase letters inside it are parts of a dimension, which the notation page explains.
 SUFFIX = re.compile(r"(?P<stem>.*[a-z].*)_(?P<suffix>[A-Za-z0-9]*[A-Z][A-Za-z0-9]*)")
 
 
@@ -257,37 +257,47 @@ def _variable_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _notation_letters() -> set[str]:
-    """The capital letters the notation page defines: those in its tables' first column."""
+def _notation_letters() -> tuple[set[str], set[str]]:
+    """The letters the notation page defines: those in its tables' first column, capitals and
+    lowercase apart."""
     text = (ROOT / "book" / "notation.md").read_text()
-    letters = set()
+    found: set[str] = set()
     for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.lstrip().startswith("|") and cells:
-            letters.update(re.findall(r"(?<![A-Za-z_])\$?([A-Z])(?:_\{?[A-Za-z0-9_]+\}?)?\$?"
-                                      r"(?![A-Za-z])", cells[0]))
-    return letters
+        if line.lstrip().startswith("|"):
+            first = line.strip().strip("|").split("|")[0]
+            found.update(re.findall(r"\$([A-Za-z])(?:_[{A-Za-z0-9_}]+)?\$", first))
+    return {c for c in found if c.isupper()}, {c for c in found if c.islower()}
 
 
-def test_every_shape_suffix_letter_is_on_the_notation_page():
-    defined = _notation_letters()
-    assert {"B", "T", "S", "D", "F", "N", "K", "G", "H", "L", "V"} <= defined
+def _letters_used() -> dict[str, set[str]]:
+    """Every letter of a shape suffix in the library, with the names that use it."""
     used: dict[str, set[str]] = {}
     for name, tree in _trees().items():
         for var in _variable_names(tree):
-            letters = _shape_letters(var)
-            for letter in letters or ():
+            m = SUFFIX.fullmatch(var)
+            for letter in set(re.findall("[A-Za-z]", m.group("suffix"))) if m else ():
                 used.setdefault(letter, set()).add(f"{name}: {var}")
-    missing = {letter: sorted(where)[:3] for letter, where in used.items()
-               if letter not in defined}
+    return used
+
+
+def test_every_shape_suffix_letter_is_on_the_notation_page():
+    capitals, lowercase = _notation_letters()
+    assert {"B", "T", "S", "D", "F", "N", "K", "G", "H", "L", "V"} <= capitals
+    missing = {letter: sorted(where)[:3] for letter, where in _letters_used().items()
+               if letter not in (capitals if letter.isupper() else lowercase)}
     assert not missing, f"shape letters not on book/notation.md: {missing}"
 
 
-@pytest.mark.parametrize("name, letters", [("x_BTD", {"B", "T", "D"}),
-                                           ("k_cache_BKSH", {"B", "K", "S", "H"}),
-                                           ("x_xH", {"H"}), ("mask_B1MS", {"B", "M", "S"}),
-                                           ("tokens", None), ("max_len", None),
-                                           ("lengths_B", {"B"}), ("hbm_bytes", None),
-                                           ("MAX_LEN", None), ("INT32_MAX", None)])
+@pytest.mark.parametrize("name, letters", [
+    ("x_BTD", {"B", "T", "D"}), ("k_cache_BKSH", {"B", "K", "S", "H"}),
+    ("x_BTnH", {"B", "T", "H"}), ("mask_B1MS", {"B", "M", "S"}), ("lengths_B", {"B"}),
+    ("tokens", None), ("max_len", None), ("hbm_bytes", None), ("MAX_LEN", None),
+    ("INT32_MAX", None)])
 def test_shape_suffixes_are_read_as_letters(name, letters):
     assert _shape_letters(name) == letters
+
+
+def test_the_notation_page_is_read_letter_by_letter():
+    capitals, lowercase = _notation_letters()
+    assert {"M", "C", "J", "P", "R", "E", "A", "X", "Z"} <= capitals
+    assert {"d", "f", "e", "h", "k", "q"} <= lowercase

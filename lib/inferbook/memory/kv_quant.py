@@ -48,17 +48,17 @@ __all__ = ["quantize", "dequantize", "QuantCache", "init_cache", "attend_per_hea
            "append", "bytes_per_element", "attention_error_bound"]
 
 
-def quantize(x_xH: jax.Array) -> tuple[jax.Array, jax.Array]:
+def quantize(x_H: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Absmax int8 codes [..., H] and float32 scales [..., 1] of each H-vector."""
-    x = x_xH.astype(jnp.float32)
+    x = x_H.astype(jnp.float32)
     scale = jnp.max(jnp.abs(x), axis=-1, keepdims=True) / 127.0
     codes = jnp.round(x / jnp.where(scale > 0, scale, 1.0))
     return jnp.clip(codes, -127, 127).astype(jnp.int8), scale
 
 
-def dequantize(codes_xH: jax.Array, scale_x1: jax.Array) -> jax.Array:
+def dequantize(codes_H: jax.Array, scale_1: jax.Array) -> jax.Array:
     """codes · scale, in float32."""
-    return codes_xH.astype(jnp.float32) * scale_x1
+    return codes_H.astype(jnp.float32) * scale_1
 
 
 def bytes_per_element(H: int, scale_bytes: float = 4) -> float:

@@ -33,9 +33,9 @@ __all__ = ["attention_mask", "attention_reference", "attend", "merge_partials", 
 MASKED = -1e30
 
 
-def split_heads(x_BTX: jax.Array, H: int) -> jax.Array:
+def split_heads(x: jax.Array, H: int) -> jax.Array:
     """[..., n·H] to [..., n, H]: the heads of a projection's output, side by side."""
-    return x_BTX.reshape(*x_BTX.shape[:-1], -1, H)
+    return x.reshape(*x.shape[:-1], -1, H)
 
 
 def merge_heads(x_BTnH: jax.Array) -> jax.Array:

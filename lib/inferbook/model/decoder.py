@@ -171,10 +171,10 @@ def run_keeping_kv(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_B
     return x_BTD, (tuple(new_k), tuple(new_v))
 
 
-def unembed(params: Params, cfg: ModelConfig, x_xD: jax.Array) -> jax.Array:
+def unembed(params: Params, cfg: ModelConfig, x_D: jax.Array) -> jax.Array:
     """Hidden states [..., D] to float32 logits [..., V] (soft-capped where the config says)."""
     w_DV = params["embed"].T if cfg.tied_embeddings else params["unembed"]
-    logits = jnp.matmul(x_xD, w_DV, preferred_element_type=jnp.float32)
+    logits = jnp.matmul(x_D, w_DV, preferred_element_type=jnp.float32)
     if cfg.final_softcap is not None:    # Gemma-2: c·tanh(logits / c)
         logits = cfg.final_softcap * jnp.tanh(logits / cfg.final_softcap)
     return logits
