@@ -11,8 +11,8 @@ Two kinds of measurement, kept apart because one is exact and the other is not:
 
 `decode_rows` times decode attention against context length for the kernels of chapter 7
 and reports the KV bytes each step must read and the bandwidth that implies. On a GPU it
-includes the Pallas Flash-Decoding kernel split and unsplit; `record_decoding` saves such a
-sweep with its device, date and versions for the book (`python -m inferbook.cli.kernel_bench`).
+includes the Pallas Flash-Decoding kernel split and unsplit; `inferbook kernel-bench --out`
+saves such a sweep with its device, date and versions for the book.
 """
 
 from __future__ import annotations
