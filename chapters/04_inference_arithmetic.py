@@ -220,7 +220,7 @@ glue("ch4_cap_gain", fmt_ratio(cap[4][0] / cap[3][0]));
 # each model instance wants as large a batch as its memory allows.
 #
 # The arithmetic has not aged. For Llama-3.1-70B {cite:p}`grattafiori2024llama3` in bfloat16
-# on 80 GB H100s:
+# on H100s of {glue:text}`ch4_h100_memory` each:
 
 # %%
 l31 = get_preset("llama-3.1-70b")
@@ -231,6 +231,7 @@ assert l31_min == 2 and l31_tokens[4] > 5 * l31_tokens[2]    # the third GPU onw
 free8, per = 8 * h100.hbm_bytes - counts.param_bytes(l31), counts.kv_bytes_per_token(l31)
 assert l31_tokens[8] * per <= free8 < (l31_tokens[8] + 1) * per
 glue("ch4_l31_weights", fmt_bytes(counts.param_bytes(l31)))
+glue("ch4_h100_memory", fmt_bytes(h100.hbm_bytes, 0))
 glue("ch4_l31_min", str(l31_min))
 glue("ch4_l31_tok2", fmt_count(l31_tokens[2]))
 glue("ch4_l31_tok4", fmt_count(l31_tokens[4]))
