@@ -28,8 +28,6 @@
 # other JAX work (see [How to run this book](../book/how_to_run.md)).
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -40,6 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from inferbook.book.claims import expect_measured
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -84,7 +83,7 @@ print(cfg)
 # queries of each layer look at; the rest of this chapter is about choosing it well.
 
 # %%
-print(inspect.getsource(decoder.transformer))
+show_source(decoder.transformer)
 
 # %% [markdown]
 # ## Sampling, naively
@@ -173,8 +172,7 @@ print(f"largest change in any past key or value after appending a token: {change
 # the cache without writing it, and the new keys and values are appended afterwards.
 
 # %%
-print(inspect.getsource(decode.attend_cached))
-print(inspect.getsource(kvcache.append))
+show_source(decode.attend_cached, kvcache.append)
 
 # %% [markdown]
 # The claim that matters is that the cache changes the cost and nothing else. We check it on a

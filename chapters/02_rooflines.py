@@ -25,8 +25,6 @@
 # decode step with the prediction.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -36,6 +34,7 @@ import numpy as np
 from IPython.display import Markdown
 
 from inferbook.book.claims import expect_measured
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -113,8 +112,7 @@ plt.show()
 # moves $2BD + 2DF + 2BF$ bytes (read the activations and the weights, write the result):
 
 # %%
-print(inspect.getsource(roofline.matmul_bytes))
-print(inspect.getsource(roofline.matmul_intensity))
+show_source(roofline.matmul_bytes, roofline.matmul_intensity)
 
 # %% [markdown]
 # When $B$ is small next to $D$ and $F$ — a decode step's batch against a model's width — the
@@ -125,7 +123,7 @@ print(inspect.getsource(roofline.matmul_intensity))
 # $$ B_\text{crit} = \frac{C}{W} \cdot \frac{\text{bytes per weight}}{2}. $$
 
 # %%
-print(inspect.getsource(roofline.critical_batch))
+show_source(roofline.critical_batch)
 
 # %%
 D = F = 8192
@@ -191,8 +189,7 @@ Markdown(table)
 # $2BTSNH$ FLOPs:
 
 # %%
-print(inspect.getsource(roofline.attention_cost))
-print(inspect.getsource(roofline.attention_intensity))
+show_source(roofline.attention_cost, roofline.attention_intensity)
 
 # %% [markdown]
 # The batch cancels: $B$ sequences bring $B$ times the FLOPs and $B$ times the bytes. With
@@ -278,9 +275,7 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # to the decode step. `inferbook.perf.calibration` does the measuring:
 
 # %%
-print(inspect.getsource(calibration.model_matmul_program))
-print(inspect.getsource(calibration.attention_program))
-print(inspect.getsource(calibration.decode_sweep))
+show_source(calibration.model_matmul_program, calibration.attention_program, calibration.decode_sweep)
 
 # %% [markdown]
 # The model is the library's `cpu-336mb` preset, {glue:text}`ch2_sweep_params` parameters: big

@@ -24,8 +24,6 @@
 # {cite:p}`austin2025scaling,pope2023esti`.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -34,6 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown
 
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -77,8 +76,7 @@ print(info.describe())
 # share the model. These are the two functions the estimator uses:
 
 # %%
-print(inspect.getsource(roofline.step_time_lower_bound))
-print(inspect.getsource(roofline.step_time))
+show_source(roofline.step_time_lower_bound, roofline.step_time)
 
 # %% [markdown]
 # ### A quick estimate
@@ -137,7 +135,7 @@ glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[
 # caches do not fit in the slice's memory are left out.
 
 # %%
-print(inspect.getsource(latency.tensor_parallel_step_time))
+show_source(latency.tensor_parallel_step_time)
 
 # %%
 llama = get_preset("llama-2-13b")

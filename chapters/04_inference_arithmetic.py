@@ -35,8 +35,6 @@
 # [errata](../book/errata.py) page sets her figures beside ours.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -48,6 +46,7 @@ import numpy as np
 from IPython.display import Markdown
 
 from inferbook.book import bookdata
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -263,7 +262,7 @@ glue("ch4_l31_G", str(l31.G))
 # one direction:
 
 # %%
-print(inspect.getsource(latency.tp_comm_bytes_per_token))
+show_source(latency.tp_comm_bytes_per_token)
 link = a100.interconnect_bytes_per_s
 glue("ch4_link_one", fmt_rate(a100.link_bytes_per_s, "B/s", 0))
 glue("ch4_links", str(a100.links))
@@ -300,7 +299,7 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 # traffic. Her example is a Gopher-sized model {cite:p}`rae2021gopher` on 16 A100s.
 
 # %%
-print(inspect.getsource(latency.small_batch_latency))
+show_source(latency.small_batch_latency)
 gopher = get_preset("gopher-280b")
 glue("ch4_hop", fmt_seconds(a100.hop_latency_s, 0))
 small = latency.small_batch_latency(gopher, a100, 16)
@@ -503,7 +502,7 @@ assert hers < scaled < inter["share"]
 glue("ch4_inter_share", fmt_percent(inter["share"]))
 glue("ch4_inter_scaled", fmt_percent(scaled, 1))
 glue("ch4_inter_hers", fmt_percent(hers, 1))
-print(inspect.getsource(latency.intermediate_share_at_width))
+show_source(latency.intermediate_share_at_width)
 
 # %% [markdown]
 # At {glue:text}`ch4_inter_share` of the step at that width, the memory-bound operations would

@@ -40,6 +40,7 @@ from IPython.display import Markdown
 
 from inferbook.book import bookdata
 from inferbook.book.claims import expect_measured
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -79,7 +80,7 @@ BF16 = counts.dtype_bytes("bfloat16")
 # cache measured against it:
 
 # %%
-print(inspect.getsource(counts.kv_bytes_per_token))
+show_source(counts.kv_bytes_per_token)
 tiny = get_preset("tiny")
 assert kvcache.cache_bytes(kvcache.init_cache(tiny, 3, 100)) == \
     counts.kv_cache_bytes(tiny, 3, 100, 4)          # float32: 4 bytes per number
@@ -399,7 +400,7 @@ plt.show()
 # and the mixed pattern; its attention masks each slot by the position it holds:
 
 # %%
-print(inspect.getsource(kv_window.slot_positions))
+show_source(kv_window.slot_positions)
 
 # %% [markdown]
 # We check it on a tiny model with one local layer (window 8) and one global layer. A
@@ -513,7 +514,7 @@ glue("ch5_share_read", fmt_bytes(read[pair])); glue("ch5_share_read_own", fmt_by
 # value vector its own scale (its largest magnitude over 127), so no calibration is needed:
 
 # %%
-print(inspect.getsource(kv_quant.quantize))
+show_source(kv_quant.quantize)
 
 # %% [markdown]
 # Rounding moves each element by at most half a step, which bounds how far an attention output
@@ -621,7 +622,7 @@ glue("ch5_int8_capacity", fmt_ratio(1 / int8_share, 2))
 # processor's caches (real int8 kernels do the same in registers):
 
 # %%
-print(inspect.getsource(kv_quant.attend_per_head))
+show_source(kv_quant.attend_per_head)
 
 # %% [markdown]
 # Now the step time. On a CPU, bfloat16 arithmetic is emulated and slow, so we compare the int8

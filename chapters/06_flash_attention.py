@@ -30,7 +30,6 @@
 # (Flash-Decoding, FlashDecoding++, paged attention) are chapter 7.
 
 # %%
-import inspect
 from functools import partial
 
 import inferbook
@@ -44,6 +43,7 @@ import numpy as np
 
 from inferbook.book import bookdata
 from inferbook.book.claims import expect_measured
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -265,9 +265,7 @@ print("block by block equals the full softmax, for every block size")
 # the kernel:
 
 # %%
-print(inspect.getsource(flash.online_softmax_step))
-print(inspect.getsource(flash.online_softmax_result))
-print(inspect.getsource(flash.flash_attention))
+show_source(flash.online_softmax_step, flash.online_softmax_result, flash.flash_attention)
 
 # %% [markdown]
 # Two details are worth pointing at. The loop over KV tiles runs from `lo` to `hi` — only the

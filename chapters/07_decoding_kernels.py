@@ -27,7 +27,6 @@
 # device; the project's own measurements close the chapter.
 
 # %%
-import inspect
 import textwrap
 from functools import partial
 
@@ -42,6 +41,7 @@ import numpy as np
 
 from inferbook.book import bookdata
 from inferbook.book.claims import expect_measured
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -152,8 +152,7 @@ glue("ch7_P", str(P_fd)); glue("ch7_mistral_K", str(mistral.K))
 # softmax weight that its keys carry. In the library:
 
 # %%
-print(inspect.getsource(flash_decoding.combine_chunks))
-print(inspect.getsource(flash_decoding.flash_decoding))
+show_source(flash_decoding.combine_chunks, flash_decoding.flash_decoding)
 
 # %% [markdown]
 # Checked against the reference on a decode step for a ragged batch with grouped-query heads,
@@ -329,7 +328,7 @@ for record in gpu_records:
 # how rarely the fallback runs.
 
 # %%
-print(inspect.getsource(flash_decoding.unified_max_attention))
+show_source(flash_decoding.unified_max_attention)
 
 # %% [markdown]
 # How rarely depends on the model: $\varphi$, $a$ and $b$ must suit the distribution of its
@@ -483,7 +482,7 @@ print(f"LLaMA-2 7B on an A100 80GB: {seqs_contiguous} sequences (contiguous) vs 
 # kernel walks the logical blocks and fetches each straight from the pool:
 
 # %%
-print(inspect.getsource(paged.paged_attention))
+show_source(paged.paged_attention)
 
 # %%
 Bp, Kp, Hp, bs, Jp = 3, 2, 16, 8, 6

@@ -37,8 +37,6 @@
 # constants of real chips.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -48,6 +46,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -101,7 +100,7 @@ for name in ("wq", "wk", "wo", "w_gate", "w_down", "attn_norm"):
 # *that device's* block; every collective is written out.
 
 # %%
-print(inspect.getsource(weight_stationary.transformer_1d))
+show_source(weight_stationary.transformer_1d)
 
 # %% [markdown]
 # Activations $[B, T, D]$ are the same on every device. A device computes its heads' queries,
@@ -280,7 +279,7 @@ plt.show()
 # every key.
 
 # %%
-print(inspect.getsource(sequence_parallel.ring_attention))
+show_source(sequence_parallel.ring_attention)
 
 # %% [markdown]
 # Which positions each device holds matters. Cut the prompt into contiguous blocks, and under

@@ -36,8 +36,6 @@
 # FLOPs and collective schedules; times come from formulas with the constants of real chips.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -48,6 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from inferbook.book.listing import show_source
 from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder
 from inferbook.model.config import ModelConfig
@@ -244,7 +243,7 @@ plt.show()
 # $Z$ trades the one split for the other, and a second one trades back after attention.
 
 # %%
-print(inspect.getsource(kv_sharding.attend_heads_then_batch))
+show_source(kv_sharding.attend_heads_then_batch)
 
 # %% [markdown]
 # We run it alone, on the decode step's shapes, and compare with attention over the whole,
@@ -326,7 +325,7 @@ print(f"cache read per device {fmt_bytes(kv_read)}; AllToAlls {fmt_bytes(a2a_byt
 # Chapter 8's sequence-parallel prefill already left the keys in this striped layout.
 
 # %%
-print(inspect.getsource(kv_sharding.combine_over))
+show_source(kv_sharding.combine_over)
 plan_seq = make_plan(cfg, mesh, "1d-ws", seq="x")
 print(plan_seq.describe())
 tokens_seq, _, step_seq, cache_seq = sharded_greedy(plan_seq)

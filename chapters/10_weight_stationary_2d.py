@@ -33,8 +33,6 @@
 # shapes, to read their collectives.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup(cpu_devices=128)
@@ -44,6 +42,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
+from inferbook.book.listing import show_source
 from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder
 from inferbook.model.config import ModelConfig
@@ -73,7 +72,7 @@ print(info.describe())
 # the split $D$ needs one tiny AllReduce of its own):
 
 # %%
-print(inspect.getsource(weight_stationary.mlp_2d))
+show_source(weight_stationary.mlp_2d)
 
 # %% [markdown]
 # Attention takes the same shape with heads in place of $F$: $W_Q[D_X, N_{YZ}, H]$,

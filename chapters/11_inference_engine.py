@@ -30,8 +30,6 @@
 # first token, time per output token and throughput off the orchestrator's own event log.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -40,6 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from inferbook.book.claims import expect_measured
+from inferbook.book.listing import show_source
 from inferbook.book.present import (
     fmt_bytes,
     fmt_percent,
@@ -83,19 +82,18 @@ glue("ch11_device", DEVICE)
 # not even run on the same machine. Here is the interface as the library defines it:
 
 # %%
-for name in ("prefill", "insert", "generate"):
-    print(inspect.getsource(getattr(api.Engine, name)))
+show_source(api.Engine.prefill, api.Engine.insert, api.Engine.generate)
 
 # %% [markdown]
 # `ModelEngine` implements it over the library's transformer. The decode batch is a KV cache of
 # `slots` rows, each `max_len` tokens long, plus each slot's next input token and the sampling
 # step it has reached. `generate` is the decoding loop of chapter 1, split as there into a
 # program that reads the cache and samples, and one that appends the new keys and values in
-# place:
+# place. Each method is a thin shell; the compiled functions it calls, shown after it, do the
+# work:
 
 # %%
-print(inspect.getsource(ModelEngine.generate))
-print(inspect.getsource(ModelEngine.insert))
+show_source(ModelEngine.generate, ModelEngine.insert, callees=True)
 
 # %% [markdown]
 # Driving the engine by hand shows what a server does. Two requests are prefilled one at a
@@ -513,7 +511,7 @@ assert rows[1][2] > rows[1][3]                              # H100, one NVLink l
 # %%
 from inferbook.serving.scheduler import Interleaved  # noqa: E402
 
-print(inspect.getsource(Interleaved.run))
+show_source(Interleaved.run)
 
 # %% [markdown]
 # ## Summary

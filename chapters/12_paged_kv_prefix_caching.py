@@ -27,7 +27,6 @@
 # memory management in the server, not changes to attention.
 
 # %%
-import inspect
 import timeit
 
 import inferbook
@@ -39,6 +38,7 @@ import numpy as np
 
 from inferbook.book import bookdata
 from inferbook.book.claims import expect_measured
+from inferbook.book.listing import show_source
 from inferbook.book.present import fmt_bytes, fmt_percent, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decoder
 from inferbook.model.presets import get_preset
@@ -81,7 +81,7 @@ glue("ch12_device", DEVICE)
 # block (a block can belong to several sequences, as we will see).
 
 # %%
-print(inspect.getsource(BlockManager.grow))
+show_source(BlockManager.grow)
 
 blocks = BlockManager(num_blocks=12, block_size=16)
 tables = {"a": [], "b": [], "c": []}
@@ -227,7 +227,7 @@ plt.show()
 # use a deliberately terrible hash to prove it):
 
 # %%
-print(inspect.getsource(HashChainCache._lookup))
+show_source(HashChainCache._lookup)
 
 # %% [markdown]
 # **The radix tree** (SGLang's RadixAttention {cite:p}`zheng2024sglang`). The cached prefixes

@@ -28,8 +28,6 @@
 # against what the formula predicts.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -41,6 +39,7 @@ import numpy as np
 from scipy.stats import chisquare
 
 from inferbook.book.claims import expect_measured
+from inferbook.book.listing import show_source
 from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.presets import get_preset
@@ -111,7 +110,7 @@ glue("ch13_c", f"{c_h200:.2f}")
 # rule, both cases in one function:
 
 # %%
-print(inspect.getsource(verify))
+show_source(verify)
 
 # %% [markdown]
 # We can check the identity exactly for one position — no sampling involved — and then check
@@ -181,7 +180,7 @@ plt.show()
 # analysis and, as we just saw, about 1 on an accelerator.
 
 # %%
-print(inspect.getsource(speculation.speculative_speedup))
+show_source(speculation.speculative_speedup)
 gammas = np.arange(0, 11)
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 best = {}
@@ -338,7 +337,7 @@ glue("ch13_v_h200", fmt_ratio(verify_s[GAMMA] / step, 2))
 # probability $p(d)$, otherwise sample from $p$ with $d$ removed.
 
 # %%
-print(inspect.getsource(PromptLookup.propose))
+show_source(PromptLookup.propose)
 out, lookup_stats = speculative_generate(params, cfg, prompts[0], N_NEW, PromptLookup(),
                                          gamma=GAMMA)
 assert out == greedy_reference

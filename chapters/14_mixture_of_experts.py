@@ -37,8 +37,6 @@
 # collectives and tokens, never their wall-clock time.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -50,6 +48,7 @@ import numpy as np
 from IPython.display import Markdown
 
 from inferbook.book import bookdata
+from inferbook.book.listing import show_source
 from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder, kvcache, mla
 from inferbook.model.config import ModelConfig
@@ -123,7 +122,7 @@ Markdown("| model | E | k | parameters | active | total / active |\n"
 # $k$ for one token, rising to all $E$ as the batch grows:
 
 # %%
-print(inspect.getsource(params.expected_experts))
+show_source(params.expected_experts)
 
 # %% [markdown]
 # That is a claim about the router, so we measure it on the library's. Two small models
@@ -362,7 +361,7 @@ glue("ch14_mx_ratio_64", fmt_ratio(weights_step(mx, 64) / weights_step(twin, 64)
 # heads and every $F$ as the 1D layout does. Here is the MoE block, one chip's view:
 
 # %%
-print(inspect.getsource(expert_parallel.moe_expert_parallel))
+show_source(expert_parallel.moe_expert_parallel)
 
 # %% [markdown]
 # A small model with eight experts (two per token), a shared expert and a dense first layer,
