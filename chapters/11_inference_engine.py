@@ -37,17 +37,7 @@ info = inferbook.setup()
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook.book.claims import expect_measured
 from inferbook.book.listing import show_source
-from inferbook.book.present import (
-    fmt_bytes,
-    fmt_percent,
-    fmt_rate,
-    fmt_ratio,
-    fmt_seconds,
-    fmt_tokens_per_s,
-    glue,
-)
 from inferbook.model import decode, decoder
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, phase_time, timing
@@ -68,6 +58,19 @@ from inferbook.serving.workloads import mixed_trace
 
 print(info.describe())
 DEVICE = timing.device_name()
+
+# %% tags=["hide-input"]
+from inferbook.book.claims import expect_measured
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_tokens_per_s,
+    glue,
+)
+
 glue("ch11_device", DEVICE)
 
 # %% [markdown]
@@ -138,13 +141,15 @@ toy = MockEngine(slots=2, max_len=64)
 toy_trace = [Request(0, [1, 2, 3], 6), Request(1, [4] * 30, 2), Request(2, [5] * 8, 5),
              Request(3, [6] * 12, 3, arrival_s=0.004)]
 cost = CostTimer(LinearCost())
-glue("ch11_cost_prefill", fmt_seconds(LinearCost().prefill_s, 0))
-glue("ch11_cost_token", fmt_seconds(LinearCost().per_token_s))
-glue("ch11_cost_generate", fmt_seconds(LinearCost().generate_s, 0))
 toy_runs = {d: serve(toy, None, toy_trace, d, timer=cost) for d in ("static", "interleaved")}
 for run in toy_runs.values():
     assert run.outputs() == {r.id: mock_stream(r.prompt, r.max_new_tokens, 97)
                              for r in toy_trace}
+
+# %% tags=["hide-input"]
+glue("ch11_cost_prefill", fmt_seconds(LinearCost().prefill_s, 0))
+glue("ch11_cost_token", fmt_seconds(LinearCost().per_token_s))
+glue("ch11_cost_generate", fmt_seconds(LinearCost().generate_s, 0))
 print(toy_runs["static"].events[:4])
 
 # %% [markdown]
@@ -202,6 +207,8 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
 handles = {}
 for ax, (design, run) in zip(axes, toy_runs.items()):
     handles |= draw_timeline(run, ax, f"{design} (toy model, cost model clock)")
+
+# %% tags=["hide-input"]
 add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.08, 1, 1))
 plt.show()
@@ -219,6 +226,8 @@ plt.show()
 toy_static, toy_inter = (toy_runs[d].summary for d in ("static", "interleaved"))
 assert toy_inter.throughput > toy_static.throughput
 assert toy_inter.ttft_mean_s < toy_static.ttft_mean_s
+
+# %% tags=["hide-input"]
 glue("ch11_toy_tput_gain", fmt_ratio(toy_inter.throughput / toy_static.throughput))
 
 # %% [markdown]
@@ -241,6 +250,8 @@ glue("ch11_toy_tput_gain", fmt_ratio(toy_inter.throughput / toy_static.throughpu
 trace = mixed_trace(48, cfg.V, prompt_len=(4, 16), short=(2, 8), long=(128, 176),
                     long_fraction=0.125, seed=1)
 out_lens = np.array([r.max_new_tokens for r in trace])
+
+# %% tags=["hide-input"]
 glue("ch11_n_requests", str(len(trace)))
 glue("ch11_slots", str(engine.max_concurrent_decodes))
 glue("ch11_out_median", str(int(np.median(out_lens))))
@@ -300,6 +311,18 @@ for d, s in summaries.items():
 gain = summaries["continuous"].throughput / summaries["static"].throughput
 gain_inter = summaries["interleaved"].throughput / summaries["static"].throughput
 floor = 1.5
+
+
+def slot_utilisation(run):
+    """Fraction of slot-steps that produced a token someone wanted."""
+    steps = [e for e in run.events if e.kind == "generate"]
+    return sum(len(e.requests) for e in steps) / (len(steps) * engine.max_concurrent_decodes)
+
+
+util = {d: slot_utilisation(r) for d, r in runs.items()}
+assert util["continuous"] > util["static"]
+
+# %% tags=["hide-input"]
 glue("ch11_floor", fmt_ratio(floor))
 expect_measured(gain >= floor, "continuous batching delivers far more throughput than static "
                 "batching with the same slots", expected=f"at least {fmt_ratio(floor)}",
@@ -311,16 +334,6 @@ expect_measured(summaries["continuous"].ttft_mean_s < summaries["static"].ttft_m
                 expected="a shorter mean TTFT than static batching",
                 measured=f"{fmt_seconds(summaries['continuous'].ttft_mean_s)} against "
                          f"{fmt_seconds(summaries['static'].ttft_mean_s)}")
-
-
-def slot_utilisation(run):
-    """Fraction of slot-steps that produced a token someone wanted."""
-    steps = [e for e in run.events if e.kind == "generate"]
-    return sum(len(e.requests) for e in steps) / (len(steps) * engine.max_concurrent_decodes)
-
-
-util = {d: slot_utilisation(r) for d, r in runs.items()}
-assert util["continuous"] > util["static"]
 for d in runs:
     glue(f"ch11_tput_{d}", fmt_tokens_per_s(summaries[d].throughput))
     glue(f"ch11_ttft_{d}", fmt_seconds(summaries[d].ttft_mean_s))
@@ -348,6 +361,8 @@ fig, axes = plt.subplots(2, 1, figsize=(11, 9), sharex=True)
 handles = draw_timeline(runs["static"], axes[0], f"static batching, measured on {DEVICE}")
 handles |= draw_timeline(runs["continuous"], axes[1],
                          f"continuous batching, measured on {DEVICE}")
+
+# %% tags=["hide-input"]
 add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.04, 1, 1))
 plt.show()
@@ -377,9 +392,11 @@ for name, design, options in [("interleaved", "interleaved", {}),
                               ("disaggregated", "disaggregated", dict(link_bytes_per_s=1e9))]:
     run = serve(toy, None, long_trace, design, timer=cost, **options)
     gaps[name] = max(np.diff(s.token_times).max() for s in run.sequences)
-print({k: fmt_seconds(v) for k, v in gaps.items()})
 assert gaps["chunked (64)"] < gaps["interleaved"]
 assert gaps["disaggregated"] <= gaps["chunked (64)"]
+
+# %% tags=["hide-input"]
+print({k: fmt_seconds(v) for k, v in gaps.items()})
 glue("ch11_gap_inter", fmt_seconds(gaps["interleaved"]))
 glue("ch11_gap_chunk", fmt_seconds(gaps["chunked (64)"]))
 glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
@@ -435,6 +452,12 @@ def step_gaps(run, server):
 paused_i, clean_i = step_gaps(runs["interleaved"], "engine")
 paused_d, clean_d = step_gaps(disagg, "generate")
 assert paused_i and not paused_d
+
+fig, ax = plt.subplots(figsize=(11, 5))
+handles = draw_timeline(disagg, ax, f"disaggregated serving, measured on {DEVICE} "
+                                    "(two servers, link charged by the estimator)")
+
+# %% tags=["hide-input"]
 expect_measured(np.mean(paused_i) > np.mean(clean_i), "a prefill between two generate steps "
                 "pauses the streams", expected="longer gaps where a prefill ran",
                 measured=f"{fmt_seconds(np.mean(paused_i))} against "
@@ -444,10 +467,6 @@ glue("ch11_link_bw", fmt_rate(link_chip.link_bytes_per_s))
 glue("ch11_paused_n", str(len(paused_i)))
 glue("ch11_steps_n", str(len(paused_i) + len(clean_i) + 1))
 glue("ch11_pause_mean", fmt_seconds(np.mean(paused_i)))
-
-fig, ax = plt.subplots(figsize=(11, 5))
-handles = draw_timeline(disagg, ax, f"disaggregated serving, measured on {DEVICE} "
-                                    "(two servers, link charged by the estimator)")
 add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.06, 1, 1))
 plt.show()
@@ -478,13 +497,15 @@ for name in ("TPU v5e", "H100 SXM", "L4"):
     rows.append((name, chip.interconnect, t, prefill))
     print(f"{name:9s} one {chip.interconnect} link: transfer {fmt_seconds(t)}; "
           f"prefill on one chip (roofline) {fmt_seconds(prefill)}")
+assert rows[0][2] < rows[0][3] and rows[2][2] < rows[2][3]   # TPU v5e and L4: transfer < prefill
+assert rows[1][2] > rows[1][3]                              # H100, one NVLink link: not so
+
+# %% tags=["hide-input"]
 glue("ch11_llama_kv", fmt_bytes(kv))
 glue("ch11_v5e_transfer", fmt_seconds(rows[0][2]))
 glue("ch11_v5e_prefill", fmt_seconds(rows[0][3]))
 glue("ch11_h100_ratio", fmt_ratio(rows[1][2] / rows[1][3]))
 glue("ch11_h100_links", str(get_chip("H100 SXM").links))
-assert rows[0][2] < rows[0][3] and rows[2][2] < rows[2][3]   # TPU v5e and L4: transfer < prefill
-assert rows[1][2] > rows[1][3]                              # H100, one NVLink link: not so
 
 # %% [markdown]
 # That is {glue:text}`ch11_llama_kv` of KV. Over one TPU v5e link it takes

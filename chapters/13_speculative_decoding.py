@@ -38,9 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import chisquare
 
-from inferbook.book.claims import expect_measured
 from inferbook.book.listing import show_source
-from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.presets import get_preset
 from inferbook.model.sampling import Sampler
@@ -52,6 +50,11 @@ from inferbook.serving.speculative import speculative_generate, verify
 
 print(info.describe())
 DEVICE = timing.device_name()
+
+# %% tags=["hide-input"]
+from inferbook.book.claims import expect_measured
+from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
+
 glue("ch13_device", DEVICE)
 
 # %% [markdown]
@@ -74,6 +77,8 @@ for g, t in verify_s.items():
 draft_step = phase_time.generate_step_seconds(draft_cfg, chip, 1, context)
 c_h200 = draft_step / step
 assert max(verify_s.values()) < 1.1 * step          # scoring 9 tokens costs ~ one step
+
+# %% tags=["hide-input"]
 glue("ch13_h200_step", fmt_seconds(step))
 glue("ch13_h200_verify8", fmt_ratio(verify_s[8] / step, 2))
 glue("ch13_c", f"{c_h200:.2f}")
@@ -143,11 +148,13 @@ counts = np.bincount(tokens, minlength=V)
 pvalue = chisquare(counts, p * N).pvalue
 assert pvalue > 1e-3, pvalue
 assert abs(n_acc.mean() - alpha_pq) < 4 * np.sqrt(alpha_pq * (1 - alpha_pq) / N)
+x = np.arange(V)
+
+# %% tags=["hide-input"]
 glue("ch13_alpha_pq", f"{alpha_pq:.3f}"); glue("ch13_acc_mc", f"{n_acc.mean():.3f}")
 glue("ch13_pvalue", f"{pvalue:.2f}"); glue("ch13_N", f"{N:,}")
 
 fig, ax = plt.subplots(figsize=(6.5, 3))
-x = np.arange(V)
 ax.bar(x - 0.2, q, 0.4, label="draft q", color="lightgrey")
 ax.bar(x + 0.2, p, 0.4, label="target p", color="tab:blue")
 ax.plot(x + 0.2, counts / N, "k.", label=f"speculative samples (N={N:,})")
@@ -181,6 +188,8 @@ plt.show()
 
 # %%
 show_source(speculation.speculative_speedup)
+
+# %%
 gammas = np.arange(0, 11)
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 best = {}
@@ -188,13 +197,15 @@ for a in (0.6, 0.7, 0.8, 0.9):
     ax.plot(gammas, [speculation.speculative_speedup(a, g, c_h200) for g in gammas], "o-",
             ms=3, label=f"α = {a}")
     best[a] = speculation.optimal_gamma(a, c_h200)
+assert best[0.9] > best[0.6]
+
+# %% tags=["hide-input"]
 ax.axhline(1, color="grey", lw=0.8)
 ax.set_xlabel("draft tokens per step, γ"); ax.set_ylabel("expected speedup")
 ax.set_title(f"LLaMA-2 70B with a 7B draft on an {chip.name} (estimator, c = {c_h200:.2f})",
              fontsize=9)
 ax.legend(fontsize=8)
 plt.show()
-assert best[0.9] > best[0.6]
 glue("ch13_best_06", str(best[0.6])); glue("ch13_best_09", str(best[0.9]))
 glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8], c_h200)))
 print(best)
@@ -227,6 +238,8 @@ greedy_reference = decode.generate(params, cfg, prompts[:1], N_NEW).tokens[0]
 out, greedy_stats = speculative_generate(params, cfg, prompts[0], N_NEW, draft, gamma=GAMMA)
 assert out == greedy_reference                  # identical tokens
 alpha_greedy = greedy_stats.acceptance_rate
+
+# %% tags=["hide-input"]
 glue("ch13_alpha_greedy", f"{alpha_greedy:.2f}")
 print(f"greedy: identical to decode.generate; acceptance rate {alpha_greedy:.2f}")
 
@@ -251,6 +264,10 @@ measured_tpr = pooled.tokens_per_round
 predicted_tpr = speculation.expected_tokens_per_step(alpha, GAMMA)
 assert abs(measured_tpr / predicted_tpr - 1) < 0.1, (measured_tpr, predicted_tpr)
 assert alpha > alpha_greedy
+hist = np.bincount(accepted, minlength=GAMMA + 1) / len(accepted)
+model_probs = [alpha ** k * (1 - alpha) for k in range(GAMMA)] + [alpha ** GAMMA]
+
+# %% tags=["hide-input"]
 glue("ch13_alpha", f"{alpha:.2f}"); glue("ch13_rounds", str(pooled.rounds))
 glue("ch13_tpr", f"{measured_tpr:.2f}"); glue("ch13_tpr_pred", f"{predicted_tpr:.2f}")
 glue("ch13_gamma", str(GAMMA))
@@ -258,8 +275,6 @@ print(f"sampling: α = {alpha:.3f} over {pooled.rounds} rounds; tokens per round
       f"{measured_tpr:.2f} measured, {predicted_tpr:.2f} by the formula")
 
 fig, ax = plt.subplots(figsize=(6, 3))
-hist = np.bincount(accepted, minlength=GAMMA + 1) / len(accepted)
-model_probs = [alpha ** k * (1 - alpha) for k in range(GAMMA)] + [alpha ** GAMMA]
 ax.bar(np.arange(GAMMA + 1) - 0.2, hist, 0.4, label="measured")
 ax.bar(np.arange(GAMMA + 1) + 0.2, model_probs, 0.4, label="i.i.d. model with measured α")
 ax.set_xlabel("drafts accepted in a round"); ax.set_ylabel("fraction of rounds")
@@ -303,6 +318,8 @@ spec = timing.time_fn(lambda: speculative_generate(params, cfg, prompts[0], N_NE
                                                   gamma=GAMMA, sampler=SAMPLER,
                                                   key=jax.random.key(0))[0], repeats=3, warmup=0)
 measured = plain.median_s / spec.median_s
+
+# %% tags=["hide-input"]
 print(f"on {DEVICE}: c = {c_cpu:.2f}, v = {v_cpu:.2f}; predicted speedup {predicted:.2f}, "
       f"measured {measured:.2f} ({fmt_seconds(plain.median_s)} plain vs "
       f"{fmt_seconds(spec.median_s)} speculative for {N_NEW} tokens)")
@@ -338,12 +355,16 @@ glue("ch13_v_h200", fmt_ratio(verify_s[GAMMA] / step, 2))
 
 # %%
 show_source(PromptLookup.propose)
+
+# %%
 out, lookup_stats = speculative_generate(params, cfg, prompts[0], N_NEW, PromptLookup(),
                                          gamma=GAMMA)
 assert out == greedy_reference
 proposed = sum(d > 0 for d in lookup_stats.drafted)
 rounds = lookup_stats.rounds
 lookup_alpha = lookup_stats.acceptance_rate
+
+# %% tags=["hide-input"]
 glue("ch13_lookup_frac", fmt_percent(proposed / rounds))
 glue("ch13_lookup_alpha", f"{lookup_alpha:.2f}")
 print(f"prompt lookup proposed something in {proposed} of {rounds} rounds; "

@@ -49,7 +49,6 @@ from IPython.display import Markdown
 
 from inferbook.book import bookdata
 from inferbook.book.listing import show_source
-from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder, kvcache, mla
 from inferbook.model.config import ModelConfig
 from inferbook.model.features import MLA, MoE
@@ -65,6 +64,9 @@ from inferbook.perf.latent_attention_cost import decode_attention_per_cached_tok
 
 print(info.describe())
 v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
+
+# %% tags=["hide-input"]
+from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
 
 # %% [markdown]
 # ## Total and active parameters
@@ -91,12 +93,14 @@ mlp18, router = counts.param_counts(base)["mlp"], base.L * base.D * 16
 assert P5 == counts.param_count(base) + 15 * mlp18 + router
 assert A5 == counts.param_count(base) + mlp18 + router
 published = bookdata.load("scaling_book_published.json")
+v3 = models["DeepSeek-V3"]
+
+# %% tags=["hide-input"]
 glue("ch14_wp5_total", fmt_count(P5))
 glue("ch14_wp5_active", fmt_count(A5, 2))
 glue("ch14_wp5_flops", fmt_count(2 * A5, 2))
 glue("ch14_wp5_written",
      fmt_count(published["worked_problems"]["p5_forward_flops_active_param_000"]))
-v3 = models["DeepSeek-V3"]
 glue("ch14_v3_share", f"{params.active_param_count(v3) / params.param_count(v3):.1%}")
 Markdown("| model | E | k | parameters | active | total / active |\n"
          "|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows))
@@ -185,6 +189,8 @@ for label, (cfg, balanced) in routers.items():
     ax.semilogx(batches, mean / m.E, "o" if balanced else "x", label=f"measured: {label}",
                 color=ax.lines[-1].get_color() if balanced else "gray")
 assert gaps[SKEWED] > 0.2
+
+# %% tags=["hide-input"]
 ax.set_xlabel("tokens in the step, B")
 ax.set_ylabel("share of the experts touched per layer")
 ax.set_title("Experts a decode step reads: the library's routers against the formula",
@@ -219,6 +225,8 @@ for label in ("Mixtral-8x7B", "DeepSeek-V3"):
     rows.append(f"| {label} | {fmt_bytes(total)} | " + " | ".join(
         f"{fmt_bytes(read[label, B])}" for B in (1, 8, 64, 512)) + " |")
     assert abs(read[label, 1] / (params.active_param_count(cfg) * 2) - 1) < 1e-12  # active
+
+# %% tags=["hide-input"]
 glue("ch14_v3_read1", fmt_bytes(read["DeepSeek-V3", 1]))
 glue("ch14_v3_read64", fmt_bytes(read["DeepSeek-V3", 64]))
 glue("ch14_v3_total", fmt_bytes(counts.param_bytes(v3, 2)))
@@ -267,6 +275,8 @@ for label, chip in (("worked problem 5", v5e), ("Mixtral-8x7B", h100), ("DeepSee
     crit[label] = (dense, exact, whole)
     rows.append(f"| {label} | {chip.name} | {dense:,.0f} | {m.E}/{m.k} | "
                 f"{dense * m.E / m.k:,.0f} | {exact:,.0f} | {whole:,.0f} |")
+
+# %% tags=["hide-input"]
 glue("ch14_bdense_v5e", f"{crit['worked problem 5'][0]:.0f}")
 glue("ch14_wp5_bcrit_source", f"{published['b_crit']['TPU v5e']} × 16/2 = "
                               f"{published['worked_problems']['p5_b_crit']:,}")
@@ -323,9 +333,11 @@ for ax, label in zip(axes, ("Mixtral-8x7B", "DeepSeek-V3")):
     ax.set_title(f"{label}, bf16, one {h100.name} (formula)", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
+mx, twin = models["Mixtral-8x7B"], dense_twin(models["Mixtral-8x7B"])
+
+# %% tags=["hide-input"]
 fig.tight_layout()
 plt.show()
-mx, twin = models["Mixtral-8x7B"], dense_twin(models["Mixtral-8x7B"])
 glue("ch14_mx_ratio_64", fmt_ratio(weights_step(mx, 64) / weights_step(twin, 64)))
 
 # %% [markdown]
@@ -408,12 +420,14 @@ for mesh_shape, experts in (("1x8", None), ("2x4", "y")):
 plan8, colls8 = steps["1x8"]
 a2a = [c for c in colls8 if c.scope == "dispatch"]
 assert len(a2a) == cfg.L - 1 and all(c.group_size == 8 for c in a2a)
-glue("ch14_dispatch_bytes", fmt_bytes(a2a[0].bytes))
-glue("ch14_ep_colls", str(len(colls8)))
 
 # Tensor parallelism, for comparison: the 1d-ws layout splits every expert's F eight ways.
 plan_tp = make_plan(cfg, named_mesh("2x4"), "1d-ws")
 assert sd.generate(weights, cfg, prompts, n_new, plan=plan_tp).tokens == reference
+
+# %% tags=["hide-input"]
+glue("ch14_dispatch_bytes", fmt_bytes(a2a[0].bytes))
+glue("ch14_ep_colls", str(len(colls8)))
 
 # %% [markdown]
 # All three runs — two expert-parallel, one tensor-parallel — give the unsharded model's
@@ -448,6 +462,8 @@ for chip_tokens in np.split(experts_Nk, chips):
     count = np.bincount(chip_tokens.reshape(-1), minlength=cfg.moe.E)
     ours.append(int(np.maximum(count - C, 0).sum()))
 assert dropped.tolist() == ours
+
+# %% tags=["hide-input"]
 glue("ch14_cap_C", str(C))
 glue("ch14_cap_tokens", str(tokens))
 glue("ch14_cap_dropped", str(sum(ours)))
@@ -477,7 +493,6 @@ print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 # %%
 mesh3 = named_mesh("2x2x2")
 plan6 = make_plan(wp5, mesh3, "expert-parallel", x="x", experts="z")
-print(plan6.describe())
 p6, c6 = sd.abstract_inputs(wp5, plan6, 8, 16)
 
 
@@ -502,6 +517,9 @@ gathered = sum(c.bytes for c in colls6 if c.scope == "fsdp_gather")
 assert gathered == collectives.total_bytes(collectives.expert_parallel_collectives(
     short, 8, 1, 2, 2, 2, bytes_per_element=4, bytes_per_param=4),
     by="scope")[("fsdp_gather", "all-gather")]
+
+# %% tags=["hide-input"]
+print(plan6.describe())
 glue("ch14_wp6_held", fmt_bytes(held))
 glue("ch14_wp6_gathered", fmt_bytes(gathered / short.L * wp5.L))
 
@@ -523,6 +541,8 @@ chips6 = 128
 ours = moe_layouts.expert_parallel_param_bytes(wp5, X=1, Y=8, Z=16, bytes_per_param=1)
 even = counts.param_bytes(wp5, 1) / chips6
 assert ours > even
+
+# %% tags=["hide-input"]
 glue("ch14_wp6_even", fmt_bytes(even))
 glue("ch14_wp6_ours", fmt_bytes(ours))
 glue("ch14_wp6_load_even", fmt_seconds(even / v5e.hbm_bytes_per_s))
@@ -566,11 +586,13 @@ for layout in ("1d-ws", "expert-parallel"):
             want = 2 * mixtral.moe.E * C * mixtral.D * 4                    # [E, C, D] twice
         assert got == want, (layout, batch, got, want)
         moved[layout, batch] = got
-glue("ch14_fewer_from", str(min(b for b in (8, 64, 512)
-                                if moved["expert-parallel", b] < moved["1d-ws", b])))
 for batch in (8, 64, 512):
     rows.append(f"| {batch} | {fmt_bytes(moved['1d-ws', batch])} | "
                 f"{fmt_bytes(moved['expert-parallel', batch])} |")
+
+# %% tags=["hide-input"]
+glue("ch14_fewer_from", str(min(b for b in (8, 64, 512)
+                                if moved["expert-parallel", b] < moved["1d-ws", b])))
 Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls |\n"
          "|---:|---:|---:|\n" + "\n".join(rows))
 
@@ -593,6 +615,8 @@ cross = moe_layouts.crossover_batch(mixtral, h100, 8, capacity_factor=CF)
 assert cross is not None and cross in range(grid[0], grid[-1] + 1)
 # Both layouts read the same experts; expert parallelism reads 7 more copies of the rest.
 extra = ep[0].weight_bytes - tp[0].weight_bytes
+
+# %% tags=["hide-input"]
 glue("ch14_cross", f"{cross:,}")
 glue("ch14_extra_read", fmt_bytes(extra))
 glue("ch14_tp_lat", fmt_seconds(tp[0].comm.latency_s))
@@ -650,6 +674,8 @@ for label in ("deepseek-v2-lite", "deepseek-v3"):
         glue("ch14_mla_v3", fmt_bytes(per["MLA"]))
         glue("ch14_mha_v3", fmt_bytes(per["MHA"]))
         glue("ch14_mla_ratio", fmt_ratio(per["MHA"] / per["MLA"], 0))
+
+# %% tags=["hide-input"]
 Markdown("| model | N | MHA | GQA, K = 8 | MLA | MHA / MLA |\n|---|---:|---:|---:|---:|---:|\n"
          + "\n".join(rows))
 
@@ -678,6 +704,8 @@ naive = mla.latent_attention(p, tiny, 0, h, pos, attend, form="naive")
 absorbed = mla.latent_attention(p, tiny, 0, h, pos, attend, form="absorbed")
 mla_err = float(jnp.max(jnp.abs(naive - absorbed)))
 assert mla_err < 1e-4
+
+# %% tags=["hide-input"]
 glue("ch14_mla_err", f"{mla_err:.0e}")
 
 # %% [markdown]
@@ -704,7 +732,6 @@ with jax.default_device(jax.devices("cpu")[0]):      # the same count on every r
 per_token = (flops[1] - flops[0]) / 256
 formula = decode_attention_per_cached_token(probe, "absorbed")[0]
 assert abs(per_token / formula - 1) < 0.02, (per_token, formula)   # XLA adds the softmax's ops
-glue("ch14_xla_gap", f"{per_token / formula - 1:.1%}")
 
 forms = {"MHA": (v3.replace(mla=None, K=v3.N, H=v3.mla.H_v), None),
          "GQA, K = 8": (v3.replace(mla=None, K=8, H=v3.mla.H_v), None),
@@ -722,6 +749,9 @@ for name, value in intensity.items():
     ax.plot(value, y, "o", color="k")
     ax.annotate(f"{name} ({value:,.0f})", (value, y), textcoords="offset points",
                 xytext=(6, -12), fontsize=8)
+
+# %% tags=["hide-input"]
+glue("ch14_xla_gap", f"{per_token / formula - 1:.1%}")
 ax.set_xlabel("FLOPs per byte of cache read (bf16)")
 ax.set_ylabel("attainable FLOP/s")
 ax.set_title("Decoding attention, DeepSeek-V3's heads, per cached token (formula)", fontsize=10)
