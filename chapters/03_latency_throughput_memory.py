@@ -531,6 +531,8 @@ glue("ch3_l70_fast_user", fmt_rate(fastest.tokens_per_s_per_user, "tokens/s"))
 glue("ch3_l70_cheap_chip", fmt_rate(cheapest.tokens_per_s_per_chip, "tokens/s"))
 glue("ch3_l70_cheap_step", fmt_seconds(cheapest.step_time_s))
 glue("ch3_l70_layout", fastest.layout)
+glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
+                                    / counts.kv_cache_bytes(l70, 1, 8192), 0))
 
 # %% [markdown]
 # Hollow points do not fit in the board's memory: at 8,192 tokens the largest batch is
@@ -539,7 +541,8 @@ glue("ch3_l70_layout", fastest.layout)
 # step ({glue:text}`ch3_l70_fast_user` for the one user), to batch
 # {glue:text}`ch3_l70_fit_8k`, where each GPU produces {glue:text}`ch3_l70_cheap_chip` but
 # every user waits {glue:text}`ch3_l70_cheap_step` per token. The longer context costs on both
-# axes: every sequence's cache is four times larger, so fewer fit and each step reads more.
+# axes: every sequence's cache is {glue:text}`ch3_l70_ctx_ratio` larger, so fewer fit and each
+# step reads more.
 # (The {glue:text}`ch3_l70_layout` layout won on this shape; `--layout` picks one.)
 #
 # ### Estimating your own model

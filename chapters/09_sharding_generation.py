@@ -388,9 +388,19 @@ assert comm_time.collective_time(whole, chip, n8) == chip.hop_latency_s * n8 / 2
 B_ex, D_ex = 16, 8192                                        # the sources' example, int8
 example = B_ex * D_ex
 assert (example < whole) == (example / n8 < per_shard)
+step_colls = collectives.ws1d_collectives(big, B_ex, 1, n8, kv_heads=8, bytes_per_element=1)
+assert all(c.bytes < whole for c in step_colls if c.kind == "all-reduce" and c.scope != "logits")
+
+# %% tags=["hide-input"]
+glue("ch9_B_ex", str(B_ex))
+glue("ch9_D_ex", f"{D_ex:,}")
+glue("ch9_whole", fmt_bytes(whole))
+glue("ch9_per_shard", fmt_bytes(per_shard))
+glue("ch9_example", fmt_bytes(example))
+glue("ch9_example_shard", fmt_bytes(example / n8))
+glue("ch9_y_latency", f"{example / per_shard:.1f}")
 
 sizes = np.geomspace(1e3, 1e8, 200)
-step_colls = collectives.ws1d_collectives(big, B_ex, 1, n8, kv_heads=8, bytes_per_element=1)
 points = {}                                  # (kind, bytes) -> labels of the step's collectives
 for c in step_colls:
     if c.group > 1:
@@ -405,16 +415,6 @@ for kind, color in (("all-gather", "C0"), ("all-reduce", "C1")):
             ax.plot(nbytes, y, "o", color=color)
             ax.annotate(", ".join(dict.fromkeys(labels)), (nbytes, y),
                         textcoords="offset points", xytext=(5, -12), fontsize=8)
-assert all(c.bytes < whole for c in step_colls if c.kind == "all-reduce" and c.scope != "logits")
-
-# %% tags=["hide-input"]
-glue("ch9_B_ex", str(B_ex))
-glue("ch9_D_ex", f"{D_ex:,}")
-glue("ch9_whole", fmt_bytes(whole))
-glue("ch9_per_shard", fmt_bytes(per_shard))
-glue("ch9_example", fmt_bytes(example))
-glue("ch9_example_shard", fmt_bytes(example / n8))
-glue("ch9_y_latency", f"{example / per_shard:.1f}")
 ax.axvline(whole, color="gray", ls=":", label=f"threshold, whole buffer ({fmt_bytes(whole)})")
 ax.set_xlabel("bytes in the collective (whole buffer)")
 ax.set_ylabel("time (µs)")

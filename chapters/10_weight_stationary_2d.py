@@ -325,6 +325,3 @@ plt.show()
 #   like $1/\sqrt{n}$; 1D's stays constant.
 # - By the sources' own formula 2D wins beyond $128 \cdot (3/4)^2 =$ {glue:text}`ch10_nstar`
 #   chips (not 81), and the compiled programs agree.
-
-# %% tags=["hide-input"]
-

@@ -145,19 +145,19 @@ toy_runs = {d: serve(toy, None, toy_trace, d, timer=cost) for d in ("static", "i
 for run in toy_runs.values():
     assert run.outputs() == {r.id: mock_stream(r.prompt, r.max_new_tokens, 97)
                              for r in toy_trace}
+print(toy_runs["static"].events[:4])
 
 # %% tags=["hide-input"]
 glue("ch11_cost_prefill", fmt_seconds(LinearCost().prefill_s, 0))
 glue("ch11_cost_token", fmt_seconds(LinearCost().per_token_s))
 glue("ch11_cost_generate", fmt_seconds(LinearCost().generate_s, 0))
-print(toy_runs["static"].events[:4])
 
 # %% [markdown]
 # Every call the orchestrator makes is an `Event` in its log: which server, what kind of call,
 # when it started and ended, for which requests. The timelines in this chapter are drawn from
 # those logs and from the per-request token times, nothing else.
 
-# %%
+# %% tags=["hide-input"]
 KIND_COLOURS = {"prefill": "tab:orange", "generate": "tab:blue", "insert": "tab:green",
                 "transfer": "tab:purple", "load": "tab:olive", "save": "tab:olive"}
 KIND_LABELS = {"prefill": "prefill", "generate": "generate", "insert": "insert",
@@ -207,8 +207,6 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
 handles = {}
 for ax, (design, run) in zip(axes, toy_runs.items()):
     handles |= draw_timeline(run, ax, f"{design} (toy model, cost model clock)")
-
-# %% tags=["hide-input"]
 add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.08, 1, 1))
 plt.show()
@@ -356,13 +354,11 @@ print({d: f"{u:.0%}" for d, u in util.items()})
 # token falls too, from {glue:text}`ch11_ttft_static` to {glue:text}`ch11_ttft_continuous` on
 # average: nobody waits for a whole batch to drain before being admitted.
 
-# %%
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(2, 1, figsize=(11, 9), sharex=True)
 handles = draw_timeline(runs["static"], axes[0], f"static batching, measured on {DEVICE}")
 handles |= draw_timeline(runs["continuous"], axes[1],
                          f"continuous batching, measured on {DEVICE}")
-
-# %% tags=["hide-input"]
 add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.04, 1, 1))
 plt.show()
@@ -453,10 +449,6 @@ paused_i, clean_i = step_gaps(runs["interleaved"], "engine")
 paused_d, clean_d = step_gaps(disagg, "generate")
 assert paused_i and not paused_d
 
-fig, ax = plt.subplots(figsize=(11, 5))
-handles = draw_timeline(disagg, ax, f"disaggregated serving, measured on {DEVICE} "
-                                    "(two servers, link charged by the estimator)")
-
 # %% tags=["hide-input"]
 expect_measured(np.mean(paused_i) > np.mean(clean_i), "a prefill between two generate steps "
                 "pauses the streams", expected="longer gaps where a prefill ran",
@@ -467,6 +459,10 @@ glue("ch11_link_bw", fmt_rate(link_chip.link_bytes_per_s))
 glue("ch11_paused_n", str(len(paused_i)))
 glue("ch11_steps_n", str(len(paused_i) + len(clean_i) + 1))
 glue("ch11_pause_mean", fmt_seconds(np.mean(paused_i)))
+
+fig, ax = plt.subplots(figsize=(11, 5))
+handles = draw_timeline(disagg, ax, f"disaggregated serving, measured on {DEVICE} "
+                                    "(two servers, link charged by the estimator)")
 add_legend(fig, handles)
 fig.tight_layout(rect=(0, 0.06, 1, 1))
 plt.show()

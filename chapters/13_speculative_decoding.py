@@ -148,13 +148,13 @@ counts = np.bincount(tokens, minlength=V)
 pvalue = chisquare(counts, p * N).pvalue
 assert pvalue > 1e-3, pvalue
 assert abs(n_acc.mean() - alpha_pq) < 4 * np.sqrt(alpha_pq * (1 - alpha_pq) / N)
-x = np.arange(V)
 
 # %% tags=["hide-input"]
 glue("ch13_alpha_pq", f"{alpha_pq:.3f}"); glue("ch13_acc_mc", f"{n_acc.mean():.3f}")
 glue("ch13_pvalue", f"{pvalue:.2f}"); glue("ch13_N", f"{N:,}")
 
 fig, ax = plt.subplots(figsize=(6.5, 3))
+x = np.arange(V)
 ax.bar(x - 0.2, q, 0.4, label="draft q", color="lightgrey")
 ax.bar(x + 0.2, p, 0.4, label="target p", color="tab:blue")
 ax.plot(x + 0.2, counts / N, "k.", label=f"speculative samples (N={N:,})")
@@ -190,16 +190,17 @@ plt.show()
 show_source(speculation.speculative_speedup)
 
 # %%
-gammas = np.arange(0, 11)
-fig, ax = plt.subplots(figsize=(6.5, 3.8))
-best = {}
-for a in (0.6, 0.7, 0.8, 0.9):
-    ax.plot(gammas, [speculation.speculative_speedup(a, g, c_h200) for g in gammas], "o-",
-            ms=3, label=f"α = {a}")
-    best[a] = speculation.optimal_gamma(a, c_h200)
+alphas = (0.6, 0.7, 0.8, 0.9)
+best = {a: speculation.optimal_gamma(a, c_h200) for a in alphas}
 assert best[0.9] > best[0.6]
+print(best)
 
 # %% tags=["hide-input"]
+gammas = np.arange(0, 11)
+fig, ax = plt.subplots(figsize=(6.5, 3.8))
+for a in alphas:
+    ax.plot(gammas, [speculation.speculative_speedup(a, g, c_h200) for g in gammas], "o-",
+            ms=3, label=f"α = {a}")
 ax.axhline(1, color="grey", lw=0.8)
 ax.set_xlabel("draft tokens per step, γ"); ax.set_ylabel("expected speedup")
 ax.set_title(f"LLaMA-2 70B with a 7B draft on an {chip.name} (estimator, c = {c_h200:.2f})",
@@ -208,7 +209,6 @@ ax.legend(fontsize=8)
 plt.show()
 glue("ch13_best_06", str(best[0.6])); glue("ch13_best_09", str(best[0.9]))
 glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8], c_h200)))
-print(best)
 
 # %% [markdown]
 # The better the draft agrees with the target, the further it pays to guess: the best $\gamma$
@@ -264,8 +264,6 @@ measured_tpr = pooled.tokens_per_round
 predicted_tpr = speculation.expected_tokens_per_step(alpha, GAMMA)
 assert abs(measured_tpr / predicted_tpr - 1) < 0.1, (measured_tpr, predicted_tpr)
 assert alpha > alpha_greedy
-hist = np.bincount(accepted, minlength=GAMMA + 1) / len(accepted)
-model_probs = [alpha ** k * (1 - alpha) for k in range(GAMMA)] + [alpha ** GAMMA]
 
 # %% tags=["hide-input"]
 glue("ch13_alpha", f"{alpha:.2f}"); glue("ch13_rounds", str(pooled.rounds))
@@ -275,6 +273,8 @@ print(f"sampling: α = {alpha:.3f} over {pooled.rounds} rounds; tokens per round
       f"{measured_tpr:.2f} measured, {predicted_tpr:.2f} by the formula")
 
 fig, ax = plt.subplots(figsize=(6, 3))
+hist = np.bincount(accepted, minlength=GAMMA + 1) / len(accepted)
+model_probs = [alpha ** k * (1 - alpha) for k in range(GAMMA)] + [alpha ** GAMMA]
 ax.bar(np.arange(GAMMA + 1) - 0.2, hist, 0.4, label="measured")
 ax.bar(np.arange(GAMMA + 1) + 0.2, model_probs, 0.4, label="i.i.d. model with measured α")
 ax.set_xlabel("drafts accepted in a round"); ax.set_ylabel("fraction of rounds")

@@ -167,7 +167,6 @@ for label, (cfg, balanced) in routers.items():
             for p in layers for t in range(TRIALS)]
         measured[label, B] = (np.mean(touched), np.std(touched) / np.sqrt(len(touched)))
 
-fig, ax = plt.subplots(figsize=(6.5, 4))
 gaps = {}
 for label, (cfg, balanced) in routers.items():
     m = cfg.moe
@@ -183,14 +182,23 @@ for label, (cfg, balanced) in routers.items():
     gaps[label] = float(np.max(1 - mean / formula))
     if balanced:                                    # a balanced router is close to it
         assert gaps[label] < 0.05, (label, mean, formula)
-        grid = np.geomspace(1, batches[-1], 100)
-        ax.semilogx(grid, [params.expected_experts(m.E, m.k, b) / m.E for b in grid],
-                    label=f"E(1 − (1 − k/E)^B), E = {m.E}, k = {m.k}")
-    ax.semilogx(batches, mean / m.E, "o" if balanced else "x", label=f"measured: {label}",
-                color=ax.lines[-1].get_color() if balanced else "gray")
 assert gaps[SKEWED] > 0.2
 
 # %% tags=["hide-input"]
+glue("ch14_trials", str(TRIALS * routers["Mixtral's routing"][0].L))
+glue("ch14_route_worst", f"{max(gaps[k] for k, (_, ok) in routers.items() if ok):.1%}")
+glue("ch14_route_skewed", f"{gaps[SKEWED]:.0%}")
+
+fig, ax = plt.subplots(figsize=(6.5, 4))
+for label, (cfg, balanced) in routers.items():
+    m = cfg.moe
+    if balanced:
+        grid = np.geomspace(1, batches[-1], 100)
+        ax.semilogx(grid, [params.expected_experts(m.E, m.k, b) / m.E for b in grid],
+                    label=f"E(1 − (1 − k/E)^B), E = {m.E}, k = {m.k}")
+    mean = np.array([measured[label, B][0] for B in batches])
+    ax.semilogx(batches, mean / m.E, "o" if balanced else "x", label=f"measured: {label}",
+                color=ax.lines[-1].get_color() if balanced else "gray")
 ax.set_xlabel("tokens in the step, B")
 ax.set_ylabel("share of the experts touched per layer")
 ax.set_title("Experts a decode step reads: the library's routers against the formula",
@@ -198,9 +206,6 @@ ax.set_title("Experts a decode step reads: the library's routers against the for
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
-glue("ch14_trials", str(TRIALS * routers["Mixtral's routing"][0].L))
-glue("ch14_route_worst", f"{max(gaps[k] for k, (_, ok) in routers.items() if ok):.1%}")
-glue("ch14_route_skewed", f"{gaps[SKEWED]:.0%}")
 
 # %% [markdown]
 # Each point is the mean over {glue:text}`ch14_trials` draws (four layers, several random
@@ -315,9 +320,9 @@ def dense_twin(cfg: ModelConfig) -> ModelConfig:
     return cfg.replace(moe=None, F=m.k * m.F + m.shared_F, name=f"{cfg.name} (dense twin)")
 
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 grid = np.unique(np.geomspace(1, 32768, 120).astype(int))
-for ax, label in zip(axes, ("Mixtral-8x7B", "DeepSeek-V3")):
+step_times = {}
+for label in ("Mixtral-8x7B", "DeepSeek-V3"):
     cfg, twin = models[label], dense_twin(models[label])
     flops_ratio = params.active_param_count(cfg) / params.param_count(twin)
     assert abs(flops_ratio - 1) < 0.01          # (routers and DeepSeek's dense layers differ)
@@ -325,6 +330,14 @@ for ax, label in zip(axes, ("Mixtral-8x7B", "DeepSeek-V3")):
     twin_t = np.array([weights_step(twin, B) for B in grid])
     assert np.all(moe_t >= twin_t * min(1, flops_ratio))     # never cheaper than its twin...
     assert abs(moe_t[-1] / twin_t[-1] / flops_ratio - 1) < 1e-9   # ...equal once compute-bound
+    step_times[label] = moe_t, twin_t
+mx, twin = models["Mixtral-8x7B"], dense_twin(models["Mixtral-8x7B"])
+
+# %% tags=["hide-input"]
+glue("ch14_mx_ratio_64", fmt_ratio(weights_step(mx, 64) / weights_step(twin, 64)))
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+for ax, (label, (moe_t, twin_t)) in zip(axes, step_times.items()):
     ax.loglog(grid, moe_t * 1e3, label=label)
     ax.loglog(grid, twin_t * 1e3, "--", label="dense twin (same active parameters)")
     ax.axvline(crit[label][2], color="gray", ls=":", lw=0.8)
@@ -333,12 +346,8 @@ for ax, label in zip(axes, ("Mixtral-8x7B", "DeepSeek-V3")):
     ax.set_title(f"{label}, bf16, one {h100.name} (formula)", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
-mx, twin = models["Mixtral-8x7B"], dense_twin(models["Mixtral-8x7B"])
-
-# %% tags=["hide-input"]
 fig.tight_layout()
 plt.show()
-glue("ch14_mx_ratio_64", fmt_ratio(weights_step(mx, 64) / weights_step(twin, 64)))
 
 # %% [markdown]
 # The dense twin's step is flat until its critical batch and then grows with the FLOPs; the
@@ -654,7 +663,7 @@ plt.show()
 # long) and for the same models with multi-head and 8-group attention in place of the latent.
 
 # %%
-rows = []
+per_model = {}
 for label in ("deepseek-v2-lite", "deepseek-v3"):
     full = get_preset(label)
     H = full.mla.H_v
@@ -667,15 +676,16 @@ for label in ("deepseek-v2-lite", "deepseek-v3"):
         per[name] = kvcache.cache_bytes(cache) / S                     # measured
         assert per[name] == counts.kv_bytes_per_token(c, 2)             # = the formula
         del cache
-    rows.append(f"| {label} | {full.N} | {fmt_bytes(per['MHA'])} | "
-                f"{fmt_bytes(per['GQA (K = 8)'])} | {fmt_bytes(per['MLA'])} | "
-                f"{fmt_ratio(per['MHA'] / per['MLA'])} |")
-    if label == "deepseek-v3":
-        glue("ch14_mla_v3", fmt_bytes(per["MLA"]))
-        glue("ch14_mha_v3", fmt_bytes(per["MHA"]))
-        glue("ch14_mla_ratio", fmt_ratio(per["MHA"] / per["MLA"], 0))
+    per_model[label] = per
 
 # %% tags=["hide-input"]
+glue("ch14_mla_v3", fmt_bytes(per_model["deepseek-v3"]["MLA"]))
+glue("ch14_mha_v3", fmt_bytes(per_model["deepseek-v3"]["MHA"]))
+glue("ch14_mla_ratio", fmt_ratio(per_model["deepseek-v3"]["MHA"]
+                                 / per_model["deepseek-v3"]["MLA"], 0))
+rows = [f"| {label} | {get_preset(label).N} | {fmt_bytes(per['MHA'])} | "
+        f"{fmt_bytes(per['GQA (K = 8)'])} | {fmt_bytes(per['MLA'])} | "
+        f"{fmt_ratio(per['MHA'] / per['MLA'])} |" for label, per in per_model.items()]
 Markdown("| model | N | MHA | GQA, K = 8 | MLA | MHA / MLA |\n|---|---:|---:|---:|---:|---:|\n"
          + "\n".join(rows))
 
@@ -740,6 +750,15 @@ intensity = {name: np.divide(*decode_attention_per_cached_token(c, form))
              for name, (c, form) in forms.items()}
 assert intensity["MHA"] < intensity["GQA, K = 8"] < intensity["MLA, absorbed"] \
     < roofline.critical_intensity(h100) < intensity["MLA, naive"]
+
+# %% tags=["hide-input"]
+glue("ch14_xla_gap", f"{per_token / formula - 1:.1%}")
+glue("ch14_i_mha", f"{intensity['MHA']:.0f}")
+glue("ch14_i_gqa", f"{intensity['GQA, K = 8']:.0f}")
+glue("ch14_i_abs", f"{intensity['MLA, absorbed']:.0f}")
+glue("ch14_i_naive", f"{intensity['MLA, naive']:,.0f}")
+glue("ch14_ci_h100", f"{roofline.critical_intensity(h100):.0f}")
+
 xs = np.geomspace(0.5, 1e5, 200)
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for chip in (h100, v5e):
@@ -749,20 +768,12 @@ for name, value in intensity.items():
     ax.plot(value, y, "o", color="k")
     ax.annotate(f"{name} ({value:,.0f})", (value, y), textcoords="offset points",
                 xytext=(6, -12), fontsize=8)
-
-# %% tags=["hide-input"]
-glue("ch14_xla_gap", f"{per_token / formula - 1:.1%}")
 ax.set_xlabel("FLOPs per byte of cache read (bf16)")
 ax.set_ylabel("attainable FLOP/s")
 ax.set_title("Decoding attention, DeepSeek-V3's heads, per cached token (formula)", fontsize=10)
 ax.legend(fontsize=8, loc="lower right")
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
-glue("ch14_i_mha", f"{intensity['MHA']:.0f}")
-glue("ch14_i_gqa", f"{intensity['GQA, K = 8']:.0f}")
-glue("ch14_i_abs", f"{intensity['MLA, absorbed']:.0f}")
-glue("ch14_i_naive", f"{intensity['MLA, naive']:,.0f}")
-glue("ch14_ci_h100", f"{roofline.critical_intensity(h100):.0f}")
 
 # %% [markdown]
 # XLA's count of the library's step is within {glue:text}`ch14_xla_gap` of the formula (the

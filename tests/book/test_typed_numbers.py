@@ -64,6 +64,7 @@ ALLOWED = {
         "four times": "the definition of the architecture (F = 4D), not a computed ratio",
         "two times": "'the two times': two durations, not a multiplier",
         "2 FLOPs": "the definition of a multiply-add per weight, the premise of the formula",
+        "80 GB": "the H100 variant's memory as the sentence names the chips (80 GB H100s)",
     },
     "chapters/05_kv_cache_size.py": {
         "80 GB": "the A100 variant's name (the 80 GB model), not a computed size",
