@@ -155,8 +155,11 @@ def chapter_pages() -> list[str]:
 def code_lines(page, folded: bool) -> list[str]:
     """The source lines of the page's code cells that a reader sees without unfolding
     anything (`folded=False`), or only those behind a "Show code cell source" toggle."""
+    # Chromium lays out a closed <details>'s content (content-visibility: hidden), so it is
+    # the visibility check, not the layout, that says whether a reader sees it.
     return page.evaluate("""(folded) => [...document.querySelectorAll('div.cell_input')]
-        .filter(el => (el.getClientRects().length === 0) === folded)
+        .filter(el => (el.closest('details:not([open])') !== null
+                       || !el.checkVisibility()) === folded)
         .flatMap(el => el.textContent.split('\\n'))""", folded)
 
 
@@ -205,10 +208,12 @@ def test_library_listings_are_highlighted_and_fit_the_column(page, server, name)
     for c in cells:
         for text in c["plain"]:
             assert not PLAIN_SOURCE.search(text), f"source printed as plain text: {text[:120]}"
-    # Every listing fits the column at the test's width and at a narrow one: none scrolls.
+    # Every listing, and every cell's source, fits the column at the test's width and at a
+    # narrow one: none scrolls sideways.
     for width in (1280, 800):
         page.set_viewport_size({"width": width, "height": 900})
         overflow = page.evaluate("""(sel) => [...document.querySelectorAll(sel)]
             .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
-            .map(pre => pre.textContent.split('\\n')[0])""", LISTINGS)
-        assert not overflow, f"{name} at {width}px: listings scroll sideways: {overflow[:2]}"
+            .map(pre => pre.textContent.split('\\n')[0])""",
+            f"{LISTINGS}, div.cell_input pre")
+        assert not overflow, f"{name} at {width}px: code scrolls sideways: {overflow[:2]}"
