@@ -285,7 +285,8 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # to the decode step. `inferbook.perf.calibration` does the measuring:
 
 # %%
-show_source(calibration.model_matmul_program, calibration.attention_program, calibration.decode_sweep)
+show_source(calibration.model_matmul_program, calibration.attention_program,
+            calibration.decode_sweep)
 
 # %% [markdown]
 # The model is the library's `cpu-336mb` preset, {glue:text}`ch2_sweep_params` parameters: big
