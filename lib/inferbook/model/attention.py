@@ -65,10 +65,14 @@ def ungroup_rows(rows: jax.Array, T: int) -> jax.Array:
     return x.transpose(0, 3, 1, 2, *range(4, x.ndim)).reshape(B, T, K * G, *rest)
 
 
-def group_mask(mask_BTS: jax.Array, G: int) -> jax.Array:
+def group_mask(mask_BTS: jax.Array, G: int, T: int | None = None) -> jax.Array:
     """A [B, T, S] mask for the rows of `group_queries`: [B, 1, G·T, S] (the same for each of
-    a group's G heads, and broadcast over the K groups)."""
-    B, T, S = mask_BTS.shape
+    a group's G heads, and broadcast over the K groups).
+
+    A mask that is the same for every query may come as [B, 1, S]; pass T to spread it over
+    the T queries."""
+    B, T_mask, S = mask_BTS.shape
+    T = T_mask if T is None else T
     return jnp.broadcast_to(mask_BTS[:, None, None], (B, 1, G, T, S)).reshape(B, 1, G * T, S)
 
 
@@ -115,7 +119,7 @@ def attention_reference(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
         scores_BKMS = scores_BKMS * jnp.float32(scale)
     if softcap is not None:
         scores_BKMS = softcap * jnp.tanh(scores_BKMS / softcap)
-    scores_BKMS = jnp.where(group_mask(mask_BTS, N // K), scores_BKMS, MASKED)
+    scores_BKMS = jnp.where(group_mask(mask_BTS, N // K, T), scores_BKMS, MASKED)
     lse_BKM = jax.nn.logsumexp(scores_BKMS, axis=-1)
     probs_BKMS = jnp.exp(scores_BKMS - lse_BKM[..., None])
     out_BKMH = jnp.einsum("BKMS,BKSH->BKMH", probs_BKMS.astype(v_BKSH.dtype), v_BKSH,
