@@ -40,7 +40,7 @@ import numpy as np
 from inferbook.book.listing import show_source
 from inferbook.model import attention, decode, decoder, kvcache
 from inferbook.model.presets import get_preset
-from inferbook.perf import counts, timing
+from inferbook.perf import compiled, counts, microbench, timing
 
 print(info.describe())
 DEVICE = timing.device_name()
@@ -229,10 +229,10 @@ print(f"largest logit difference over {n_new} steps: {worst:.1e}; tokens identic
 T_prompt = 512
 tok_1T = jnp.zeros((1, T_prompt), jnp.int32)
 cache_1 = kvcache.init_cache(cfg, 1, T_prompt + 64)
-prefill_cost = timing.compiled_cost(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]),
+prefill_cost = compiled.compiled_cost(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]),
                                    cache_1)
 step_cache = cache_1._replace(lengths=jnp.array([T_prompt]))
-step_cost = timing.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
+step_cost = compiled.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
                                 step_cache)
 
 intensity_prefill = prefill_cost["flops"] / prefill_cost["bytes_accessed"]
@@ -274,10 +274,10 @@ glue("ch1_int_matmul_prefill", f"{2 * T_prompt / 4:,.0f}")
 
 # %%
 lengths = [256, 512, 1024]
-naive_flops = {t: timing.compiled_cost(decode._last_logits, params, cfg,
+naive_flops = {t: compiled.compiled_cost(decode.last_logits, params, cfg,
                                       jnp.zeros((1, t), jnp.int32), jnp.array([t]),
                                       optimized=False)["flops"] for t in lengths}
-cached_flops = {t: timing.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
+cached_flops = {t: compiled.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
                                        kvcache.init_cache(cfg, 1, t), optimized=False)["flops"]
                 for t in lengths}
 for t in lengths:
@@ -345,7 +345,7 @@ plt.show()
 # %%
 naive_time, cached_time = {}, {}
 for t in lengths:
-    naive_time[t] = timing.time_fn(decode._last_logits, params, cfg, jnp.zeros((1, t), jnp.int32),
+    naive_time[t] = timing.time_fn(decode.last_logits, params, cfg, jnp.zeros((1, t), jnp.int32),
                                   jnp.array([t]), repeats=3).median_s
     cached_time[t] = timing.time_fn(timing.decode_step_timer(params, cfg, 1, t + 1),
                                    repeats=15).median_s
@@ -405,7 +405,7 @@ bytes_per_step = counts.param_bytes(big, 4) + counts.kv_cache_bytes(big, 1, 128,
 # Alternate the two measurements, so that anything else the machine is doing affects both.
 rounds = []
 for _ in range(3):
-    read_bw, _ = timing.memory_bandwidth(repeats=5)
+    read_bw = microbench.measure_bandwidth(1 << 29, repeats=5).reduction
     big_step = timing.time_fn(big_step_fn, repeats=5)
     rounds.append((read_bw, big_step))
 read_bw = float(np.median([bw for bw, _ in rounds]))

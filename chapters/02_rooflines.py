@@ -455,9 +455,9 @@ glue("ch2_valley_sentence", valley);
 # measured step time against the calibrated prediction.
 
 # %%
-from inferbook.perf import bench
+from inferbook.perf import bench_results
 
-records = bench.load_results()
+records = bench_results.load_results()
 # The book's targets for a full CPU run of the benchmark model, held to the runs recorded on
 # a quiet machine: at the start, a 1-minute load average at most half the cores.
 TARGETS = {"mbu": 0.70, "mbu_alone": 0.60, "median": 0.15, "worst": 0.25}
@@ -502,7 +502,7 @@ Markdown("| device | model | JAX | date | load at start | bandwidth | MBU at bat
 
 # %%
 cpu_runs = [r for r in records if r["platform"] == "cpu" and not r["quick"]
-            and r["model"] == bench.default_model("cpu")]
+            and r["model"] == bench_results.default_model("cpu")]
 held = [r for r in cpu_runs if quiet(r)]
 assert held, "no full CPU benchmark recorded on a quiet machine"
 for rec in held:

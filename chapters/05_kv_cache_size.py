@@ -45,7 +45,7 @@ from inferbook.model import decode, decoder, kvcache
 from inferbook.model.attention import attention_mask, attention_reference
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import get_preset
-from inferbook.perf import counts, latency, phase_time, roofline, timing
+from inferbook.perf import compiled, counts, latency, phase_time, roofline, timing
 from inferbook.perf.hardware import CHIPS, get_chip
 from inferbook.serving import memory_sim
 
@@ -506,8 +506,8 @@ share = {"own cache per layer": kv_share.share_adjacent(2, 1),
 held, read = {}, {}
 for label, src in share.items():
     cache = kv_share.init_cache(att4, src, B_att, 1024)
-    held[label] = kv_share.cache_bytes(cache)
-    read[label] = timing.compiled_cost(kv_share.extend, p4, att4, src,
+    held[label] = kvcache.cache_bytes(cache)
+    read[label] = compiled.compiled_cost(kv_share.extend, p4, att4, src,
                                       jnp.zeros((B_att, 1), jnp.int32), cache)["bytes_accessed"]
     print(f"{label:22s} holds {fmt_bytes(held[label]):>9s}, step reads {fmt_bytes(read[label])}")
 own, pair = share
@@ -614,7 +614,7 @@ for name, dtype in [("int8", jnp.int8), ("bfloat16", jnp.bfloat16)]:
     compiled = kv_quant.extend.lower(p_att, att, tok_att, cache).compile()
     mem = compiled.memory_analysis()
     cache_in = mem.argument_size_in_bytes - non_cache_args
-    assert cache_in == kv_quant.cache_bytes(cache) + cache.lengths.nbytes
+    assert cache_in == kvcache.cache_bytes(cache) + cache.lengths.nbytes
     step_memory[name] = (cache_in, mem.temp_size_in_bytes)
     if name == "int8":        # the cost analysis misses most trips through the per-head loop:
         cost = compiled.cost_analysis()               # it reports less than the cache itself
@@ -625,8 +625,8 @@ for name, dtype in [("int8", jnp.int8), ("bfloat16", jnp.bfloat16)]:
 int8_share = step_memory["int8"][0] / step_memory["bfloat16"][0]
 assert int8_share <= 0.55
 assert step_memory["int8"][1] < step_memory["int8"][0] / 4      # no float copy of the cache
-f32_bytes = kv_quant.cache_bytes(kv_quant.init_cache(att, B_att, S_att, jnp.float32))
-int8_bytes = kv_quant.cache_bytes(kv_quant.init_cache(att, B_att, S_att, jnp.int8))
+f32_bytes = kvcache.cache_bytes(kv_quant.init_cache(att, B_att, S_att, jnp.float32))
+int8_bytes = kvcache.cache_bytes(kv_quant.init_cache(att, B_att, S_att, jnp.int8))
 
 # %% tags=["hide-input"]
 glue("ch5_int8_share", fmt_percent(int8_share, 1))
@@ -692,7 +692,7 @@ int8_time = {label: min(ts) for label, ts in rounds.items()}          # fastest 
 for label, t in int8_time.items():
     print(f"{label:32s} {fmt_seconds(t)}  ({DEVICE})")
 t_i8, t_f32, t_lib, t_naive = int8_time.values()
-bytes_ratio = kv_quant.cache_bytes(int8_cache) / kv_quant.cache_bytes(f32_qcache)
+bytes_ratio = kvcache.cache_bytes(int8_cache) / kvcache.cache_bytes(f32_qcache)
 
 # %% tags=["hide-input"]
 expect_measured(t_naive > 2 * t_i8, "converting the whole int8 cache first costs more than "

@@ -46,7 +46,7 @@ from inferbook.book.listing import show_source
 from inferbook.kernels import flash, kernel_bench
 from inferbook.kernels.pallas import pallas_flash_attention
 from inferbook.model.attention import reference_at_positions
-from inferbook.perf import timing
+from inferbook.perf import compiled, timing
 from inferbook.perf.hardware import get_chip
 
 print(info.describe())
@@ -159,7 +159,7 @@ glue("ch6_n_ex", f"{n_ex:,}")
 ref = jax.jit(reference_at_positions)
 xla_bytes, xla_flops = {}, {}
 for n in (1024, 2048):
-    cost = timing.compiled_cost(ref, *kernel_bench.attention_inputs(1, n, n, 1, 1, 64, "float32"))
+    cost = compiled.compiled_cost(ref, *kernel_bench.attention_inputs(1, n, n, 1, 1, 64, "float32"))
     xla_bytes[n], xla_flops[n] = cost["bytes_accessed"], cost["flops"]
     print(f"n={n:5d}: XLA counts {fmt_bytes(xla_bytes[n])} moved, {fmt_flops(xla_flops[n])}; "
           f"the three-kernel count is {fmt_bytes(standard_io_bytes(n, n, 64, 4))}")
@@ -369,8 +369,8 @@ mem_n = [1024, 2048, 4096, 8192, 16384]
 mem_ref, mem_flash = {}, {}
 for n in mem_n:
     shapes = kernel_bench.attention_inputs(1, n, n, 1, 1, 64, "float32", abstract=True)
-    mem_ref[n] = kernel_bench.program_memory(reference_at_positions, *shapes)
-    mem_flash[n] = kernel_bench.program_memory(blockwise, *shapes)
+    mem_ref[n] = compiled.program_memory(reference_at_positions, *shapes)
+    mem_flash[n] = compiled.program_memory(blockwise, *shapes)
 for n in mem_n:
     square = n * n * 4
     assert mem_ref[n].temp_bytes >= square                 # the reference holds n² scores ...
@@ -474,7 +474,7 @@ def fa2_step(o, m, l, s_RC, v_CH):
 R, C, Hs = 128, 128, 64
 tile = [jax.ShapeDtypeStruct(s, jnp.float32) for s in [(R, Hs), (R,), (R,), (R, C), (C, Hs)]]
 matmul = 2 * R * C * Hs
-extra = {name: timing.compiled_cost(jax.jit(f), *tile)["flops"] - matmul
+extra = {name: compiled.compiled_cost(jax.jit(f), *tile)["flops"] - matmul
          for name, f in [("FA1", fa1_step), ("FA2", fa2_step)]}
 assert extra["FA2"] < extra["FA1"]
 

@@ -46,7 +46,7 @@ from inferbook.kernels.pallas import pallas_flash_decoding
 from inferbook.model import decoder
 from inferbook.model.attention import attend, attention_mask, reference_at_positions
 from inferbook.model.presets import get_preset
-from inferbook.perf import counts, timing
+from inferbook.perf import compiled, counts, microbench, timing
 from inferbook.perf.hardware import get_chip
 
 print(info.describe())
@@ -219,7 +219,7 @@ for _ in range(3):
         for name, fn in jitted.items():
             t = timing.time_fn(fn, *inputs[S_], repeats=3).min_s
             times[name][S_] = min(times[name][S_], t)
-    read_bw = max(read_bw, timing.memory_bandwidth(1 << 28, repeats=3)[0])
+    read_bw = max(read_bw, microbench.measure_bandwidth(1 << 28, repeats=3).reduction)
 del inputs
 kv_bytes = {S_: 2 * Km * S_ * Hm * 4 for S_ in contexts}
 achieved = {name: {S_: kv_bytes[S_] / t for S_, t in ts.items()} for name, ts in times.items()}
@@ -526,8 +526,8 @@ pool_shape = jax.ShapeDtypeStruct((Bm * Sm // bsm, mistral.K, bsm, mistral.H), j
 shapes = (jax.ShapeDtypeStruct((Bm, 1, mistral.N, mistral.H), jnp.float32), pool_shape, pool_shape,
           jax.ShapeDtypeStruct((Bm, Sm // bsm), jnp.int32), jax.ShapeDtypeStruct((Bm, 1), jnp.int32),
           jax.ShapeDtypeStruct((Bm,), jnp.int32))
-mem_gather = kernel_bench.program_memory(paged.paged_attention_reference, *shapes)
-mem_paged = kernel_bench.program_memory(paged.paged_attention, *shapes)
+mem_gather = compiled.program_memory(paged.paged_attention_reference, *shapes)
+mem_paged = compiled.program_memory(paged.paged_attention, *shapes)
 cache_bytes = 2 * Bm * mistral.K * Sm * mistral.H * 4
 assert mem_gather.temp_bytes >= cache_bytes > 20 * mem_paged.temp_bytes
 

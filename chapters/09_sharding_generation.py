@@ -48,7 +48,7 @@ from jax.sharding import PartitionSpec as P
 
 from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder
-from inferbook.model.config import ModelConfig
+from inferbook.model.generate_args import random_prompts
 from inferbook.model.presets import get_preset
 from inferbook.parallel import collectives, hlo, kv_sharding
 from inferbook.parallel import sharded_decode as sd
@@ -71,10 +71,9 @@ from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
 # below must produce exactly these tokens.
 
 # %%
-cfg = ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
+cfg = get_preset("demo-gqa")
 params = decoder.init_params(cfg, seed=0)
-prompts = [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, cfg.V)]
-           for b, n in enumerate([5, 9, 3, 16, 12, 7, 1, 10])]
+prompts = random_prompts([5, 9, 3, 16, 12, 7, 1, 10], cfg.V)
 n_new = 8
 reference = decode.generate(params, cfg, prompts, n_new).tokens
 tokens_BT, lengths_B = decode.pad_prompts(prompts, 16)

@@ -118,8 +118,8 @@ def test_page_renders(page, server, name):
 @pytest.mark.parametrize("name", [p for p in toc_pages() if is_notebook(p)])
 def test_notebook_pages_link_to_a_colab_notebook_in_the_repository(page, server, name):
     open_page(page, server, name)
-    links = page.evaluate("""() => [...document.querySelectorAll('a[href*="colab.research.google.com"]')]
-        .map(a => a.href)""")
+    links = page.evaluate("""() => [...document.querySelectorAll(
+        'a[href*="colab.research.google.com"]')].map(a => a.href)""")
     assert links, f"{name} has no Colab button"
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     repo = config["repository"]["url"].removeprefix("https://github.com/")

@@ -35,6 +35,8 @@ import textwrap
 import tokenize
 from typing import Any
 
+from . import registry
+
 __all__ = ["BEGIN", "END", "SOLUTION_TAG", "solution_regions", "student_source",
            "student_notebook", "book_notebook", "book_reads", "validate", "question_ids"]
 
@@ -163,7 +165,6 @@ def validate(nb: Any) -> None:
 
 def student_notebook(nb: Any) -> Any:
     """The notebook students get: solutions replaced by stubs (a new notebook)."""
-    from . import registry
     validate(nb)
     nb = copy.deepcopy(nb)
     used = _names_outside_solutions(nb)
