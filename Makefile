@@ -2,8 +2,8 @@
 #
 #   make book   build the site into _build/html (English) and _build/html/zh (Chinese),
 #               executing every chapter once, on the CPU
-#   make test   run every test: library (newest and oldest JAX), notebooks (newest JAX, and
-#               the Colab twins under the oldest), book, browser
+#   make test   run every test: the linter first, then library (newest and oldest JAX),
+#               notebooks (newest JAX, and the Colab twins under the oldest), book, browser
 #
 # Each creates or refreshes what it needs from the lock file: uv (in .tools), the project
 # environment (.venv), a second environment with the oldest supported JAX (.venv-jax072),
@@ -49,7 +49,7 @@ endif
 # PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
-.PHONY: help book test venv test-venv oldjax-venv chromium bwrap fonts notebooks check-notebooks \
+.PHONY: help book test lint venv test-venv oldjax-venv chromium bwrap fonts notebooks check-notebooks \
         test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench
 
 help:
@@ -115,6 +115,11 @@ book: venv fonts
 	  --path-output _build/zh --builder html --warningiserror --keep-going
 	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
 
+# ruff over the whole repository (the rules and their per-file exceptions: pyproject.toml).
+# A few seconds: `make test` runs it first, so a lint error fails before anything is built.
+lint: venv
+	$(VENV)/bin/ruff check .
+
 test-unit: test-venv fonts
 	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) -q
 
@@ -137,7 +142,7 @@ test-colab: colab-venv
 test-browser: chromium fonts
 	$(PY) -m pytest tests/browser -q
 
-test: test-venv oldjax-venv chromium fonts bwrap
+test: lint test-venv oldjax-venv chromium fonts bwrap
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-oldjax
 	$(MAKE) --no-print-directory test-notebooks

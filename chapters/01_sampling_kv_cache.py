@@ -41,8 +41,6 @@
 # （见[如何运行本书](../book/how_to_run.md)）。
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -52,6 +50,15 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
+from inferbook.book.listing import show_source
+from inferbook.model import attention, decode, decoder, kvcache
+from inferbook.model.presets import get_preset
+from inferbook.perf import compiled, counts, microbench, timing
+
+print(info.describe())
+DEVICE = timing.device_name()
+
+# %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
 from inferbook.book.figures import glue_figure
 from inferbook.book.present import (
@@ -65,12 +72,6 @@ from inferbook.book.present import (
     fmt_tokens_per_s,
     glue,
 )
-from inferbook.model import attention, decode, decoder, kvcache
-from inferbook.model.presets import get_preset
-from inferbook.perf import counts, timing
-
-print(info.describe())
-DEVICE = timing.device_name()
 
 # %% [markdown]
 # ## A model to sample from
@@ -91,6 +92,7 @@ params = decoder.init_params(cfg, seed=0)
 n_params = sum(w.size for w in jax.tree.leaves(params))
 assert n_params == counts.param_count(cfg)      # the estimator counts what the model holds
 
+# %% tags=["hide-input"]
 glue("ch1_L", str(cfg.L)); glue("ch1_D", str(cfg.D)); glue("ch1_N", str(cfg.N))
 glue("ch1_K", str(cfg.K)); glue("ch1_V", fmt_count(cfg.V))
 glue("ch1_params", fmt_count(n_params))
@@ -110,7 +112,7 @@ print(cfg)
 # 哪些内容；本章余下的部分讲的就是如何选好它。
 
 # %%
-print(inspect.getsource(decoder.transformer))
+show_source(decoder.transformer)
 
 # %% [markdown]
 # ## Sampling, naively
@@ -240,8 +242,7 @@ print(f"largest change in any past key or value after appending a token: {change
 # 一步计算只读缓存而不写缓存，新的键和值在之后才追加进去。
 
 # %%
-print(inspect.getsource(decode.attend_cached))
-print(inspect.getsource(kvcache.append))
+show_source(decode.attend_cached, kvcache.append)
 
 # %% [markdown]
 # The claim that matters is that the cache changes the cost and nothing else. We check it on a
@@ -274,6 +275,8 @@ for step in range(n_new):
 assert worst < 1e-4, worst
 cached_tokens = decode.generate(params, cfg, prompts, n_new).tokens
 assert cached_tokens == [s[len(p):] for s, p in zip(seqs, prompts)]   # = recomputation's
+
+# %% tags=["hide-input"]
 glue("ch1_logit_error", f"{worst:.1e}")
 glue("ch1_n_new", str(n_new))
 print(f"largest logit difference over {n_new} steps: {worst:.1e}; tokens identical")
@@ -309,10 +312,10 @@ print(f"largest logit difference over {n_new} steps: {worst:.1e}; tokens identic
 T_prompt = 512
 tok_1T = jnp.zeros((1, T_prompt), jnp.int32)
 cache_1 = kvcache.init_cache(cfg, 1, T_prompt + 64)
-prefill_cost = timing.compiled_cost(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]),
+prefill_cost = compiled.compiled_cost(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]),
                                    cache_1)
 step_cache = cache_1._replace(lengths=jnp.array([T_prompt]))
-step_cost = timing.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
+step_cost = compiled.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
                                 step_cache)
 
 intensity_prefill = prefill_cost["flops"] / prefill_cost["bytes_accessed"]
@@ -321,6 +324,8 @@ intensity_decode = step_cost["flops"] / step_cost["bytes_accessed"]
 assert intensity_decode < 1
 assert step_cost["bytes_accessed"] >= counts.param_bytes(cfg, 4)
 assert intensity_prefill > 10 * intensity_decode
+
+# %% tags=["hide-input"]
 for name, c in [("prefill, 512 tokens", prefill_cost), ("decode step, batch 1", step_cost)]:
     print(f"{name:22s} {fmt_flops(c['flops']):>14s} {fmt_bytes(c['bytes_accessed']):>10s}  "
           f"{c['flops'] / c['bytes_accessed']:8.1f} FLOPs/byte")
@@ -369,10 +374,10 @@ glue("ch1_int_matmul_prefill", f"{2 * T_prompt / 4:,.0f}")
 
 # %%
 lengths = [256, 512, 1024]
-naive_flops = {t: timing.compiled_cost(decode._last_logits, params, cfg,
+naive_flops = {t: compiled.compiled_cost(decode.last_logits, params, cfg,
                                       jnp.zeros((1, t), jnp.int32), jnp.array([t]),
                                       optimized=False)["flops"] for t in lengths}
-cached_flops = {t: timing.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
+cached_flops = {t: compiled.compiled_cost(decode.extend, params, cfg, jnp.zeros((1, 1), jnp.int32),
                                        kvcache.init_cache(cfg, 1, t), optimized=False)["flops"]
                 for t in lengths}
 for t in lengths:
@@ -408,11 +413,13 @@ def total_flops(n, cached):
 naive_total = np.array([total_flops(n, False) for n in n_axis])
 cached_total = np.array([total_flops(n, True) for n in n_axis])
 ratio_1024 = total_flops(1024, False) / total_flops(1024, True)
-glue("ch1_flops_ratio_1024", fmt_ratio(ratio_1024, 0))
 # Doubling n: naive work grows by more than 2x (quadratic and cubic terms), cached by about 2x.
 growth_naive = total_flops(2048, False) / total_flops(1024, False)
 growth_cached = total_flops(2048, True) / total_flops(1024, True)
 assert growth_naive > 3 and growth_cached < 2.5
+
+# %% tags=["hide-input"]
+glue("ch1_flops_ratio_1024", fmt_ratio(ratio_1024, 0))
 glue("ch1_growth_naive", fmt_ratio(growth_naive)); glue("ch1_growth_cached", fmt_ratio(growth_cached))
 
 fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -461,7 +468,7 @@ glue_figure("ch1_work_figure", fig, zh=dict(
 # %%
 naive_time, cached_time = {}, {}
 for t in lengths:
-    naive_time[t] = timing.time_fn(decode._last_logits, params, cfg, jnp.zeros((1, t), jnp.int32),
+    naive_time[t] = timing.time_fn(decode.last_logits, params, cfg, jnp.zeros((1, t), jnp.int32),
                                   jnp.array([t]), repeats=3).median_s
     cached_time[t] = timing.time_fn(timing.decode_step_timer(params, cfg, 1, t + 1),
                                    repeats=15).median_s
@@ -470,13 +477,15 @@ for t in lengths:
           f"ratio {naive_time[t] / cached_time[t]:6.1f}")
 
 speedup_1024 = naive_time[1024] / cached_time[1024]
+growth = {"naive": naive_time[1024] / naive_time[256],
+          "cached": cached_time[1024] / cached_time[256]}
+
+# %% tags=["hide-input"]
 # Claims about this device's timings: strict when the book is built, a note for a reader
 # whose machine is busy (`inferbook.book.claims`).
 expect_measured(speedup_1024 >= 10, "with 1,024 tokens the cached step is at least ten times "
                 "faster than the naive one", expected="a speedup of at least 10×",
                 measured=fmt_ratio(speedup_1024))
-growth = {"naive": naive_time[1024] / naive_time[256],
-          "cached": cached_time[1024] / cached_time[256]}
 expect_measured(growth["naive"] > growth["cached"], "naive steps slow down faster than cached "
                 "ones as the text grows from 256 to 1,024 tokens",
                 expected="naive growth > cached growth",
@@ -533,20 +542,23 @@ glue_figure("ch1_time_figure", fig, zh=dict(
 # %%
 big = get_preset("cpu-336mb")
 big_params = decoder.init_params(big, seed=0)
-glue("ch1_big_params", fmt_count(counts.param_count(big)))
-glue("ch1_big_weights", fmt_bytes(counts.param_bytes(big, 4), 0))
 big_step_fn = timing.decode_step_timer(big_params, big, 1, 128)
 bytes_per_step = counts.param_bytes(big, 4) + counts.kv_cache_bytes(big, 1, 128, 4)
 # Alternate the two measurements, so that anything else the machine is doing affects both.
 rounds = []
 for _ in range(3):
-    read_bw, _ = timing.memory_bandwidth(repeats=5)
+    read_bw = microbench.measure_bandwidth(1 << 29, repeats=5).reduction
     big_step = timing.time_fn(big_step_fn, repeats=5)
     rounds.append((read_bw, big_step))
 read_bw = float(np.median([bw for bw, _ in rounds]))
 step_s = float(np.median([s.median_s for _, s in rounds]))
 achieved_bw = bytes_per_step / step_s
 utilisation = achieved_bw / read_bw
+del big_params
+
+# %% tags=["hide-input"]
+glue("ch1_big_params", fmt_count(counts.param_count(big)))
+glue("ch1_big_weights", fmt_bytes(counts.param_bytes(big, 4), 0))
 glue("ch1_big_bytes", fmt_bytes(bytes_per_step))
 glue("ch1_read_bw", fmt_rate(read_bw))
 glue("ch1_step_bw", fmt_rate(achieved_bw))
@@ -566,7 +578,6 @@ if info.platform == "cpu":
                     "bytes at a large part of the read bandwidth",
                     expected=f"at least {fmt_percent(floor)} of {fmt_rate(read_bw)}",
                     measured=f"{fmt_percent(utilisation)} ({fmt_rate(achieved_bw)})")
-del big_params
 
 # %% [markdown]
 # The decode step moves {glue:text}`ch1_big_bytes` in {glue:text}`ch1_big_step`, an effective
@@ -616,6 +627,8 @@ ttft = timing.time_fn(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt])
 tpot = {B: timing.time_fn(timing.decode_step_timer(params, cfg, B, T_prompt + 1),
                          repeats=15).median_s for B in (1, 8)}
 throughput = {B: B / tpot[B] for B in tpot}
+
+# %% tags=["hide-input"]
 expect_measured(throughput[8] > throughput[1], "batching raises the tokens per second",
                 expected="batch 8 produces more tokens per second than batch 1",
                 measured=f"{fmt_tokens_per_s(throughput[8])} against "
@@ -678,6 +691,8 @@ per_seq_8k = counts.kv_cache_bytes(llama13, 1, 8192, 2)
 weights_13b = counts.param_bytes(llama13, 2)
 caches_to_pass_weights = int(np.ceil(weights_13b / per_seq_8k))
 assert 4 * per_seq_8k > weights_13b     # four 8k-token caches outweigh the whole model
+
+# %% tags=["hide-input"]
 glue("ch1_13b_per_token", fmt_bytes(per_token)); glue("ch1_13b_8k", fmt_bytes(per_seq_8k))
 glue("ch1_13b_weights", fmt_bytes(weights_13b))
 glue("ch1_13b_n_caches", str(caches_to_pass_weights))

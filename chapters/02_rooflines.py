@@ -25,8 +25,6 @@
 # decode step with the prediction.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -35,6 +33,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown
 
+from inferbook.book.listing import show_source
+from inferbook.model.presets import get_preset
+from inferbook.perf import calibration, counts, roofline, timing
+from inferbook.perf.hardware import CHIPS, get_chip
+
+print(info.describe())
+DEVICE = timing.device_name()
+
+# %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
 from inferbook.book.present import (
     fmt_bytes,
@@ -45,12 +52,6 @@ from inferbook.book.present import (
     fmt_seconds,
     glue,
 )
-from inferbook.model.presets import get_preset
-from inferbook.perf import calibration, counts, roofline, timing
-from inferbook.perf.hardware import CHIPS, get_chip
-
-print(info.describe())
-DEVICE = timing.device_name()
 
 # %% [markdown]
 # ## Two roofs
@@ -66,7 +67,7 @@ DEVICE = timing.device_name()
 # against the chip's $C / W$: above it the operation is compute-bound, below it memory-bound.
 # The registry's chips (bfloat16 dense peak, memory bandwidth):
 
-# %%
+# %% tags=["hide-input"]
 rows = []
 for chip in CHIPS.values():
     rows.append(f"| {chip.name} | {fmt_rate(chip.bf16_flops_per_s, 'FLOP/s')} | "
@@ -78,6 +79,8 @@ Markdown("| chip | C (bf16) | W | C / W (FLOPs per byte) |\n|---|---:|---:|---:|
 v5e, h100, a100 = get_chip("TPU v5e"), get_chip("H100 SXM"), get_chip("A100 40GB")
 ci = {c.name: roofline.critical_intensity(c) for c in CHIPS.values()}
 assert 100 < min(ci.values()) and max(ci.values()) < 1000
+
+# %% tags=["hide-input"]
 glue("ch2_ci_v5e", f"{ci['TPU v5e']:.0f}")
 glue("ch2_ci_h100", f"{ci['H100 SXM']:.0f}")
 glue("ch2_ci_a100", f"{ci['A100 40GB']:.0f}")
@@ -113,8 +116,7 @@ plt.show()
 # moves $2BD + 2DF + 2BF$ bytes (read the activations and the weights, write the result):
 
 # %%
-print(inspect.getsource(roofline.matmul_bytes))
-print(inspect.getsource(roofline.matmul_intensity))
+show_source(roofline.matmul_bytes, roofline.matmul_intensity)
 
 # %% [markdown]
 # When $B$ is small next to $D$ and $F$ — a decode step's batch against a model's width — the
@@ -125,11 +127,19 @@ print(inspect.getsource(roofline.matmul_intensity))
 # $$ B_\text{crit} = \frac{C}{W} \cdot \frac{\text{bytes per weight}}{2}. $$
 
 # %%
-print(inspect.getsource(roofline.critical_batch))
+show_source(roofline.critical_batch)
 
 # %%
 D = F = 8192
 bs = np.arange(1, 1025)
+# Where does the intensity cross each chip's line? Search, counting activations too.
+for chip in (v5e, h100, a100):
+    crossing = next(b for b in bs if roofline.matmul_intensity(b, D, F) >= ci[chip.name])
+    b_crit = roofline.critical_batch(chip)
+    assert b_crit <= crossing <= 1.1 * b_crit + 1, (chip.name, crossing, b_crit)
+    print(f"{chip.name:10s} B_crit {b_crit:6.1f}   first compute-bound batch {crossing}")
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.loglog(bs, [roofline.matmul_intensity(b, D, F) for b in bs], "k", label=f"[B, {D}]·[{D}, {F}]")
 for chip in (v5e, h100, a100):
@@ -142,13 +152,6 @@ ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
 
-# Where does the curve cross each chip's line? Search, counting activations too.
-for chip in (v5e, h100, a100):
-    crossing = next(b for b in bs if roofline.matmul_intensity(b, D, F) >= ci[chip.name])
-    b_crit = roofline.critical_batch(chip)
-    assert b_crit <= crossing <= 1.1 * b_crit + 1, (chip.name, crossing, b_crit)
-    print(f"{chip.name:10s} B_crit {b_crit:6.1f}   first compute-bound batch {crossing}")
-
 # %% [markdown]
 # The curve crosses each chip's line a little after $B_\text{crit}$ (activations add a few
 # bytes the formula ignores). Quantization moves the threshold. Storing weights in int8 halves
@@ -158,13 +161,15 @@ for chip in (v5e, h100, a100):
 # %%
 formats = [("bf16 weights, bf16 math", 2, "bf16"), ("int8 weights, bf16 math", 1, "bf16"),
            ("int8 weights, int8 math", 1, "int8"), ("int4 weights, bf16 math", 0.5, "bf16")]
+bc = {label: roofline.critical_batch(v5e, wb, math) for label, wb, math in formats}
+assert bc["int8 weights, bf16 math"] == bc["bf16 weights, bf16 math"] / 2
+assert bc["int8 weights, int8 math"] == bc["bf16 weights, bf16 math"]
+
+# %% tags=["hide-input"]
 table = "| chip | " + " | ".join(f[0] for f in formats) + " |\n|---|" + "---:|" * len(formats)
 for chip in CHIPS.values():
     cells = [f"{roofline.critical_batch(chip, wb, math):.0f}" for _, wb, math in formats]
     table += f"\n| {chip.name} | " + " | ".join(cells) + " |"
-bc = {label: roofline.critical_batch(v5e, wb, math) for label, wb, math in formats}
-assert bc["int8 weights, bf16 math"] == bc["bf16 weights, bf16 math"] / 2
-assert bc["int8 weights, int8 math"] == bc["bf16 weights, bf16 math"]
 glue("ch2_bcrit_v5e", f"{bc['bf16 weights, bf16 math']:.0f}")
 glue("ch2_bcrit_v5e_int8w", f"{bc['int8 weights, bf16 math']:.0f}")
 glue("ch2_bcrit_h100", f"{roofline.critical_batch(h100):.0f}")
@@ -191,8 +196,7 @@ Markdown(table)
 # $2BTSNH$ FLOPs:
 
 # %%
-print(inspect.getsource(roofline.attention_cost))
-print(inspect.getsource(roofline.attention_intensity))
+show_source(roofline.attention_cost, roofline.attention_intensity)
 
 # %% [markdown]
 # The batch cancels: $B$ sequences bring $B$ times the FLOPs and $B$ times the bytes. With
@@ -205,6 +209,13 @@ print(inspect.getsource(roofline.attention_intensity))
 
 # %%
 contexts = np.unique(np.geomspace(1, 131072, 200).astype(int))
+prefill_threshold = next(t for t in range(1, 10_000)
+                         if roofline.attention_intensity(t, t) >= ci["TPU v5e"])
+assert abs(prefill_threshold - 2 * ci["TPU v5e"]) <= 1
+assert all(roofline.attention_intensity(1, s) < 1 for s in contexts)
+assert all(roofline.attention_intensity(1, s, 8) < 8 for s in contexts)
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.loglog(contexts, [roofline.attention_intensity(s, s) for s in contexts], label="prefill, T = S")
 for G in (1, 8):
@@ -219,12 +230,6 @@ ax.set_title("Attention: prefill grows with the prompt, generation stays below G
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
-
-prefill_threshold = next(t for t in range(1, 10_000)
-                         if roofline.attention_intensity(t, t) >= ci["TPU v5e"])
-assert abs(prefill_threshold - 2 * ci["TPU v5e"]) <= 1
-assert all(roofline.attention_intensity(1, s) < 1 for s in contexts)
-assert all(roofline.attention_intensity(1, s, 8) < 8 for s in contexts)
 glue("ch2_prefill_attention_v5e", f"{prefill_threshold:,}");
 
 # %% [markdown]
@@ -243,6 +248,8 @@ for name in ("llama-2-13b", "llama-3-8b", "llama-3-70b", "mistral-7b"):
     rows.append((name, cfg.K, per_seq, counts.param_bytes(cfg) / per_seq))
 even = {r[0]: r[3] for r in rows}
 assert even["llama-3-8b"] > 3 * even["llama-2-13b"]       # GQA: four times smaller caches
+
+# %% tags=["hide-input"]
 glue("ch2_even_13b", f"{even['llama-2-13b']:.1f}")
 glue("ch2_even_l3", f"{even['llama-3-8b']:.0f}")
 glue("ch2_l3_K", str(get_preset("llama-3-8b").K)); glue("ch2_l3_N", str(get_preset("llama-3-8b").N))
@@ -278,9 +285,8 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # to the decode step. `inferbook.perf.calibration` does the measuring:
 
 # %%
-print(inspect.getsource(calibration.model_matmul_program))
-print(inspect.getsource(calibration.attention_program))
-print(inspect.getsource(calibration.decode_sweep))
+show_source(calibration.model_matmul_program, calibration.attention_program,
+            calibration.decode_sweep)
 
 # %% [markdown]
 # The model is the library's `cpu-336mb` preset, {glue:text}`ch2_sweep_params` parameters: big
@@ -289,7 +295,6 @@ print(inspect.getsource(calibration.decode_sweep))
 
 # %%
 sweep_cfg = get_preset("cpu-336mb")
-glue("ch2_sweep_params", fmt_count(counts.param_count(sweep_cfg), 0))
 # Five batch sizes keep this cell to about a minute; `inferbook bench` sweeps them all (last
 # section).
 sweep = calibration.decode_sweep(sweep_cfg, batches=(1, 4, 16, 64, 256), context=128)
@@ -299,6 +304,14 @@ predicted = np.array(sweep.column("predicted_s"))
 roofline_s = np.array(sweep.column("roofline_s"))
 errors = predicted / measured - 1
 roof_errors = roofline_s / measured - 1
+b_crit_here = sweep.critical_batch
+tput = B_axis / measured
+KNEE = 0.8                  # the knee: where throughput first reaches this share of its best
+knee = int(B_axis[np.argmax(tput >= KNEE * tput.max())])
+attn_bw = sweep.points[-1].attention_bytes_per_s
+
+# %% tags=["hide-input"]
+glue("ch2_sweep_params", fmt_count(counts.param_count(sweep_cfg), 0))
 Markdown("| batch | measured | matmuls | attention | calibrated prediction | error | roofline "
          "| error |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(
              f"| {p.batch} | {fmt_seconds(p.measured_s, 2)} | {fmt_seconds(p.matmul_s, 2)} | "
@@ -306,7 +319,7 @@ Markdown("| batch | measured | matmuls | attention | calibrated prediction | err
              f"{p.error:+.0%} | {fmt_seconds(p.roofline_s, 2)} | "
              f"{p.roofline_s / p.measured_s - 1:+.0%} |" for p in sweep.points))
 
-# %%
+# %% tags=["hide-input"]
 # The calibrated prediction holds. This build may share the machine with other programs, so
 # the live check is looser than the book's targets (±15% median, ±25% worst), which the
 # last section asserts on benchmark runs recorded on a quiet machine.
@@ -314,10 +327,6 @@ expect_measured(np.median(np.abs(errors)) <= 0.25 and np.max(np.abs(errors)) <= 
                 "the calibrated prediction follows the measured decode step at every batch",
                 expected="a median error within 25% and every error within 50%",
                 measured=", ".join(f"batch {b}: {e:+.0%}" for b, e in zip(B_axis, errors)))
-b_crit_here = sweep.critical_batch
-tput = B_axis / measured
-KNEE = 0.8                  # the knee: where throughput first reaches this share of its best
-knee = int(B_axis[np.argmax(tput >= KNEE * tput.max())])
 glue("ch2_knee_share", fmt_percent(KNEE))
 glue("ch2_device", DEVICE)
 glue("ch2_W", fmt_rate(sweep.bandwidth))
@@ -331,7 +340,6 @@ glue("ch2_knee", str(knee))
 glue("ch2_step_1", fmt_seconds(measured[0], 1))
 glue("ch2_step_max", fmt_seconds(measured[-1], 1))
 glue("ch2_tput_ratio", fmt_ratio(tput.max() / tput[0], 0))
-attn_bw = sweep.points[-1].attention_bytes_per_s
 glue("ch2_attn_bw", fmt_rate(attn_bw))
 glue("ch2_attn_share", fmt_percent(attn_bw / sweep.bandwidth))
 
@@ -380,19 +388,9 @@ achieved = 2 * B_axis * sweep.params / np.array(sweep.column("matmul_s"))
 bytes_per_weight = sweep.weight_bytes / sweep.params
 roof = np.minimum(sweep.peak_flops, 2 * B_axis * sweep.bandwidth / bytes_per_weight)
 share_of_roof = achieved / roof
-fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.loglog(B_axis, roof, "k:", label="roofline: min(C, 2B·W / bytes per weight)")
-ax.loglog(B_axis, achieved, "o-", label="the model's matmuls, measured")
-ax.set_xlabel("rows B")
-ax.set_ylabel("FLOP/s")
-ax.set_title(f"Achieved matmul throughput at {sweep_cfg.name}'s shapes, {DEVICE}", fontsize=9)
-ax.legend(fontsize=8)
-ax.grid(True, which="both", alpha=0.3)
-plt.show()
-
 worst = int(np.argmin(share_of_roof))
-glue("ch2_valley_batch", str(int(B_axis[worst])))
-glue("ch2_valley_share", fmt_percent(share_of_roof[worst]))
+
+# %% tags=["hide-input"]
 if info.platform == "cpu":
     # XLA:CPU's products with a few rows reach neither roof: the valley the roofline cannot see.
     expect_measured(share_of_roof[worst] < 0.7 and 2 <= B_axis[worst] <= 32,
@@ -406,6 +404,18 @@ if info.platform == "cpu":
 else:
     valley = ("The roofline's shape — flat, then linear — is what an accelerator delivers; the "
               "calibrated prediction adds what its kernels achieve at each shape.")
+
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.loglog(B_axis, roof, "k:", label="roofline: min(C, 2B·W / bytes per weight)")
+ax.loglog(B_axis, achieved, "o-", label="the model's matmuls, measured")
+ax.set_xlabel("rows B")
+ax.set_ylabel("FLOP/s")
+ax.set_title(f"Achieved matmul throughput at {sweep_cfg.name}'s shapes, {DEVICE}", fontsize=9)
+ax.legend(fontsize=8)
+ax.grid(True, which="both", alpha=0.3)
+plt.show()
+glue("ch2_valley_batch", str(int(B_axis[worst])))
+glue("ch2_valley_share", fmt_percent(share_of_roof[worst]))
 glue("ch2_valley_sentence", valley);
 
 # %% [markdown]
@@ -445,9 +455,9 @@ glue("ch2_valley_sentence", valley);
 # measured step time against the calibrated prediction.
 
 # %%
-from inferbook.perf import bench
+from inferbook.perf import bench_results
 
-records = bench.load_results()
+records = bench_results.load_results()
 # The book's targets for a full CPU run of the benchmark model, held to the runs recorded on
 # a quiet machine: at the start, a 1-minute load average at most half the cores.
 TARGETS = {"mbu": 0.70, "mbu_alone": 0.60, "median": 0.15, "worst": 0.25}
@@ -463,6 +473,7 @@ def label(rec):
             f"{rec['date'][:10]}" + ("" if quiet(rec) else ", under load"))
 
 
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 5))
 for rec in records:
     dec = [r for r in rec["rows"] if r["kind"] == "decode"]
@@ -491,7 +502,7 @@ Markdown("| device | model | JAX | date | load at start | bandwidth | MBU at bat
 
 # %%
 cpu_runs = [r for r in records if r["platform"] == "cpu" and not r["quick"]
-            and r["model"] == bench.default_model("cpu")]
+            and r["model"] == bench_results.default_model("cpu")]
 held = [r for r in cpu_runs if quiet(r)]
 assert held, "no full CPU benchmark recorded on a quiet machine"
 for rec in held:
@@ -506,6 +517,8 @@ cpu = held[-1]
 first = next(r for r in cpu["rows"] if r["kind"] == "decode"
              and (r["batch"], r["context"]) == (cpu["summary"]["batch"], cpu["summary"]["context"]))
 n_devices = len({r["device"] for r in records})
+
+# %% tags=["hide-input"]
 glue("ch2_rec_devices", "One device is" if n_devices == 1 else f"{n_devices} devices are")
 glue("ch2_rec_cpu", cpu["device"])
 glue("ch2_rec_jax", cpu["jax_version"])
@@ -564,6 +577,9 @@ def decode_rows(rec, context):
 
 
 context0 = min(r["context"] for r in cpu_runs[0]["rows"] if r["kind"] == "decode")
+mbu_alone = [by_version[v]["summary"]["mbu_microbenchmark"] for v in versions]
+
+# %% tags=["hide-input"]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
 for v in versions:
     rows = decode_rows(by_version[v], context0)
@@ -573,7 +589,6 @@ ax1.set_xlabel("batch size B")
 ax1.set_ylabel(f"decode step, context {context0} (ms)")
 ax1.legend(fontsize=8)
 ax1.grid(True, which="both", alpha=0.3)
-mbu_alone = [by_version[v]["summary"]["mbu_microbenchmark"] for v in versions]
 ax2.bar([f"jax {v}" for v in versions], [100 * m for m in mbu_alone], color="tab:blue")
 ax2.axhline(100 * TARGETS["mbu_alone"], color="gray", ls=":", label="target")
 ax2.set_ylabel("batch-1 step, % of the standalone read")
@@ -596,16 +611,18 @@ Markdown("| JAX | date | load at start | step at batch 1 | at batch 8 | batch 1,
 
 # %%
 old, new = versions[0], versions[-1]
-glue("ch2_jax_old", old)
-glue("ch2_jax_new", new)
 # The matmuls alone, at the largest batch both runs measured.
 matmul_at = {v: {r["batch"]: r["matmul_s"] for r in decode_rows(by_version[v], context0)}
              for v in versions}
 B_top = max(set(matmul_at[old]) & set(matmul_at[new]))
+loaded = [v for v in versions if not quiet(by_version[v])]
+
+# %% tags=["hide-input"]
+glue("ch2_jax_old", old)
+glue("ch2_jax_new", new)
 glue("ch2_jax_B", str(B_top))
 glue("ch2_jax_mm_old", fmt_seconds(matmul_at[old][B_top]))
 glue("ch2_jax_mm_new", fmt_seconds(matmul_at[new][B_top]))
-loaded = [v for v in versions if not quiet(by_version[v])]
 glue("ch2_jax_status",
      "Every version's run was recorded on a quiet machine." if not loaded else
      f"Only jax {' and '.join(v for v in versions if v not in loaded) or 'no version'} has a "

@@ -24,8 +24,6 @@
 # {cite:p}`austin2025scaling,pope2023esti`.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -34,6 +32,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown
 
+from inferbook.book.listing import show_source
+from inferbook.model.presets import get_preset
+from inferbook.perf import counts, latency, roofline
+from inferbook.perf.hardware import get_chip
+
+print(info.describe())
+
+# %% tags=["hide-input"]
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -43,11 +49,6 @@ from inferbook.book.present import (
     fmt_seconds,
     glue,
 )
-from inferbook.model.presets import get_preset
-from inferbook.perf import counts, latency, roofline
-from inferbook.perf.hardware import get_chip
-
-print(info.describe())
 
 # %% [markdown]
 # ## The step time to remember
@@ -77,8 +78,7 @@ print(info.describe())
 # share the model. These are the two functions the estimator uses:
 
 # %%
-print(inspect.getsource(roofline.step_time_lower_bound))
-print(inspect.getsource(roofline.step_time))
+show_source(roofline.step_time_lower_bound, roofline.step_time)
 
 # %% [markdown]
 # ### A quick estimate
@@ -107,6 +107,8 @@ for B in (4, 256):
     else:
         assert flop_time > load_time          # large batch: the matmuls are compute-bound
 kv_seq_quiz = quiz["context"] * quiz["kv_per_token"]
+
+# %% tags=["hide-input"]
 glue("ch3_quiz_kv_seq", fmt_bytes(kv_seq_quiz))
 glue("ch3_quiz_4", fmt_seconds(quiz_steps[4]))
 glue("ch3_quiz_256", fmt_seconds(quiz_steps[256]))
@@ -137,7 +139,7 @@ glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[
 # caches do not fit in the slice's memory are left out.
 
 # %%
-print(inspect.getsource(latency.tensor_parallel_step_time))
+show_source(latency.tensor_parallel_step_time)
 
 # %%
 llama = get_preset("llama-2-13b")
@@ -179,6 +181,8 @@ for pts in settings.values():
 # int8 weights: a better frontier at low latency, but no better maximum throughput.
 assert int8[0][0] < bf16[0][0]
 assert abs(int8[-1][1] / bf16[-1][1] - 1) < 0.02
+
+# %% tags=["hide-input"]
 glue("ch3_front_fast", fmt_seconds(bf16[0][0]))
 glue("ch3_front_fast_chips", str(bf16[0][2]))
 glue("ch3_front_cheap_chips", str(bf16[-1][2]))
@@ -229,7 +233,7 @@ plt.show()
 #
 # LLaMA-2 13B {cite:p}`touvron2023llama2` has these dimensions:
 
-# %%
+# %% tags=["hide-input"]
 Markdown("| letter | meaning | LLaMA-2 13B |\n|---|---|---|\n" + "\n".join(
     f"| {k} | {m} | {getattr(llama, k):,} |" for k, m in
     [("L", "layers"), ("D", "model width"), ("F", "MLP width"), ("N", "query heads"),
@@ -247,10 +251,11 @@ rows = [("MLP", "3·D·F·L", parts["mlp"]),
         ("norm gains", "(2L + 1)·D", parts["norms"])]
 total = counts.param_count(llama)
 assert sum(r[2] for r in rows) == total
+
+# %% tags=["hide-input"]
 Markdown("| component | formula | parameters |\n|---|---|---|\n"
          + "\n".join(f"| {a} | {b} | {fmt_count(c, 2)} |" for a, b, c in rows)
          + f"\n| **total** | | **{fmt_count(total, 2)}** |")
-
 # %%
 S = 8192
 weights_bf16 = counts.param_bytes(llama, 2)
@@ -260,6 +265,8 @@ caches_to_exceed = int(np.ceil(weights_bf16 / kv_8k))
 assert kv_8k == 2 * 2 * llama.H * llama.K * llama.L * S
 assert 4 * kv_8k > weights_bf16 and caches_to_exceed == 4
 assert activations_8k < 0.01 * weights_bf16
+
+# %% tags=["hide-input"]
 glue("ch3_total_params", fmt_count(total, 1))
 glue("ch3_mlp_share", fmt_percent(parts["mlp"] / total))
 glue("ch3_weights_bf16", fmt_bytes(weights_bf16))
@@ -293,11 +300,7 @@ glue("ch3_caches_to_exceed", str(caches_to_exceed));
 
 # %%
 chips = 8
-glue("ch3_v5e_hbm", fmt_bytes(chips * v5e.hbm_bytes, 0))
-glue("ch3_v5e_bw", fmt_rate(chips * v5e.hbm_bytes_per_s))
-glue("ch3_v5e_flops", fmt_rate(chips * v5e.bf16_flops_per_s, "FLOP/s"))
 b_crit = roofline.critical_batch(v5e)
-glue("ch3_bcrit", f"{b_crit:.0f}")
 table_batches = [1, 8, 16, 32, 64, int(b_crit)]
 
 
@@ -324,6 +327,12 @@ def llama_table(cfg_kv, label):
 mha_rows, mha_text = llama_table(llama, "LLaMA-2 13B (K = 40 KV heads), context 8,192")
 # Up to B_crit the weight matmuls are memory-bound: the general step time is the lower bound.
 assert all(np.isclose(r["step"], r["lower"], rtol=1e-12) for r in mha_rows)
+
+# %% tags=["hide-input"]
+glue("ch3_v5e_hbm", fmt_bytes(chips * v5e.hbm_bytes, 0))
+glue("ch3_v5e_bw", fmt_rate(chips * v5e.hbm_bytes_per_s))
+glue("ch3_v5e_flops", fmt_rate(chips * v5e.bf16_flops_per_s, "FLOP/s"))
+glue("ch3_bcrit", f"{b_crit:.0f}")
 Markdown(mha_text)
 
 # %%
@@ -334,6 +343,9 @@ tput = {r["B"]: r["tput"] for r in mha_rows}
 step = {r["B"]: r["step"] for r in mha_rows}
 # Diminishing returns: 8x the batch from 8 to 64 buys far less than 8x the throughput.
 assert tput[64] / tput[8] < 1.5
+kv_bcrit = counts.kv_cache_bytes(llama, int(b_crit), S)
+
+# %% tags=["hide-input"]
 glue("ch3_mha_max_batch", str(max_b))
 glue("ch3_step_1", fmt_seconds(step[1], 2))
 glue("ch3_tput_1", f"{tput[1]:,.0f}")
@@ -342,7 +354,6 @@ glue("ch3_tput_64", f"{tput[64]:,.0f}")
 glue("ch3_batch_x", fmt_ratio(64 / 8, 0))
 glue("ch3_tput_bcrit", f"{tput[int(b_crit)]:,.0f}")
 glue("ch3_bcrit_int", str(int(b_crit)))
-kv_bcrit = counts.kv_cache_bytes(llama, int(b_crit), S)
 glue("ch3_kv_bcrit", fmt_bytes(kv_bcrit))
 glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 
@@ -370,11 +381,13 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 
 # %%
 gqa = llama.replace(K=8, name="llama-2-13b, K=8")
+assert counts.kv_bytes_per_token(llama) == 5 * counts.kv_bytes_per_token(gqa)
+gqa_rows, gqa_text = llama_table(gqa, "The same with K = 8 KV heads (5× smaller cache)")
+
+# %% tags=["hide-input"]
 for letter in "KNG":
     glue(f"ch3_gqa_{letter}", str(getattr(gqa, letter)))
-assert counts.kv_bytes_per_token(llama) == 5 * counts.kv_bytes_per_token(gqa)
 glue("ch3_gqa_x", fmt_ratio(counts.kv_bytes_per_token(llama) / counts.kv_bytes_per_token(gqa), 0))
-gqa_rows, gqa_text = llama_table(gqa, "The same with K = 8 KV heads (5× smaller cache)")
 Markdown(gqa_text)
 
 # %%
@@ -385,6 +398,8 @@ assert gqa_fit == 64 and not gqa_rows[-1]["fits"]
 assert all(gqa_step[B] < step[B] and gqa_tput[B] > tput[B] for B in table_batches)
 # Throughput keeps scaling much further: 64 vs 8 is now well over twice as much.
 assert gqa_tput[64] / gqa_tput[8] > 2
+
+# %% tags=["hide-input"]
 glue("ch3_gqa_fit", str(gqa_fit))
 glue("ch3_gqa_tput_64", f"{gqa_tput[64]:,.0f}")
 glue("ch3_gqa_best_vs_mha_best", fmt_ratio(gqa_tput[64] / roofline.tokens_per_s(
@@ -456,6 +471,8 @@ for r in cli_rows:
     assert r.fits == (weights_bf16 + kv <= chips * v5e.hbm_bytes)
 assert cli_rows[0].max_batch == max_b and by_batch[15].fits and not by_batch[16].fits
 comm_share = by_batch[1].comm_time_s / by_batch[1].step_time_s
+
+# %% tags=["hide-input"]
 glue("ch3_cli_comm_1", fmt_seconds(by_batch[1].comm_time_s))
 glue("ch3_cli_comm_share", fmt_percent(comm_share))
 glue("ch3_cli_layout", by_batch[1].layout)
@@ -485,13 +502,14 @@ glue("ch3_positions_13b", f"{llama.max_seq_len:,}")
 # %%
 h100 = get_chip("H100 SXM")
 l70 = get_preset("llama-3.1-70b")
+modern = [estimate(l70, h100, batch=B, context=ctx, prompt=2048, chips=8)
+          for ctx in (8192, 32768) for B in (1, 4, 16, 64, 128, 256, 512)]
+display(pareto_figure(modern))
+
+# %% tags=["hide-input"]
 glue("ch3_l70_K", str(l70.K))
 glue("ch3_l70_N", str(l70.N))
 glue("ch3_l70_kv_frac", f"1/{l70.N // l70.K}")
-modern = [estimate(l70, h100, batch=B, context=ctx, prompt=2048, chips=8)
-          for ctx in (8192, 32768) for B in (1, 4, 16, 64, 128, 256, 512)]
-fig = pareto_figure(modern)
-display(fig)
 
 # %%
 fit = {ctx: max(r.batch for r in modern if r.context == ctx and r.fits) for ctx in (8192, 32768)}
@@ -502,6 +520,8 @@ assert fit[8192] > 2 * fit[32768]
 assert all(a.tokens_per_s_per_chip < b.tokens_per_s_per_chip for a, b in zip(front, front[1:]))
 fastest, cheapest = front[0], front[-1]
 assert fastest.batch == 1 and cheapest.batch == fit[8192] and cheapest.context == 8192
+
+# %% tags=["hide-input"]
 glue("ch3_l70_fit_8k", str(fit[8192]))
 glue("ch3_l70_fit_32k", str(fit[32768]))
 glue("ch3_l70_max_8k", str(modern[0].max_batch))
@@ -511,6 +531,8 @@ glue("ch3_l70_fast_user", fmt_rate(fastest.tokens_per_s_per_user, "tokens/s"))
 glue("ch3_l70_cheap_chip", fmt_rate(cheapest.tokens_per_s_per_chip, "tokens/s"))
 glue("ch3_l70_cheap_step", fmt_seconds(cheapest.step_time_s))
 glue("ch3_l70_layout", fastest.layout)
+glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
+                                    / counts.kv_cache_bytes(l70, 1, 8192), 0))
 
 # %% [markdown]
 # Hollow points do not fit in the board's memory: at 8,192 tokens the largest batch is
@@ -519,7 +541,8 @@ glue("ch3_l70_layout", fastest.layout)
 # step ({glue:text}`ch3_l70_fast_user` for the one user), to batch
 # {glue:text}`ch3_l70_fit_8k`, where each GPU produces {glue:text}`ch3_l70_cheap_chip` but
 # every user waits {glue:text}`ch3_l70_cheap_step` per token. The longer context costs on both
-# axes: every sequence's cache is four times larger, so fewer fit and each step reads more.
+# axes: every sequence's cache is {glue:text}`ch3_l70_ctx_ratio` larger, so fewer fit and each
+# step reads more.
 # (The {glue:text}`ch3_l70_layout` layout won on this shape; `--layout` picks one.)
 #
 # ### Estimating your own model
@@ -553,6 +576,8 @@ assert one.weight_bytes_read < 0.2 * one.param_bytes          # one token: 8 exp
 assert many.weight_bytes_read > 0.95 * many.param_bytes       # 256 tokens: nearly all of them
 dense_bcrit = roofline.critical_batch(h100, one.weight_bytes)  # same bytes per weight
 assert one.critical_batch > 5 * dense_bcrit
+
+# %% tags=["hide-input"]
 glue("ch3_moe_E", str(qwen.moe.E))
 glue("ch3_moe_k", str(qwen.moe.k))
 glue("ch3_moe_params", fmt_count(one.params))

@@ -35,8 +35,6 @@
 # [errata](../book/errata.py) page sets her figures beside ours.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -48,15 +46,7 @@ import numpy as np
 from IPython.display import Markdown
 
 from inferbook.book import bookdata
-from inferbook.book.present import (
-    fmt_bytes,
-    fmt_count,
-    fmt_percent,
-    fmt_rate,
-    fmt_ratio,
-    fmt_seconds,
-    glue,
-)
+from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import get_preset
@@ -69,6 +59,18 @@ m52, m13 = get_preset("kipply-52b"), get_preset("kipply-13b")
 assumptions = bookdata.load("kipply_assumptions.json")        # what the post assumed
 print(a100)
 print(m52)
+
+# %% tags=["hide-input"]
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    glue,
+)
+
 # She names the models by round sizes; the presets' counts depend on a vocabulary the post
 # does not give (our assumption), so both are shown.
 glue("ch4_intro_p52_hers", fmt_count(assumptions["round_parameter_counts"]["kipply-52b"], 0))
@@ -100,6 +102,8 @@ mem_s, compute_s = latency.kv_projection_times(m52, a100)
 ratio = latency.break_even_tokens(a100)
 assert kv_token == 2 * 2 * m52.L * m52.D and kv_flops == 2 * 2 * m52.L * m52.D ** 2
 assert mem_s / compute_s == roofline.critical_batch(a100)      # the chip's ratio, nothing else
+
+# %% tags=["hide-input"]
 glue("ch4_kv_token", fmt_bytes(kv_token))
 glue("ch4_kv_flops", f"{kv_flops:,}")
 glue("ch4_kv_mem", fmt_seconds(mem_s, 2))
@@ -141,10 +145,12 @@ t1 = forward_time(1, 1)
 assert forward_time(int(ratio), 1) == t1                     # free up to the ratio...
 assert np.isclose(forward_time(2 * int(ratio) + 2, 1), 2 * forward_time(int(ratio) + 1, 1))
 assert forward_time(1, 4) == t1 / 4                          # ...and four GPUs divide it
-glue("ch4_fwd_1", fmt_seconds(t1))
-glue("ch4_fwd_4", fmt_seconds(forward_time(1, 4)))
 share_kv = latency.kv_projection_flops(m52) / counts.approx_flops_per_token(m52)
 assert share_kv == 1 / 6
+
+# %% tags=["hide-input"]
+glue("ch4_fwd_1", fmt_seconds(t1))
+glue("ch4_fwd_4", fmt_seconds(forward_time(1, 4)))
 glue("ch4_kv_share", "1/6")
 glue("ch4_kv_times", fmt_ratio(1 / share_kv, 0))
 
@@ -182,7 +188,6 @@ plt.show()
 
 # %%
 w52 = counts.param_bytes(m52)
-glue("ch4_hbm", fmt_bytes(a100.hbm_bytes, 0))
 min_gpus = latency.min_chips_for_weights(m52, a100)
 assert min_gpus == 3
 rows = []
@@ -191,13 +196,11 @@ for gpus in (3, 4, 8, 16):
     tokens_fit = latency.kv_capacity_tokens(m52, a100, gpus)
     rows.append((gpus, free, tokens_fit, roofline.max_batch(m52, a100, 2048, gpus)))
     assert tokens_fit == int(free // kv_token)
-Markdown("| A100s | memory left for the cache | tokens that fit | sequences of 2,048 |\n"
-         "|---:|---:|---:|---:|\n" + "\n".join(
-             f"| {g} | {fmt_bytes(f)} | {t:,} | {b} |" for g, f, t, b in rows))
-
-# %%
 cap = {g: (t, b) for g, _, t, b in rows}
 assert cap[4][0] > 3 * cap[3][0]           # the fourth GPU more than triples the cache space
+
+# %% tags=["hide-input"]
+glue("ch4_hbm", fmt_bytes(a100.hbm_bytes, 0))
 glue("ch4_w52", fmt_bytes(w52))
 glue("ch4_params52", fmt_count(P52))
 glue("ch4_min_gpus", str(min_gpus))
@@ -206,7 +209,10 @@ glue("ch4_cap3", f"{cap[3][0]:,}")
 glue("ch4_batch3", str(cap[3][1]))
 glue("ch4_cap4", f"{cap[4][0]:,}")
 glue("ch4_batch4", str(cap[4][1]))
-glue("ch4_cap_gain", fmt_ratio(cap[4][0] / cap[3][0]));
+glue("ch4_cap_gain", fmt_ratio(cap[4][0] / cap[3][0]))
+Markdown("| A100s | memory left for the cache | tokens that fit | sequences of 2,048 |\n"
+         "|---:|---:|---:|---:|\n" + "\n".join(
+             f"| {g} | {fmt_bytes(f)} | {t:,} | {b} |" for g, f, t, b in rows))
 
 # %% [markdown]
 # The weights alone take {glue:text}`ch4_w52` ({glue:text}`ch4_params52` parameters at two
@@ -220,7 +226,7 @@ glue("ch4_cap_gain", fmt_ratio(cap[4][0] / cap[3][0]));
 # each model instance wants as large a batch as its memory allows.
 #
 # The arithmetic has not aged. For Llama-3.1-70B {cite:p}`grattafiori2024llama3` in bfloat16
-# on 80 GB H100s:
+# on H100s of {glue:text}`ch4_h100_memory` each:
 
 # %%
 l31 = get_preset("llama-3.1-70b")
@@ -230,13 +236,16 @@ l31_tokens = {g: latency.kv_capacity_tokens(l31, h100, g) for g in (l31_min, 4, 
 assert l31_min == 2 and l31_tokens[4] > 5 * l31_tokens[2]    # the third GPU onward is all cache
 free8, per = 8 * h100.hbm_bytes - counts.param_bytes(l31), counts.kv_bytes_per_token(l31)
 assert l31_tokens[8] * per <= free8 < (l31_tokens[8] + 1) * per
+assert counts.kv_bytes_per_token(l31.replace(K=l31.N)) == l31.G * per   # one KV head per query
+
+# %% tags=["hide-input"]
 glue("ch4_l31_weights", fmt_bytes(counts.param_bytes(l31)))
+glue("ch4_h100_memory", fmt_bytes(h100.hbm_bytes, 0))
+glue("ch4_l31_ctx", fmt_count(l31.max_seq_len))
 glue("ch4_l31_min", str(l31_min))
 glue("ch4_l31_tok2", fmt_count(l31_tokens[2]))
 glue("ch4_l31_tok4", fmt_count(l31_tokens[4]))
 glue("ch4_l31_tok8", fmt_count(l31_tokens[8]))
-glue("ch4_l31_ctx", fmt_count(l31.max_seq_len))
-assert counts.kv_bytes_per_token(l31.replace(K=l31.N)) == l31.G * per   # one KV head per query
 glue("ch4_l31_G", str(l31.G))
 
 # %% [markdown]
@@ -263,18 +272,22 @@ glue("ch4_l31_G", str(l31.G))
 # one direction:
 
 # %%
-print(inspect.getsource(latency.tp_comm_bytes_per_token))
+show_source(latency.tp_comm_bytes_per_token)
+
+# %%
 link = a100.interconnect_bytes_per_s
-glue("ch4_link_one", fmt_rate(a100.link_bytes_per_s, "B/s", 0))
-glue("ch4_links", str(a100.links))
-glue("ch4_link", fmt_rate(link))
-glue("ch4_link_both", fmt_rate(2 * link))
 comm_rows = []
 for n in (2, 4, 8):
     per_token = latency.tp_comm_bytes_per_token(m52, n)
     comm_rows.append((n, per_token, counts.kv_bytes_per_token_per_shard(m52, n)))
     assert np.isclose(per_token, m52.L * 4 * (n - 1) / n * m52.D * 2)
     assert counts.kv_bytes_per_token_per_shard(m52, n) * n == kv_token
+
+# %% tags=["hide-input"]
+glue("ch4_link_one", fmt_rate(a100.link_bytes_per_s, "B/s", 0))
+glue("ch4_links", str(a100.links))
+glue("ch4_link", fmt_rate(link))
+glue("ch4_link_both", fmt_rate(2 * link))
 Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per token per GPU |\n"
          "|---:|---:|---:|\n" + "\n".join(f"| {n} | {fmt_bytes(c)} | {fmt_bytes(k)} |"
                                          for n, c, k in comm_rows))
@@ -300,15 +313,19 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 # traffic. Her example is a Gopher-sized model {cite:p}`rae2021gopher` on 16 A100s.
 
 # %%
-print(inspect.getsource(latency.small_batch_latency))
+show_source(latency.small_batch_latency)
+
+# %%
 gopher = get_preset("gopher-280b")
-glue("ch4_hop", fmt_seconds(a100.hop_latency_s, 0))
 small = latency.small_batch_latency(gopher, a100, 16)
 comm_b1 = latency.large_batch_latency(gopher, a100, 16, 1).comms_s
 large = latency.large_batch_latency(gopher, a100, 16, 512)
 assert small.comms_s == 4 * gopher.L * a100.hop_latency_s
 assert comm_b1 < small.comms_s / 50          # at batch 1 the bytes are nothing; latency rules
 assert large.total_s == large.compute_s > large.comms_s
+
+# %% tags=["hide-input"]
+glue("ch4_hop", fmt_seconds(a100.hop_latency_s, 0))
 glue("ch4_gopher_params", fmt_count(counts.param_count(gopher)))
 glue("ch4_gopher_small", fmt_seconds(small.compute_s))
 glue("ch4_gopher_lat", fmt_seconds(small.comms_s, 2))
@@ -344,6 +361,8 @@ comm_line = [latency.large_batch_latency(gopher, a100, 16, B).comms_s for B in b
 for B, t in zip(bs, joined):
     assert t >= max(small.compute_s, latency.large_batch_latency(gopher, a100, 16, B)
                     .compute_s) * 0.999
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.loglog(bs, np.array(small_line) * 1e3, ":", label="small batch: weights + message latency")
 ax.loglog(bs, np.array(large_line) * 1e3, ":", label="large batch: FLOPs")
@@ -363,9 +382,11 @@ plt.show()
 # %%
 ex10 = latency.large_batch_latency(m52, a100, 4, 256)
 assert ex10.compute_s > ex10.comms_s
+print(ex10)
+
+# %% tags=["hide-input"]
 glue("ch4_ex10_compute", fmt_seconds(ex10.compute_s))
 glue("ch4_ex10_comms", fmt_seconds(ex10.comms_s))
-print(ex10)
 
 # %% [markdown]
 # Compute {glue:text}`ch4_ex10_compute`, communication {glue:text}`ch4_ex10_comms`.
@@ -390,17 +411,20 @@ print(ex10)
 per_byte = latency.flops_per_comm_byte(m52)
 hw_comm = latency.comm_intensity(a100)
 assert per_byte == {"qkv": 3 * m52.D, "o": m52.D, "w1": 4 * m52.D, "w2": 4 * m52.D}
+
+# %% tags=["hide-input"]
 Markdown("| matmul | FLOPs per byte communicated | on 8 GPUs (per GPU) |\n|---|---:|---:|\n"
          + "\n".join(f"| {k} | {v:,.0f} ({v / m52.D:g}·D) | {v / 8:,.0f} |"
                      for k, v in per_byte.items()))
-
 # %%
-# The o projection does D FLOPs per byte, D/N per GPU: the first to fall below the line.
-glue("ch4_hw_comm", f"{hw_comm:,.0f}")
-glue("ch4_o_8", f"{per_byte['o'] / 8:,.0f}")
 assert per_byte["o"] / 8 < hw_comm < per_byte["o"] / 4
 narrow = m52.replace(D=512, F=2048, N=4, K=4, H=128)
 assert all(latency.flops_per_comm_byte(narrow)["o"] / n < hw_comm for n in (2, 4, 8))
+
+# %% tags=["hide-input"]
+# The o projection does D FLOPs per byte, D/N per GPU: the first to fall below the line.
+glue("ch4_hw_comm", f"{hw_comm:,.0f}")
+glue("ch4_o_8", f"{per_byte['o'] / 8:,.0f}")
 
 # %% [markdown]
 # An A100 does {glue:text}`ch4_hw_comm` FLOPs in the time it sends one byte over NVLink. Every
@@ -427,13 +451,16 @@ breakdown = latency.layer_flop_breakdown(m52)
 assert breakdown == {"qkv": 6 * m52.D ** 2, "o": 2 * m52.D ** 2, "mlp": 16 * m52.D ** 2}
 per_token_52 = counts.approx_flops_per_token(m52)
 assert per_token_52 == 24 * m52.L * m52.D ** 2
+
+# %% tags=["hide-input"]
 Markdown("| step | FLOPs per token per layer |\n|---|---:|\n" + "\n".join(
     f"| {k} | {v:,} ({v // m52.D ** 2}·D²) |" for k, v in breakdown.items())
     + f"\n| **all {m52.L} layers** | **{per_token_52:,}** |")
-
 # %%
 half = per_token_52 / 2
 emb = counts.param_counts(m52)["embedding"] + counts.param_counts(m52)["unembedding"]
+
+# %% tags=["hide-input"]
 glue("ch4_24_total", f"{per_token_52:,}")
 glue("ch4_24_half", fmt_count(half))
 glue("ch4_P52", fmt_count(P52))
@@ -473,6 +500,8 @@ for D in widths:
     print(f"D={D:5d}: XLA {counted:,.0f} FLOPs, matmul formula {matmuls:,}, "
           f"the rest {fmt_percent(rest[-1], 2)}")
 assert rest[0] > rest[1] > rest[2]            # the vector work's share falls as D grows
+
+# %% tags=["hide-input"]
 glue("ch4_rest_small", fmt_percent(rest[0], 1))
 glue("ch4_rest_big", fmt_percent(rest[-1], 1));
 
@@ -494,16 +523,20 @@ glue("ch4_rest_big", fmt_percent(rest[-1], 1));
 # width, the matmuls' like $D^2$, so the share shrinks for a wider model:
 
 # %%
+show_source(latency.intermediate_share_at_width)
+
+# %%
 inter = assumptions["intermediate_share"]
-glue("ch4_inter_params", fmt_count(inter["params"], 0))
-glue("ch4_inter_D", f"{inter['d_model']:,}")
 scaled = latency.intermediate_share_at_width(inter["share"], inter["d_model"], m52.D)
 hers = latency.intermediate_share_approx(inter["share"], inter["d_model"], m52.D)
 assert hers < scaled < inter["share"]
+
+# %% tags=["hide-input"]
+glue("ch4_inter_params", fmt_count(inter["params"], 0))
+glue("ch4_inter_D", f"{inter['d_model']:,}")
 glue("ch4_inter_share", fmt_percent(inter["share"]))
 glue("ch4_inter_scaled", fmt_percent(scaled, 1))
 glue("ch4_inter_hers", fmt_percent(hers, 1))
-print(inspect.getsource(latency.intermediate_share_at_width))
 
 # %% [markdown]
 # At {glue:text}`ch4_inter_share` of the step at that width, the memory-bound operations would
@@ -523,14 +556,16 @@ print(inspect.getsource(latency.intermediate_share_at_width))
 # %%
 runs = bookdata.load("kipply_fastertransformer.csv")
 assert len({(r["batch"], r["context_tokens"], r["new_tokens"]) for r in runs}) == 1
-glue("ch4_ft_batch", str(runs[0]["batch"]))
-glue("ch4_ft_context", str(runs[0]["context_tokens"]))
-glue("ch4_ft_new", str(runs[0]["new_tokens"]))
 assert all((r["model_layers"], r["d_model"], r["model_heads"], r["head_dim"])
            == (m13.L, m13.D, m13.N, m13.H) for r in runs)
 for r in runs:
     r["ms_per_token"] = (r["total_ms"] - r["context_ms"]) / r["new_tokens"]
     assert abs(r["ms_per_token"] - r["reported_ms_per_token"]) < 0.05   # her rounded figures
+
+# %% tags=["hide-input"]
+glue("ch4_ft_batch", str(runs[0]["batch"]))
+glue("ch4_ft_context", str(runs[0]["context_tokens"]))
+glue("ch4_ft_new", str(runs[0]["new_tokens"]))
 Markdown("| A100s | total (ms) | context (ms) | per new token (ms) | source |\n|---:|---:|---:|---:|---|\n"
          + "\n".join(f"| {r['gpus']} | {r['total_ms']} | {r['context_ms']} | "
                      f"{r['ms_per_token']:.2f} | {r['source']} |" for r in runs))
@@ -543,12 +578,7 @@ Markdown("| A100s | total (ms) | context (ms) | per new token (ms) | source |\n|
 
 # %%
 profile = assumptions["profile_13b"]
-glue("ch4_bw_share1", fmt_percent(profile["bandwidth_share"]["1"]))
-glue("ch4_bw_share2", fmt_percent(profile["bandwidth_share"]["2"]))
-glue("ch4_inter_ms1", fmt_seconds(profile["intermediate_activations_ms"]["1"] / 1e3))
 lo, hi = profile["comm_us_per_layer"]
-glue("ch4_comm_prof", f"{lo}–{hi} µs")
-glue("ch4_comm_est", fmt_seconds(4 * a100.hop_latency_s, 0))
 assert 4 * a100.hop_latency_s * 1e6 < lo
 pred = {}
 for r in runs:
@@ -570,6 +600,13 @@ for n, p in pred.items():
 frac = {n: p["floor"] / p["measured"] for n, p in pred.items()}
 assert frac[2] < frac[1]                  # two GPUs are further from their floor
 assert abs(pred[1]["refined"] / pred[1]["measured"] - 1) < 0.1
+
+# %% tags=["hide-input"]
+glue("ch4_bw_share1", fmt_percent(profile["bandwidth_share"]["1"]))
+glue("ch4_bw_share2", fmt_percent(profile["bandwidth_share"]["2"]))
+glue("ch4_inter_ms1", fmt_seconds(profile["intermediate_activations_ms"]["1"] / 1e3))
+glue("ch4_comm_prof", f"{lo}–{hi} µs")
+glue("ch4_comm_est", fmt_seconds(4 * a100.hop_latency_s, 0))
 glue("ch4_ft_floor1", fmt_seconds(pred[1]["floor"]))
 glue("ch4_ft_floor2", fmt_seconds(pred[2]["floor"]))
 glue("ch4_ft_frac1", fmt_percent(frac[1]))
@@ -580,8 +617,8 @@ glue("ch4_ft_ctx1", fmt_seconds(pred[1]["context"]))
 glue("ch4_ft_ctx2", fmt_seconds(pred[2]["context"]))
 glue("ch4_ft_comm2", fmt_seconds(latency.small_batch_latency(m13, a100, 2).comms_s, 2))
 
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.8))
 x = np.arange(len(pred))
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.8))
 ax1.bar(x - 0.27, [pred[n]["floor"] * 1e3 for n in pred], 0.27, label="roofline floor (library)")
 ax1.bar(x, [pred[n]["refined"] * 1e3 for n in pred], 0.27,
         label="floor with profile numbers (kipply)")
@@ -625,11 +662,13 @@ C = a100.bf16_flops_per_s
 T_ctx = runs[0]["context_tokens"]
 mlp_expected = roofline.matmul_flops(T_ctx, m13.D, m13.F) / C
 proj_expected = roofline.matmul_flops(T_ctx, m13.D, m13.D) / C
-glue("ch4_mlp_shape", f"[{T_ctx}, {m13.D}] · [{m13.D}, {m13.F}]")
-glue("ch4_proj_shape", f"[{T_ctx}, {m13.D}] · [{m13.D}, {m13.D}]")
 mlp_eff = mlp_expected / (profile["mlp_matmul_us_512_tokens"] * 1e-6)
 proj_eff = proj_expected / (profile["attention_projection_us_512_tokens"] * 1e-6)
 assert 0.5 < proj_eff < mlp_eff < 1
+
+# %% tags=["hide-input"]
+glue("ch4_mlp_shape", f"[{T_ctx}, {m13.D}] · [{m13.D}, {m13.F}]")
+glue("ch4_proj_shape", f"[{T_ctx}, {m13.D}] · [{m13.D}, {m13.D}]")
 glue("ch4_mlp_expected", fmt_seconds(mlp_expected, 0))
 glue("ch4_proj_expected", fmt_seconds(proj_expected, 0))
 glue("ch4_mlp_eff", fmt_percent(mlp_eff))

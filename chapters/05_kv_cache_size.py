@@ -39,6 +39,21 @@ import numpy as np
 from IPython.display import Markdown
 
 from inferbook.book import bookdata
+from inferbook.book.listing import show_source
+from inferbook.memory import kv_evict, kv_quant, kv_share, kv_window
+from inferbook.model import decode, decoder, kvcache
+from inferbook.model.attention import attention_mask, attention_reference
+from inferbook.model.config import ModelConfig
+from inferbook.model.presets import get_preset
+from inferbook.perf import compiled, counts, latency, phase_time, roofline, timing
+from inferbook.perf.hardware import CHIPS, get_chip
+from inferbook.serving import memory_sim
+
+print(info.describe())
+DEVICE = timing.device_name()
+BF16 = counts.dtype_bytes("bfloat16")
+
+# %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
 from inferbook.book.present import (
     fmt_bytes,
@@ -50,18 +65,6 @@ from inferbook.book.present import (
     fmt_seconds,
     glue,
 )
-from inferbook.memory import kv_evict, kv_quant, kv_share, kv_window
-from inferbook.model import decode, decoder, kvcache
-from inferbook.model.attention import attention_mask, attention_reference
-from inferbook.model.config import ModelConfig
-from inferbook.model.presets import get_preset
-from inferbook.perf import counts, latency, phase_time, roofline, timing
-from inferbook.perf.hardware import CHIPS, get_chip
-from inferbook.serving import memory_sim
-
-print(info.describe())
-DEVICE = timing.device_name()
-BF16 = counts.dtype_bytes("bfloat16")
 
 # %% [markdown]
 # ## Counting the bytes
@@ -79,7 +82,9 @@ BF16 = counts.dtype_bytes("bfloat16")
 # cache measured against it:
 
 # %%
-print(inspect.getsource(counts.kv_bytes_per_token))
+show_source(counts.kv_bytes_per_token)
+
+# %%
 tiny = get_preset("tiny")
 assert kvcache.cache_bytes(kvcache.init_cache(tiny, 3, 100)) == \
     counts.kv_cache_bytes(tiny, 3, 100, 4)          # float32: 4 bytes per number
@@ -102,12 +107,13 @@ for name in table_models:
     per_token = counts.kv_bytes_per_token(c, BF16)
     weights = counts.param_bytes(c, BF16)
     rows.append((c, per_token, weights, weights / per_token))
+
+# %% tags=["hide-input"]
 Markdown("| model | L | N | K | H | attention | KV per token | weights | tokens = weights |\n"
          "|---|---:|---:|---:|---:|---|---:|---:|---:|\n" + "\n".join(
              f"| {c.name} | {c.L} | {c.N} | {c.K} | {c.H} | {c.attention_kind} | "
              f"{fmt_bytes(t, 2)} | {fmt_bytes(w)} | {fmt_count(round(n))} |"
              for c, t, w, n in rows))
-
 # %%
 kv = {c.name: t for c, t, _, _ in rows}
 l7 = get_preset("llama-2-7b")
@@ -117,6 +123,10 @@ l7_equal = l7_weights / l7_token
 assert all(t >= 0.5e6 for c, t, _, _ in rows if c.attention_kind == "MHA")
 # ... while grouped-query LLaMA-2 70B stores less per token than multi-head LLaMA-2 13B.
 assert kv["llama-2-70b"] < kv["llama-2-13b"] / 2
+l70_cfg = get_preset("llama-2-70b")
+assert get_preset("falcon-7b").K == 1
+
+# %% tags=["hide-input"]
 glue("ch5_l7_token", fmt_bytes(l7_token, 2))
 glue("ch5_bloom_token", fmt_bytes(kv["bloom-176b"], 2))
 glue("ch5_l7_weights", fmt_bytes(l7_weights))
@@ -125,8 +135,6 @@ glue("ch5_l7_equal_512", str(int(l7_equal // 512)))
 glue("ch5_l70_token", fmt_bytes(kv["llama-2-70b"], 2))
 glue("ch5_l13_token", fmt_bytes(kv["llama-2-13b"], 2))
 glue("ch5_falcon7_token", fmt_bytes(kv["falcon-7b"], 2))
-l70_cfg = get_preset("llama-2-70b")
-assert get_preset("falcon-7b").K == 1
 glue("ch5_l70_K", str(l70_cfg.K)); glue("ch5_l70_N", str(l70_cfg.N))
 glue("ch5_mistral_W", f"{get_preset('mistral-7b').window:,}")
 
@@ -166,12 +174,13 @@ for name in family_models:
     windows = sum(w is not None for w in c.windows)
     fam[name] = dict(cfg=c, full=full, at_context=at_context, cached=cached, windows=windows,
                      params=counts.param_count(c))
+
+# %% tags=["hide-input"]
 Markdown("| model | parameters | what a layer caches per token | windowed layers | KV per token "
          "| per token over its whole context |\n|---|---:|---|---:|---:|---:|\n" + "\n".join(
              f"| {n} | {fmt_count(r['params'])} | {r['cached']} | {r['windows']} of "
              f"{r['cfg'].L} | {fmt_bytes(r['full'], 1)} | {fmt_bytes(r['at_context'], 1)} "
              f"({fmt_count(r['cfg'].max_seq_len)} tokens) |" for n, r in fam.items()))
-
 # %%
 ds3, l405 = fam["deepseek-v3"], fam["llama-3.1-405b"]
 assert ds3["params"] > l405["params"] and ds3["full"] < l405["full"] / 5   # latent attention
@@ -181,6 +190,8 @@ assert gemma["at_context"] < gemma["full"] and phi["at_context"] < phi["full"] /
 assert phi["full"] > fam["llama-3.1-8b"]["full"]          # multi-head ...
 assert phi["params"] < fam["llama-3.1-8b"]["params"] / 2  # ... with less than half the weights
 assert 2 * gemma["windows"] == gemma["cfg"].L             # Gemma-2: every other layer slides
+
+# %% tags=["hide-input"]
 glue("ch5_ds3_latent", str(ds3["cfg"].mla.R_kv))
 glue("ch5_gemma_window", f"{gemma['cfg'].window:,}")
 glue("ch5_ds3_token", fmt_bytes(ds3["full"], 1))
@@ -211,27 +222,30 @@ chip_names = ["A10", "L4", "A100 40GB", "A100 80GB", "H100 SXM", "TPU v5e"]
 cap_models = [l7, get_preset("mistral-7b"), get_preset("llama-3-8b")]
 capacity = {(m.name, ch): latency.kv_capacity_tokens(m, get_chip(ch), 1)
             for m in cap_models for ch in chip_names}
+
+# %% tags=["hide-input"]
 Markdown("| chip | memory | " + " | ".join(f"{m.name}: tokens" for m in cap_models)
          + " | llama-2-7b: sequences of 4,096 |\n|---|---:|" + "---:|" * (len(cap_models) + 1)
          + "\n" + "\n".join(
              f"| {ch} | {fmt_bytes(get_chip(ch).hbm_bytes, 0)} | "
              + " | ".join(fmt_count(capacity[m.name, ch]) for m in cap_models)
              + f" | {roofline.max_batch(l7, get_chip(ch), 4096)} |" for ch in chip_names))
-
 # %%
 a10 = get_chip("A10")
 a10_free = a10.hbm_bytes - l7_weights
 assert capacity["llama-2-7b", "A10"] == int(a10_free // l7_token)
 assert roofline.max_batch(l7, a10, 4096) < 10                   # fewer than ten long requests
 assert capacity["llama-3-8b", "A10"] > 3 * capacity["llama-2-7b", "A10"]
+l3_8b = get_preset("llama-3-8b")      # slightly larger, a quarter of the KV heads:
+assert counts.param_count(l3_8b) > counts.param_count(l7) and 4 * l3_8b.K == l7.K
+
+# %% tags=["hide-input"]
 glue("ch5_a10_free", fmt_bytes(a10_free))
 glue("ch5_a10_tokens", fmt_count(capacity["llama-2-7b", "A10"]))
 glue("ch5_a10_batch4k", str(roofline.max_batch(l7, a10, 4096)))
 glue("ch5_v5e_tokens", fmt_count(capacity["llama-2-7b", "TPU v5e"]))
 glue("ch5_a10_l3_tokens", fmt_count(capacity["llama-3-8b", "A10"]))
 glue("ch5_v5e_hbm", fmt_bytes(get_chip("TPU v5e").hbm_bytes, 0))
-l3_8b = get_preset("llama-3-8b")      # slightly larger, a quarter of the KV heads:
-assert counts.param_count(l3_8b) > counts.param_count(l7) and 4 * l3_8b.K == l7.K
 
 # %% [markdown]
 # On an A10, LLaMA-2 7B leaves {glue:text}`ch5_a10_free` for the cache: room for
@@ -266,6 +280,8 @@ prompt_attn_flops = counts.attention_flops(l7, 1, prompt, prompt)
 assert prompt_flops == prompt_weight_flops + prompt_attn_flops + 2 * l7.D * l7.V
 a100 = get_chip("A100 80GB")
 assert abs(prompt_flops / (prompt * per_token_flops) - 1) < 0.1    # ≈ 2·P FLOPs per token
+
+# %% tags=["hide-input"]
 glue("ch5_prompt_kv", fmt_bytes(prompt_kv))
 glue("ch5_prompt_flops", fmt_flops(prompt_flops))
 glue("ch5_token_flops", fmt_flops(per_token_flops))
@@ -319,14 +335,14 @@ for K in (l70.N, l70.K, 1):
     c = l70.replace(K=K)
     gqa_rows.append((K, c.attention_kind, counts.kv_bytes_per_token(c, BF16),
                      roofline.max_batch(c, h100, 4096, chips=8)))
+assert gqa_rows[0][2] == 8 * gqa_rows[1][2] == 64 * gqa_rows[2][2]
+assert gqa_rows[1][3] > 7 * gqa_rows[0][3]
+
+# %% tags=["hide-input"]
+glue("ch5_gqa_batch_mha", str(gqa_rows[0][3])); glue("ch5_gqa_batch_gqa", str(gqa_rows[1][3]))
 Markdown("| KV heads K | kind | KV per token | sequences of 4,096 on 8 H100s |\n"
          "|---:|---|---:|---:|\n" + "\n".join(
              f"| {K} | {kind} | {fmt_bytes(t)} | {b} |" for K, kind, t, b in gqa_rows))
-
-# %%
-assert gqa_rows[0][2] == 8 * gqa_rows[1][2] == 64 * gqa_rows[2][2]
-assert gqa_rows[1][3] > 7 * gqa_rows[0][3]
-glue("ch5_gqa_batch_mha", str(gqa_rows[0][3])); glue("ch5_gqa_batch_gqa", str(gqa_rows[1][3]))
 
 # %% [markdown]
 # With {glue:text}`ch5_l70_N` KV heads (one per query head), eight H100s hold
@@ -354,6 +370,8 @@ gqa_time = {K: min(ts) for K, ts in gqa_rounds.items()}
 gqa_bytes = {K: counts.kv_cache_bytes(att.replace(K=K), B_att, S_att, 4) for K in gqa_time}
 weights_att = counts.param_bytes(att, 4)
 assert gqa_bytes[16] > 10 * weights_att                 # the cache dominates the traffic
+
+# %% tags=["hide-input"]
 expect_measured(gqa_time[1] < 0.7 * gqa_time[16] and gqa_time[1] < gqa_time[4],
                 "fewer KV heads make a cache-bound decode step faster",
                 expected="K = 1 under 70% of K = 16's time, and faster than K = 4",
@@ -399,7 +417,7 @@ plt.show()
 # and the mixed pattern; its attention masks each slot by the position it holds:
 
 # %%
-print(inspect.getsource(kv_window.slot_positions))
+show_source(kv_window.slot_positions)
 
 # %% [markdown]
 # We check it on a tiny model with one local layer (window 8) and one global layer. A
@@ -422,6 +440,8 @@ reference = kv_window.forward_reference(w_params, w_cfg, windows, seq)[0]
 window_err = float(jnp.max(jnp.abs(jnp.concatenate(cached) - reference)))
 assert window_err < 1e-4, window_err
 assert [k.shape[2] for k in ring.k] == [8, 36]
+
+# %% tags=["hide-input"]
 glue("ch5_window_err", f"{window_err:.1e}")
 print(windows, [k.shape[2] for k in ring.k], f"largest logit difference {window_err:.1e}")
 
@@ -437,6 +457,16 @@ l3 = get_preset("llama-3-8b")
 patterns = {"all global": (None,) * l3.L,
             "all local, W = 4,096": kv_window.layer_windows(l3.L, 4096),
             "5 local (W = 1,024) : 1 global": kv_window.layer_windows(l3.L, 1024, 5)}
+ctx = 32768
+full_32k = kv_window.kv_bytes_per_sequence(l3, patterns["all global"], ctx, BF16)
+local_32k = kv_window.kv_bytes_per_sequence(l3, patterns["all local, W = 4,096"], ctx, BF16)
+mixed_32k = kv_window.kv_bytes_per_sequence(l3, patterns["5 local (W = 1,024) : 1 global"], ctx,
+                                            BF16)
+assert full_32k == counts.kv_cache_bytes(l3, 1, ctx, BF16)
+assert local_32k == full_32k / 8 and mixed_32k < full_32k / 4
+assert len({kv_window.kv_bytes_per_sequence(l3, w, 1024) for w in patterns.values()}) == 1
+
+# %% tags=["hide-input"]
 contexts = np.geomspace(512, 131072, 30).astype(int)
 fig, ax = plt.subplots(figsize=(6, 3.6))
 for label, w in patterns.items():
@@ -447,15 +477,6 @@ ax.set_ylabel("KV cache per sequence (GB, bfloat16)")
 ax.set_title("llama-3-8b shape: where local attention pays")
 ax.legend(); ax.grid(alpha=0.3, which="both")
 plt.show()
-
-ctx = 32768
-full_32k = kv_window.kv_bytes_per_sequence(l3, patterns["all global"], ctx, BF16)
-local_32k = kv_window.kv_bytes_per_sequence(l3, patterns["all local, W = 4,096"], ctx, BF16)
-mixed_32k = kv_window.kv_bytes_per_sequence(l3, patterns["5 local (W = 1,024) : 1 global"], ctx,
-                                            BF16)
-assert full_32k == counts.kv_cache_bytes(l3, 1, ctx, BF16)
-assert local_32k == full_32k / 8 and mixed_32k < full_32k / 4
-assert len({kv_window.kv_bytes_per_sequence(l3, w, 1024) for w in patterns.values()}) == 1
 glue("ch5_w_full", fmt_bytes(full_32k)); glue("ch5_w_local", fmt_bytes(local_32k))
 glue("ch5_w_mixed", fmt_bytes(mixed_32k)); glue("ch5_w_mixed_x", fmt_ratio(full_32k / mixed_32k))
 
@@ -485,13 +506,15 @@ share = {"own cache per layer": kv_share.share_adjacent(2, 1),
 held, read = {}, {}
 for label, src in share.items():
     cache = kv_share.init_cache(att4, src, B_att, 1024)
-    held[label] = kv_share.cache_bytes(cache)
-    read[label] = timing.compiled_cost(kv_share.extend, p4, att4, src,
+    held[label] = kvcache.cache_bytes(cache)
+    read[label] = compiled.compiled_cost(kv_share.extend, p4, att4, src,
                                       jnp.zeros((B_att, 1), jnp.int32), cache)["bytes_accessed"]
     print(f"{label:22s} holds {fmt_bytes(held[label]):>9s}, step reads {fmt_bytes(read[label])}")
 own, pair = share
 assert held[pair] * 2 == held[own]
 assert read[pair] > 0.9 * read[own]           # the bytes read per step hardly move
+
+# %% tags=["hide-input"]
 glue("ch5_share_held", fmt_bytes(held[pair])); glue("ch5_share_held_own", fmt_bytes(held[own]))
 glue("ch5_share_read", fmt_bytes(read[pair])); glue("ch5_share_read_own", fmt_bytes(read[own]))
 
@@ -513,7 +536,7 @@ glue("ch5_share_read", fmt_bytes(read[pair])); glue("ch5_share_read_own", fmt_by
 # value vector its own scale (its largest magnitude over 127), so no calibration is needed:
 
 # %%
-print(inspect.getsource(kv_quant.quantize))
+show_source(kv_quant.quantize)
 
 # %% [markdown]
 # Rounding moves each element by at most half a step, which bounds how far an attention output
@@ -561,6 +584,8 @@ def int8_attention_error(q, k, v, mask):
 err, bound, rel = int8_attention_error(q, k, v, causal)
 assert bool(jnp.all(err <= bound + 1e-6))
 rel = float(rel)
+
+# %% tags=["hide-input"]
 glue("ch5_q_err", f"{float(err.max()):.1e}"); glue("ch5_q_bound", f"{float(bound.max()):.1e}")
 glue("ch5_q_rel", fmt_percent(rel, 2))
 print(f"largest error {float(err.max()):.1e}, largest bound {float(bound.max()):.1e}, "
@@ -589,7 +614,7 @@ for name, dtype in [("int8", jnp.int8), ("bfloat16", jnp.bfloat16)]:
     compiled = kv_quant.extend.lower(p_att, att, tok_att, cache).compile()
     mem = compiled.memory_analysis()
     cache_in = mem.argument_size_in_bytes - non_cache_args
-    assert cache_in == kv_quant.cache_bytes(cache) + cache.lengths.nbytes
+    assert cache_in == kvcache.cache_bytes(cache) + cache.lengths.nbytes
     step_memory[name] = (cache_in, mem.temp_size_in_bytes)
     if name == "int8":        # the cost analysis misses most trips through the per-head loop:
         cost = compiled.cost_analysis()               # it reports less than the cache itself
@@ -600,9 +625,11 @@ for name, dtype in [("int8", jnp.int8), ("bfloat16", jnp.bfloat16)]:
 int8_share = step_memory["int8"][0] / step_memory["bfloat16"][0]
 assert int8_share <= 0.55
 assert step_memory["int8"][1] < step_memory["int8"][0] / 4      # no float copy of the cache
+f32_bytes = kvcache.cache_bytes(kv_quant.init_cache(att, B_att, S_att, jnp.float32))
+int8_bytes = kvcache.cache_bytes(kv_quant.init_cache(att, B_att, S_att, jnp.int8))
+
+# %% tags=["hide-input"]
 glue("ch5_int8_share", fmt_percent(int8_share, 1))
-f32_bytes = kv_quant.cache_bytes(kv_quant.init_cache(att, B_att, S_att, jnp.float32))
-int8_bytes = kv_quant.cache_bytes(kv_quant.init_cache(att, B_att, S_att, jnp.int8))
 glue("ch5_int8_share_f32", fmt_percent(int8_bytes / f32_bytes, 1))
 glue("ch5_int8_temp", fmt_bytes(step_memory["int8"][1]))
 glue("ch5_int8_bpe", f"{kv_quant.bytes_per_element(att.H):.3f}")
@@ -621,7 +648,7 @@ glue("ch5_int8_capacity", fmt_ratio(1 / int8_share, 2))
 # processor's caches (real int8 kernels do the same in registers):
 
 # %%
-print(inspect.getsource(kv_quant.attend_per_head))
+show_source(kv_quant.attend_per_head)
 
 # %% [markdown]
 # Now the step time. On a CPU, bfloat16 arithmetic is emulated and slow, so we compare the int8
@@ -665,7 +692,9 @@ int8_time = {label: min(ts) for label, ts in rounds.items()}          # fastest 
 for label, t in int8_time.items():
     print(f"{label:32s} {fmt_seconds(t)}  ({DEVICE})")
 t_i8, t_f32, t_lib, t_naive = int8_time.values()
-bytes_ratio = kv_quant.cache_bytes(int8_cache) / kv_quant.cache_bytes(f32_qcache)
+bytes_ratio = kvcache.cache_bytes(int8_cache) / kvcache.cache_bytes(f32_qcache)
+
+# %% tags=["hide-input"]
 expect_measured(t_naive > 2 * t_i8, "converting the whole int8 cache first costs more than "
                 "it saves", expected="over twice the per-head reader's time",
                 measured=f"{fmt_seconds(t_naive)} against {fmt_seconds(t_i8)}")
@@ -725,8 +754,6 @@ glue("ch5_t_naive_x", fmt_ratio(t_naive / t_i8))
 
 # %%
 T_ev, K_ev, G_ev, H_ev = 256, 2, 2, 64
-glue("ch5_ev_heavy", fmt_percent(inspect.signature(kv_evict.structured_stream)
-                                 .parameters["heavy_fraction"].default))
 
 
 @partial(jax.jit, static_argnums=2)
@@ -753,6 +780,10 @@ sink_share = float(last[..., 0].mean())
 top_share = top_share_of(last)
 model_top = top_share_of(last_query_attention(qkv[1][0], qkv[1][1], True))
 assert top_share > 0.5 and top_share > 2 * model_top and sink_share > 10 / T_ev
+
+# %% tags=["hide-input"]
+glue("ch5_ev_heavy", fmt_percent(inspect.signature(kv_evict.structured_stream)
+                                 .parameters["heavy_fraction"].default))
 glue("ch5_ev_sink", fmt_percent(sink_share)); glue("ch5_ev_top", fmt_percent(top_share))
 glue("ch5_ev_model_top", fmt_percent(model_top))
 glue("ch5_ev_top_frac", fmt_percent(inspect.signature(top_share_of).parameters["fraction"]
@@ -776,6 +807,12 @@ ev_err = {label: [kv_evict.relative_error(kv_evict.attend_stream(
     qs, ks_, vs_, max(budgets), b, pol, n_sink, n_recent(b))[0], full_ev, vs_, b)
     for b in budgets]
     for label, (pol, n_sink, n_recent) in policies.items()}
+stream, window_only, h2o = ev_err.values()
+assert all(a > b for e in ev_err.values() for a, b in zip(e, e[1:]))   # more budget, less error
+assert all(h < s for h, s in zip(h2o, stream))                          # H2O beats the window
+assert all(s < w for s, w in zip(stream, window_only))                  # sinks matter
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6, 3.6))
 for label, e in ev_err.items():
     ax.plot(budgets, e, "o-", label=label)
@@ -785,11 +822,6 @@ ax.set_ylabel("attention output error\n(in typical value norms)")
 ax.set_title("Eviction policies on a structured attention stream")
 ax.legend(); ax.grid(alpha=0.3)
 plt.show()
-
-stream, window_only, h2o = ev_err.values()
-assert all(a > b for e in ev_err.values() for a, b in zip(e, e[1:]))   # more budget, less error
-assert all(h < s for h, s in zip(h2o, stream))                          # H2O beats the window
-assert all(s < w for s, w in zip(stream, window_only))                  # sinks matter
 glue("ch5_ev_h2o_32", f"{h2o[2]:.2f}"); glue("ch5_ev_stream_32", f"{stream[2]:.2f}")
 glue("ch5_ev_window_32", f"{window_only[2]:.2f}")
 
@@ -818,6 +850,8 @@ model_err = {pol: [float(jnp.mean(jnp.abs(kv_evict.model_logits(
 for pol, e in model_err.items():
     print(pol, " ".join(f"budget {b}: {x:.3f}" for b, x in zip(ev_budgets, e)))
     assert e[-1] < 1e-5 and all(a > b for a, b in zip(e[:-1], e[1:]))   # exact with room
+
+# %% tags=["hide-input"]
 glue("ch5_ev_model_8", f"{model_err['h2o'][0]:.2f}")
 glue("ch5_ev_model_8s", f"{model_err['streaming'][0]:.2f}")
 
@@ -843,6 +877,8 @@ glue("ch5_ev_model_8s", f"{model_err['streaming'][0]:.2f}")
 paper = bookdata.load("pagedattention_waste.json")
 shares = paper["token_state_share"]
 paper_waste = {k: 1 - v for k, v in shares.items()}
+
+# %% tags=["hide-input"]
 glue("ch5_paper_low", fmt_percent(min(paper_waste["orca_max"], paper_waste["orca_oracle"])))
 glue("ch5_paper_high", fmt_percent(max(paper_waste["orca_max"], paper_waste["orca_oracle"])))
 glue("ch5_paper_paged", fmt_percent(paper["paged_waste_at_most"]))
@@ -871,6 +907,8 @@ requests = memory_sim.synthetic_requests(600, seed=0,
                                         max_len=paper["max_len"])
 mem = {s: memory_sim.simulate(requests, 40_000, s, max_len=paper["max_len"], block_size=16)
        for s in memory_sim.SCHEMES}
+
+# %% tags=["hide-input"]
 labels = {"max": "contiguous, max length", "pow2": "contiguous, power of two",
           "oracle": "contiguous, exact (oracle)", "paged": "paged, 16-token blocks"}
 parts = [("tokens", "token states"), ("reserved", "reserved for future tokens"),
@@ -897,6 +935,8 @@ assert paper_waste["orca_oracle"] <= mem["max"].waste <= paper_waste["orca_max"]
 assert min(mem[s].waste for s in ("max", "pow2", "oracle")) > 0.4
 assert mem["paged"].waste < paper["paged_waste_at_most"]
 assert mem["oracle"].waste > 10 * mem["paged"].waste
+
+# %% tags=["hide-input"]
 glue("ch5_pg_max", fmt_percent(mem["max"].waste))
 glue("ch5_pg_pow2", fmt_percent(mem["pow2"].waste))
 glue("ch5_pg_oracle", fmt_percent(mem["oracle"].waste))
@@ -926,6 +966,8 @@ seq_4k = 4096
 hbm_s = counts.kv_cache_bytes(l7, 1, seq_4k, BF16) / a100.hbm_bytes_per_s
 host_s = phase_time.kv_transfer_seconds(l7, seq_4k, pcie, BF16)
 assert host_s > 50 * hbm_s
+
+# %% tags=["hide-input"]
 glue("ch5_off_bytes", fmt_bytes(counts.kv_cache_bytes(l7, 1, seq_4k, BF16)))
 glue("ch5_off_hbm", fmt_seconds(hbm_s)); glue("ch5_off_pcie", fmt_seconds(host_s))
 glue("ch5_off_ratio", fmt_ratio(host_s / hbm_s, 0)); glue("ch5_pcie", fmt_rate(pcie))
@@ -953,17 +995,20 @@ for m in (l70, f7):
         by_batch = counts.kv_cache_bytes_per_shard(m, 64, 4096, batch_shards=chips,
                                                      bytes_per_element=BF16)
         shard_rows.append((m.name, m.K, chips, by_head, by_batch))
+
+# %% tags=["hide-input"]
 Markdown("| model | K | chips | per chip, heads split | per chip, sequences split |\n"
          "|---|---:|---:|---:|---:|\n" + "\n".join(
              f"| {n} | {K} | {c} | {fmt_bytes(h)} | {fmt_bytes(b)} |"
              for n, K, c, h, b in shard_rows))
-
 # %%
 per_chip = {(n, c): (h, b) for n, _, c, h, b in shard_rows}
 assert per_chip["llama-2-70b", 16][0] == per_chip["llama-2-70b", 8][0]   # 8 heads: stuck at 8
 assert per_chip["falcon-7b", 8][0] == per_chip["falcon-7b", 1][0]        # MQA: replicated
 assert per_chip["falcon-7b", 8][1] == per_chip["falcon-7b", 1][1] / 8    # batch split works
 pool_tokens = latency.kv_capacity_tokens(l70, h100, 8)
+
+# %% tags=["hide-input"]
 glue("ch5_pool_tokens", fmt_count(pool_tokens))
 glue("ch5_pool_seqs", str(roofline.max_batch(l70, h100, 4096, chips=8)))
 
@@ -984,11 +1029,13 @@ glue("ch5_pool_seqs", str(roofline.max_batch(l70, h100, 4096, chips=8)))
 
 # %%
 mha_l3 = l3.replace(K=l3.N)
-glue("ch5_l3_K", str(l3.K))
 baseline = counts.kv_cache_bytes(mha_l3, 1, ctx, BF16)
 combined = kv_window.kv_bytes_per_sequence(l3, patterns["5 local (W = 1,024) : 1 global"], ctx,
                                            kv_quant.bytes_per_element(l3.H))
 assert baseline / combined > 10
+
+# %% tags=["hide-input"]
+glue("ch5_l3_K", str(l3.K))
 glue("ch5_all_base", fmt_bytes(baseline)); glue("ch5_all_comb", fmt_bytes(combined))
 glue("ch5_all_ratio", fmt_ratio(baseline / combined, 0))
 print(f"{fmt_bytes(baseline)} -> {fmt_bytes(combined)} per sequence "

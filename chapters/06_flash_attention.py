@@ -30,7 +30,6 @@
 # (Flash-Decoding, FlashDecoding++, paged attention) are chapter 7.
 
 # %%
-import inspect
 from functools import partial
 
 import inferbook
@@ -43,6 +42,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from inferbook.book import bookdata
+from inferbook.book.listing import show_source
+from inferbook.kernels import flash, kernel_bench
+from inferbook.kernels.pallas import pallas_flash_attention
+from inferbook.model.attention import reference_at_positions
+from inferbook.perf import compiled, timing
+from inferbook.perf.hardware import get_chip
+
+print(info.describe())
+DEVICE = timing.device_name()
+on_chip = bookdata.load("gpu_on_chip.json")
+chip_data = {c["chip"]: c for c in on_chip["chips"]}
+
+# %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
 from inferbook.book.present import (
     fmt_bytes,
@@ -54,16 +66,6 @@ from inferbook.book.present import (
     fmt_seconds,
     glue,
 )
-from inferbook.kernels import flash, kernel_bench
-from inferbook.kernels.pallas import pallas_flash_attention
-from inferbook.model.attention import reference_at_positions
-from inferbook.perf import timing
-from inferbook.perf.hardware import get_chip
-
-print(info.describe())
-DEVICE = timing.device_name()
-on_chip = bookdata.load("gpu_on_chip.json")
-chip_data = {c["chip"]: c for c in on_chip["chips"]}
 
 # %% [markdown]
 # ## The memory hierarchy
@@ -76,14 +78,16 @@ chip_data = {c["chip"]: c for c in on_chip["chips"]}
 
 # %%
 hierarchy = on_chip["memory_hierarchy"]
-for level in hierarchy["levels"]:
-    print(f"{level['level']:>13s}: {fmt_bytes(level['bytes']):>8s} at {fmt_rate(level['bytes_per_s'])}")
-print(f"(source: {hierarchy['source']})")
 levels = {lv["level"]: lv for lv in hierarchy["levels"]}
 sram, hbm = levels["on-chip SRAM"], levels["HBM"]
 a100 = get_chip("A100 40GB")
 a100_sms = chip_data["A100 40GB"]["sms"]
 assert sram["bytes_per_s"] > 10 * hbm["bytes_per_s"] and hbm["bytes"] > 1000 * sram["bytes"]
+
+# %% tags=["hide-input"]
+for level in hierarchy["levels"]:
+    print(f"{level['level']:>13s}: {fmt_bytes(level['bytes']):>8s} at {fmt_rate(level['bytes_per_s'])}")
+print(f"(source: {hierarchy['source']})")
 glue("ch6_sram_speed", fmt_ratio(sram["bytes_per_s"] / hbm["bytes_per_s"], 0))
 glue("ch6_hbm_size", fmt_ratio(hbm["bytes"] / sram["bytes"], 0))
 glue("ch6_sram_per_sm", fmt_bytes(chip_data["A100 40GB"]["sram_per_sm_bytes"], 0))
@@ -132,6 +136,8 @@ n_ex = 8192
 t_mem = standard_io_bytes(n_ex, n_ex, H_gpu, b16) / a100.hbm_bytes_per_s
 t_flop = attention_flops(n_ex, n_ex, H_gpu) / a100.bf16_flops_per_s
 assert t_mem > t_flop
+
+# %% tags=["hide-input"]
 glue("ch6_std_intensity", f"{intensity[n_ex]:.0f}")
 glue("ch6_std_of_ridge", fmt_percent(intensity[n_ex] / ridge))
 glue("ch6_std_tmem", fmt_seconds(t_mem)); glue("ch6_std_tflop", fmt_seconds(t_flop))
@@ -153,13 +159,15 @@ glue("ch6_n_ex", f"{n_ex:,}")
 ref = jax.jit(reference_at_positions)
 xla_bytes, xla_flops = {}, {}
 for n in (1024, 2048):
-    cost = timing.compiled_cost(ref, *kernel_bench.attention_inputs(1, n, n, 1, 1, 64, "float32"))
+    cost = compiled.compiled_cost(ref, *kernel_bench.attention_inputs(1, n, n, 1, 1, 64, "float32"))
     xla_bytes[n], xla_flops[n] = cost["bytes_accessed"], cost["flops"]
     print(f"n={n:5d}: XLA counts {fmt_bytes(xla_bytes[n])} moved, {fmt_flops(xla_flops[n])}; "
           f"the three-kernel count is {fmt_bytes(standard_io_bytes(n, n, 64, 4))}")
 # At least the textbook's traffic, and quadratic in n: doubling n quadruples it.
 assert all(xla_bytes[n] >= standard_io_bytes(n, n, 64, 4) for n in xla_bytes)
 assert 3.5 < xla_bytes[2048] / xla_bytes[1024] < 4.5
+
+# %% tags=["hide-input"]
 glue("ch6_xla_intensity", f"{xla_flops[2048] / xla_bytes[2048]:.0f}")
 glue("ch6_xla_vs_count", fmt_ratio(xla_bytes[2048] / standard_io_bytes(2048, 2048, 64, 4)))
 
@@ -182,13 +190,15 @@ glue("ch6_xla_vs_count", fmt_ratio(xla_bytes[2048] / standard_io_bytes(2048, 204
 
 # %%
 exp_limit = float(np.log(np.finfo(np.float32).max))
-glue("ch6_exp_limit", f"{exp_limit:.1f}")
 x = np.array([100.0, 101.0, 99.0], np.float32)
 assert x.max() > exp_limit
 with np.errstate(over="ignore", invalid="ignore"):
     unsafe = np.exp(x) / np.exp(x).sum()
 safe = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
 assert np.isnan(unsafe).all() and np.isclose(safe.sum(), 1.0)
+
+# %% tags=["hide-input"]
+glue("ch6_exp_limit", f"{exp_limit:.1f}")
 print("exp(x) / sum:        ", unsafe, "\nexp(x - m) / sum:    ", safe)
 
 # %% [markdown]
@@ -265,9 +275,7 @@ print("block by block equals the full softmax, for every block size")
 # the kernel:
 
 # %%
-print(inspect.getsource(flash.online_softmax_step))
-print(inspect.getsource(flash.online_softmax_result))
-print(inspect.getsource(flash.flash_attention))
+show_source(flash.online_softmax_step, flash.online_softmax_result, flash.flash_attention)
 
 # %% [markdown]
 # Two details are worth pointing at. The loop over KV tiles runs from `lo` to `hi` — only the
@@ -324,6 +332,8 @@ std_b = np.array([standard_io_bytes(n, n, H_gpu, b16) for n in ns])
 fl_b = np.array([flash_io_bytes(n, n, H_gpu, b16, block_q_gpu) for n in ns])
 assert (fl_b < std_b).all()
 assert abs((std_b / fl_b)[-1] / (2 * block_q_gpu / H_gpu) - 1) < 0.05   # → 2·b_q / H
+
+# %% tags=["hide-input"]
 glue("ch6_tile_kb", fmt_bytes(tile_bytes, 0))
 glue("ch6_bq", str(block_q_gpu)); glue("ch6_bk", str(block_k_gpu))
 glue("ch6_io_saving", fmt_ratio(std_b[ns.index(n_ex)] / fl_b[ns.index(n_ex)]))
@@ -354,14 +364,13 @@ plt.show()
 # time both on {glue:text}`ch6_device` (the fastest of three runs after a warm-up).
 
 # %%
-glue("ch6_device", DEVICE)
 blockwise = partial(flash.flash_attention, block_q=512, block_k=512)
 mem_n = [1024, 2048, 4096, 8192, 16384]
 mem_ref, mem_flash = {}, {}
 for n in mem_n:
     shapes = kernel_bench.attention_inputs(1, n, n, 1, 1, 64, "float32", abstract=True)
-    mem_ref[n] = kernel_bench.program_memory(reference_at_positions, *shapes)
-    mem_flash[n] = kernel_bench.program_memory(blockwise, *shapes)
+    mem_ref[n] = compiled.program_memory(reference_at_positions, *shapes)
+    mem_flash[n] = compiled.program_memory(blockwise, *shapes)
 for n in mem_n:
     square = n * n * 4
     assert mem_ref[n].temp_bytes >= square                 # the reference holds n² scores ...
@@ -372,6 +381,9 @@ for n in mem_n:
           f"{fmt_bytes(mem_flash[n].temp_bytes):>9s} (blockwise); n²·4 = {fmt_bytes(square)}")
 # The blockwise program's memory grows linearly in n (its output and tiles), not quadratically.
 assert mem_flash[16384].temp_bytes < 4 * mem_flash[4096].temp_bytes
+
+# %% tags=["hide-input"]
+glue("ch6_device", DEVICE)
 glue("ch6_mem_ref_16k", fmt_bytes(mem_ref[16384].temp_bytes))
 glue("ch6_mem_flash_16k", fmt_bytes(mem_flash[16384].temp_bytes))
 glue("ch6_square_16k", fmt_bytes(16384 ** 2 * 4))
@@ -387,11 +399,6 @@ for n in [512, 1024, 2048, 4096, 8192, 16384]:
 for n in time_flash:
     r = fmt_seconds(time_ref[n].min_s) if n in time_ref else "(not run)"
     print(f"n={n:6d}: blockwise {fmt_seconds(time_flash[n].min_s):>9s}   reference {r}")
-expect_measured(time_flash[4096].min_s < time_ref[4096].min_s,
-                "at 4,096 tokens the blockwise program beats the reference",
-                expected="blockwise faster than the reference",
-                measured=f"{fmt_seconds(time_flash[4096].min_s)} against "
-                         f"{fmt_seconds(time_ref[4096].min_s)}")
 
 # The 16k result, checked against the reference on its last 128 queries (a 128 × 16k problem).
 q16, k16, v16, pos16, len16 = kernel_bench.attention_inputs(1, 16384, 16384, 1, 1, 64)
@@ -400,6 +407,13 @@ tail_out, tail_lse = jax.jit(reference_at_positions)(q16[:, -128:], k16, v16, po
                                                      len16)
 assert jnp.allclose(out16[:, -128:], tail_out, atol=1e-5)
 assert jnp.allclose(lse16[:, -128:], tail_lse, atol=1e-4)
+
+# %% tags=["hide-input"]
+expect_measured(time_flash[4096].min_s < time_ref[4096].min_s,
+                "at 4,096 tokens the blockwise program beats the reference",
+                expected="blockwise faster than the reference",
+                measured=f"{fmt_seconds(time_flash[4096].min_s)} against "
+                         f"{fmt_seconds(time_ref[4096].min_s)}")
 glue("ch6_time_flash_16k", fmt_seconds(time_flash[16384].min_s))
 glue("ch6_speedup_4k", fmt_ratio(time_ref[4096].min_s / time_flash[4096].min_s))
 glue("ch6_n_max", f"{max(mem_n):,}"); glue("ch6_n_ref_max", f"{max(time_ref):,}")
@@ -441,9 +455,6 @@ plt.show()
 a100_fp32 = chip_data["A100 40GB"]["fp32_flops_per_s"]
 nonmatmul_cost = a100.bf16_flops_per_s / a100_fp32
 assert nonmatmul_cost > 10
-glue("ch6_nonmatmul_cost", fmt_ratio(nonmatmul_cost, 0))
-glue("ch6_a100_fp32", fmt_rate(a100_fp32, "FLOP/s"))
-glue("ch6_a100_bf16", fmt_rate(a100.bf16_flops_per_s, "FLOP/s"))
 
 
 def fa1_step(o, m, l, s_RC, v_CH):
@@ -463,9 +474,14 @@ def fa2_step(o, m, l, s_RC, v_CH):
 R, C, Hs = 128, 128, 64
 tile = [jax.ShapeDtypeStruct(s, jnp.float32) for s in [(R, Hs), (R,), (R,), (R, C), (C, Hs)]]
 matmul = 2 * R * C * Hs
-extra = {name: timing.compiled_cost(jax.jit(f), *tile)["flops"] - matmul
+extra = {name: compiled.compiled_cost(jax.jit(f), *tile)["flops"] - matmul
          for name, f in [("FA1", fa1_step), ("FA2", fa2_step)]}
 assert extra["FA2"] < extra["FA1"]
+
+# %% tags=["hide-input"]
+glue("ch6_nonmatmul_cost", fmt_ratio(nonmatmul_cost, 0))
+glue("ch6_a100_fp32", fmt_rate(a100_fp32, "FLOP/s"))
+glue("ch6_a100_bf16", fmt_rate(a100.bf16_flops_per_s, "FLOP/s"))
 print({k: fmt_flops(v) for k, v in extra.items()}, "non-matmul FLOPs per tile (XLA's count)")
 glue("ch6_fa1_extra", fmt_count(extra["FA1"])); glue("ch6_fa2_extra", fmt_count(extra["FA2"]))
 glue("ch6_R", str(R))
@@ -496,8 +512,6 @@ fa1_blocks = 1 * llama_heads
 fa2_blocks = 1 * llama_heads * (long_T // block_q_gpu)
 busy_fa1, busy_fa2 = min(1, fa1_blocks / a100_sms), min(1, fa2_blocks / a100_sms)
 assert busy_fa1 < 0.5 and busy_fa2 == 1
-glue("ch6_fa1_blocks", str(fa1_blocks)); glue("ch6_fa2_blocks", f"{fa2_blocks:,}")
-glue("ch6_busy_fa1", fmt_percent(busy_fa1))
 
 # The library's Pallas kernel uses FlashAttention-2's grid. On a CPU, Pallas interprets it.
 Bp, Tp, Np, Kp, Hp = 2, 40, 4, 2, 16
@@ -506,6 +520,10 @@ p_out, p_lse = pallas_flash_attention(*small, block_q=16, block_k=16)
 r_out, r_lse = jax.jit(reference_at_positions)(*small)
 assert jnp.allclose(p_out, r_out, atol=1e-5) and jnp.allclose(p_lse, r_lse, atol=1e-5)
 grid = (Bp, Np, -(-Tp // 16))
+
+# %% tags=["hide-input"]
+glue("ch6_fa1_blocks", str(fa1_blocks)); glue("ch6_fa2_blocks", f"{fa2_blocks:,}")
+glue("ch6_busy_fa1", fmt_percent(busy_fa1))
 glue("ch6_pallas_grid", " × ".join(map(str, grid)))
 print(f"Pallas kernel (grid {grid}, interpreted: {jax.default_backend() == 'cpu'}) "
       "equals the reference")
@@ -531,9 +549,11 @@ print(f"Pallas kernel (grid {grid}, interpreted: {jax.default_backend() == 'cpu'
 warps = 4
 exchange_fa1 = (warps - 1) * block_q_gpu * H_gpu * 4     # float32 partial outputs to combine
 per_head = exchange_fa1 * (long_T // block_q_gpu) * (long_T // block_k_gpu)
+assert per_head > standard_io_bytes(long_T, long_T, H_gpu, b16) / 100
+
+# %% tags=["hide-input"]
 glue("ch6_exchange_tile", fmt_bytes(exchange_fa1, 0)); glue("ch6_warps", str(warps))
 glue("ch6_exchange_head", fmt_bytes(per_head))
-assert per_head > standard_io_bytes(long_T, long_T, H_gpu, b16) / 100
 
 # %% [markdown]
 # With {glue:text}`ch6_warps` warps and an output tile of {glue:text}`ch6_bq` rows, split-K writes and reads back

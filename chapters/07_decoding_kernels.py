@@ -27,7 +27,6 @@
 # device; the project's own measurements close the chapter.
 
 # %%
-import inspect
 import textwrap
 from functools import partial
 
@@ -41,6 +40,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from inferbook.book import bookdata
+from inferbook.book.listing import show_source
+from inferbook.kernels import flash_decoding, kernel_bench, paged
+from inferbook.kernels.pallas import pallas_flash_decoding
+from inferbook.model import decoder
+from inferbook.model.attention import attend, attention_mask, reference_at_positions
+from inferbook.model.presets import get_preset
+from inferbook.perf import compiled, counts, microbench, timing
+from inferbook.perf.hardware import get_chip
+
+print(info.describe())
+DEVICE = timing.device_name()
+on_chip = {c["chip"]: c for c in bookdata.load("gpu_on_chip.json")["chips"]}
+reference = jax.jit(reference_at_positions, static_argnames=("window",))
+
+# %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
 from inferbook.book.present import (
     fmt_bytes,
@@ -51,19 +65,8 @@ from inferbook.book.present import (
     fmt_seconds,
     glue,
 )
-from inferbook.kernels import flash_decoding, kernel_bench, paged
-from inferbook.kernels.pallas import pallas_flash_decoding
-from inferbook.model import decoder
-from inferbook.model.attention import attend, attention_mask, reference_at_positions
-from inferbook.model.presets import get_preset
-from inferbook.perf import counts, timing
-from inferbook.perf.hardware import get_chip
 
-print(info.describe())
-DEVICE = timing.device_name()
 glue("ch7_device", DEVICE)
-on_chip = {c["chip"]: c for c in bookdata.load("gpu_on_chip.json")["chips"]}
-reference = jax.jit(reference_at_positions, static_argnames=("window",))
 
 # %% [markdown]
 # ## Why FlashAttention leaves the chip idle at decode
@@ -83,6 +86,8 @@ for name in ("llama-2-7b", "mistral-7b"):
     assert decode_intensity < ridge / 50
     print(f"{name}: {decode_intensity:.0f} FLOPs per byte of cache read (bfloat16); "
           f"an H100 needs {ridge:,.0f} to be compute-bound")
+
+# %% tags=["hide-input"]
 glue("ch7_h100_ridge", f"{ridge:,.0f}")
 
 # %% [markdown]
@@ -106,6 +111,11 @@ def busy_fraction(programs, sms):
     return np.minimum(1.0, programs / sms)
 
 
+h100_sms = on_chip["H100 SXM"]["sms"]
+busy_b1 = busy_fraction(mistral.K, h100_sms)
+assert busy_b1 < 0.1 and busy_fraction(mistral.K * P_fd, h100_sms) == 1.0
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 for chip_name, style in (("H100 SXM", "-"), ("L4", "--")):
     sms = on_chip[chip_name]["sms"]
@@ -120,10 +130,6 @@ ax.set_title("Decode attention for Mistral-7B (K = 8): the grid against the chip
 ax.legend(fontsize=7)
 ax.grid(True, alpha=0.3)
 plt.show()
-
-h100_sms = on_chip["H100 SXM"]["sms"]
-busy_b1 = busy_fraction(mistral.K, h100_sms)
-assert busy_b1 < 0.1 and busy_fraction(mistral.K * P_fd, h100_sms) == 1.0
 glue("ch7_busy_b1", fmt_percent(busy_b1)); glue("ch7_h100_sms", str(h100_sms))
 glue("ch7_full_batch", str(int(np.ceil(h100_sms / mistral.K))))
 glue("ch7_P", str(P_fd)); glue("ch7_mistral_K", str(mistral.K))
@@ -152,8 +158,7 @@ glue("ch7_P", str(P_fd)); glue("ch7_mistral_K", str(mistral.K))
 # softmax weight that its keys carry. In the library:
 
 # %%
-print(inspect.getsource(flash_decoding.combine_chunks))
-print(inspect.getsource(flash_decoding.flash_decoding))
+show_source(flash_decoding.combine_chunks, flash_decoding.flash_decoding)
 
 # %% [markdown]
 # Checked against the reference on a decode step for a ragged batch with grouped-query heads,
@@ -179,8 +184,10 @@ for P in (1, 4):
     out, lse = pallas_flash_decoding(q, k_cache, v_cache, q_pos, lengths, num_splits=P,
                                      block_k=32)
     assert jnp.allclose(out, ref_out, atol=1e-5) and jnp.allclose(lse, ref_lse, atol=1e-5)
-glue("ch7_pallas_grid", f"{B} × {K} × 4")
 print(f"Pallas Flash-Decoding (interpreted: {jax.default_backend() == 'cpu'}) equals the reference")
+
+# %% tags=["hide-input"]
+glue("ch7_pallas_grid", f"{B} × {K} × 4")
 
 # %% [markdown]
 # The library's Pallas version (`inferbook.kernels.pallas.pallas_flash_decoding`) has exactly
@@ -212,15 +219,10 @@ for _ in range(3):
         for name, fn in jitted.items():
             t = timing.time_fn(fn, *inputs[S_], repeats=3).min_s
             times[name][S_] = min(times[name][S_], t)
-    read_bw = max(read_bw, timing.memory_bandwidth(1 << 28, repeats=3)[0])
+    read_bw = max(read_bw, microbench.measure_bandwidth(1 << 28, repeats=3).reduction)
 del inputs
 kv_bytes = {S_: 2 * Km * S_ * Hm * 4 for S_ in contexts}
 achieved = {name: {S_: kv_bytes[S_] / t for S_, t in ts.items()} for name, ts in times.items()}
-for S_ in contexts:
-    print(f"S={S_:6d}: cache {fmt_bytes(kv_bytes[S_]):>9s}  " + "  ".join(
-        f"{name}: {fmt_seconds(times[name][S_])} ({fmt_rate(achieved[name][S_])})"
-        for name in kernels))
-print(f"plain read bandwidth: {fmt_rate(read_bw)} ({DEVICE})")
 
 longest = contexts[-1]
 unsplit_name, split_name = list(kernels)
@@ -230,6 +232,13 @@ ratio = times[split_name][longest] / times[unsplit_name][longest]
 # the step streams the cache at a sizeable part of the device's read bandwidth (a tenth at
 # the very least, a floor that holds while other programs share the machine).
 growth = times[unsplit_name][32768] / times[unsplit_name][8192]
+
+# %% tags=["hide-input"]
+for S_ in contexts:
+    print(f"S={S_:6d}: cache {fmt_bytes(kv_bytes[S_]):>9s}  " + "  ".join(
+        f"{name}: {fmt_seconds(times[name][S_])} ({fmt_rate(achieved[name][S_])})"
+        for name in kernels))
+print(f"plain read bandwidth: {fmt_rate(read_bw)} ({DEVICE})")
 expect_measured(2 < growth < 10, "a decode step over a long cache grows with the cache",
                 expected="32,768 cached tokens take 2 to 10 times as long as 8,192",
                 measured=fmt_ratio(growth))
@@ -269,7 +278,7 @@ plt.show()
 # idle hardware for the split to recruit. Flash-Decoding is a fix for a GPU's grid, and its
 # gains must be measured on one.
 
-# %%
+# %% tags=["hide-input"]
 # Recorded runs are listed in an index file, fetched by name: on Colab only the files asked
 # for by name are downloaded, so listing a folder would never see a new record.
 gpu_records = bookdata.records("flash_decoding_index.json")
@@ -329,7 +338,7 @@ for record in gpu_records:
 # how rarely the fallback runs.
 
 # %%
-print(inspect.getsource(flash_decoding.unified_max_attention))
+show_source(flash_decoding.unified_max_attention)
 
 # %% [markdown]
 # How rarely depends on the model: $\varphi$, $a$ and $b$ must suit the distribution of its
@@ -379,7 +388,6 @@ rng = np.random.default_rng(0)
 calib, held_out = (jnp.asarray(rng.integers(0, small_cfg.V, (4, 256)), jnp.int32) for _ in range(2))
 q_scale = 4.0
 models = {"small (random weights)": 1.0, f"small, queries × {q_scale:.0f} (peaked)": q_scale}
-glue("ch7_C", str(C_fdpp)); glue("ch7_q_scale", f"{q_scale:.0f}")
 phi, in_range, maxima = {}, {}, {}
 for name, scale in models.items():
     cal = np.concatenate([row_maxima(q * scale, k) for q, k, _ in layer_qkv(small_params, calib)])
@@ -393,6 +401,17 @@ for name, scale in models.items():
     print(f"{name}: φ = {phi[name]:.2f}; rows in range on held-out text: "
           f"{fmt_percent(in_range[name], 2)}")
 
+names = list(models)
+assert in_range[names[0]] == 1.0 and in_range[names[1]] < 1.0
+rows_per_step = 8 * small_cfg.N          # a decode step of 8 sequences, one row per query head
+p_step = 1 - in_range[names[1]] ** rows_per_step
+
+# %% tags=["hide-input"]
+glue("ch7_C", str(C_fdpp)); glue("ch7_q_scale", f"{q_scale:.0f}")
+glue("ch7_window", f"{b_hi - a_lo:.1f}")
+glue("ch7_out_peaked", fmt_percent(1 - in_range[names[1]], 1))
+glue("ch7_rows_per_step", str(rows_per_step)); glue("ch7_p_step", fmt_percent(p_step))
+
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 for name in models:
     ax.hist(maxima[name], bins=80, alpha=0.5, label=name)
@@ -402,14 +421,7 @@ ax.set_title(f"Where φ + [a, b] (shaded, float16, chunks of {C_fdpp}) must fall
 ax.legend(fontsize=8)
 plt.show()
 
-names = list(models)
-assert in_range[names[0]] == 1.0 and in_range[names[1]] < 1.0
-rows_per_step = 8 * small_cfg.N          # a decode step of 8 sequences, one row per query head
-p_step = 1 - in_range[names[1]] ** rows_per_step
-glue("ch7_window", f"{b_hi - a_lo:.1f}")
-glue("ch7_out_peaked", fmt_percent(1 - in_range[names[1]], 1))
-glue("ch7_rows_per_step", str(rows_per_step)); glue("ch7_p_step", fmt_percent(p_step))
-
+# %%
 # Exactness on a real decode step: the last position's queries against the cache, both models.
 for name, scale in models.items():
     q_all, k_all, v_all = layer_qkv(small_params, held_out)[0]
@@ -459,6 +471,8 @@ kv_budget = a100_80.hbm_bytes - counts.param_bytes(llama7, 2)
 per_token = counts.kv_bytes_per_token(llama7, 2)
 seqs_contiguous = int(kv_budget // (max_len * per_token))
 seqs_paged = int(kv_budget // (req_lengths.mean() / paged_use * per_token))
+
+# %% tags=["hide-input"]
 glue("ch7_contig_use", fmt_percent(contiguous_use)); glue("ch7_paged_use", fmt_percent(paged_use, 1))
 glue("ch7_seqs_contig", str(seqs_contiguous)); glue("ch7_seqs_paged", str(seqs_paged))
 glue("ch7_block", str(block)); glue("ch7_max_len", f"{max_len:,}")
@@ -483,7 +497,7 @@ print(f"LLaMA-2 7B on an A100 80GB: {seqs_contiguous} sequences (contiguous) vs 
 # kernel walks the logical blocks and fetches each straight from the pool:
 
 # %%
-print(inspect.getsource(paged.paged_attention))
+show_source(paged.paged_attention)
 
 # %%
 Bp, Kp, Hp, bs, Jp = 3, 2, 16, 8, 6
@@ -497,13 +511,13 @@ table = jnp.asarray(table, jnp.int32)
 kv_len = jnp.array([45, 20, 3])
 qp = jnp.asarray(rng.normal(size=(Bp, 1, 4, Hp)), jnp.float32)
 pos = kv_len[:, None] - 1
-print("block table (pool index of each logical block):\n", np.asarray(table))
 out_k, lse_k = jax.jit(paged.paged_attention)(qp, k_pool, v_pool, table, pos, kv_len)
 out_g, lse_g = paged.paged_attention_reference(qp, k_pool, v_pool, table, pos, kv_len)
 contiguous = paged.gather_blocks(k_pool, table), paged.gather_blocks(v_pool, table)
 out_c, lse_c = reference(qp, *contiguous, pos, kv_len)
 assert jnp.allclose(out_k, out_c, atol=1e-5) and jnp.allclose(lse_k, lse_c, atol=1e-5)
 assert jnp.allclose(out_g, out_c, atol=1e-5)
+print("block table (pool index of each logical block):\n", np.asarray(table))
 print("paged kernel = gather-then-reference = reference on the contiguous cache")
 
 # What each needs beyond its inputs, at a realistic size (compiled only, never run).
@@ -512,10 +526,12 @@ pool_shape = jax.ShapeDtypeStruct((Bm * Sm // bsm, mistral.K, bsm, mistral.H), j
 shapes = (jax.ShapeDtypeStruct((Bm, 1, mistral.N, mistral.H), jnp.float32), pool_shape, pool_shape,
           jax.ShapeDtypeStruct((Bm, Sm // bsm), jnp.int32), jax.ShapeDtypeStruct((Bm, 1), jnp.int32),
           jax.ShapeDtypeStruct((Bm,), jnp.int32))
-mem_gather = kernel_bench.program_memory(paged.paged_attention_reference, *shapes)
-mem_paged = kernel_bench.program_memory(paged.paged_attention, *shapes)
+mem_gather = compiled.program_memory(paged.paged_attention_reference, *shapes)
+mem_paged = compiled.program_memory(paged.paged_attention, *shapes)
 cache_bytes = 2 * Bm * mistral.K * Sm * mistral.H * 4
 assert mem_gather.temp_bytes >= cache_bytes > 20 * mem_paged.temp_bytes
+
+# %% tags=["hide-input"]
 glue("ch7_gather_mem", fmt_bytes(mem_gather.temp_bytes))
 glue("ch7_paged_mem", fmt_bytes(mem_paged.temp_bytes))
 glue("ch7_cache_bytes", fmt_bytes(cache_bytes))
@@ -536,8 +552,16 @@ glue("ch7_Bm", str(Bm)); glue("ch7_Sm", f"{Sm:,}")
 
 # %%
 cis = bookdata.load("cis565_results.json")
-print(textwrap.fill(cis["source"], 100))
 ftl = cis["first_token_latency"]
+fd_gain = [r["baseline_kernel"] / r["flash_decoding"] for r in ftl["rows"]]
+cache_gain = [r["flash_decoding"] / r["flash_decoding_cached"] for r in ftl["rows"]]
+assert all(g > 1 for g in fd_gain) and fd_gain[-1] == max(fd_gain)
+assert cache_gain[0] > cache_gain[-1]
+network_share = max(r["network"] / r["baseline_kernel"] for r in ftl["rows"])
+assert network_share < 0.05
+
+# %% tags=["hide-input"]
+print(textwrap.fill(cis["source"], 100))
 cols = list(ftl["configurations"])
 sizes = [r["model_size"] for r in ftl["rows"]]
 fig, ax = plt.subplots(figsize=(7, 3.8))
@@ -553,13 +577,6 @@ ax.set_xlabel("model size"); ax.set_ylabel("first-token latency (ms)")
 ax.set_title("Reported by the CIS 565 project (one NVIDIA L4)", fontsize=9)
 ax.legend(fontsize=8)
 plt.show()
-
-fd_gain = [r["baseline_kernel"] / r["flash_decoding"] for r in ftl["rows"]]
-cache_gain = [r["flash_decoding"] / r["flash_decoding_cached"] for r in ftl["rows"]]
-assert all(g > 1 for g in fd_gain) and fd_gain[-1] == max(fd_gain)
-assert cache_gain[0] > cache_gain[-1]
-network_share = max(r["network"] / r["baseline_kernel"] for r in ftl["rows"])
-assert network_share < 0.05
 glue("ch7_network_share", fmt_percent(network_share))
 glue("ch7_fd_gain_lo", fmt_ratio(min(fd_gain), 2)); glue("ch7_fd_gain_hi", fmt_ratio(max(fd_gain), 2))
 glue("ch7_cache_gain_lo", fmt_ratio(cache_gain[-1])); glue("ch7_cache_gain_hi", fmt_ratio(cache_gain[0]))
@@ -575,8 +592,6 @@ glue("ch7_cache_gain_lo", fmt_ratio(cache_gain[-1])); glue("ch7_cache_gain_hi", 
 
 # %%
 tput = {r["framework"]: r["tokens_per_s"] for r in cis["throughput"]["rows"]}
-for name, value in tput.items():
-    print(f"{name:32s} {value:>6,} tokens/s")
 base, fd, ds = tput["vLLM (baseline kernel)"], tput["vLLM (Flash-Decoding kernel)"], tput["DeepSpeed"]
 gain = fd / base
 # If a kernel makes attention f times faster, a step whose attention share is s speeds up by
@@ -591,11 +606,14 @@ l4 = get_chip("L4")
 max_cached = (l4.hbm_bytes - weights_m) / kv_tok
 max_share = max_cached * kv_tok / (weights_m + max_cached * kv_tok)
 assert 1 < gain < 1.2 and share < max_share
+
+# %% tags=["hide-input"]
+for name, value in tput.items():
+    print(f"{name:32s} {value:>6,} tokens/s")
 glue("ch7_tput_gain", fmt_ratio(gain, 2)); glue("ch7_ds_gain", fmt_ratio(ds / fd))
 glue("ch7_f_kernel", fmt_ratio(f_kernel, 0)); glue("ch7_l4_mem", fmt_bytes(l4.hbm_bytes, 0))
 glue("ch7_share", fmt_percent(share)); glue("ch7_tokens_share", fmt_count(round(tokens_for_share, -3)))
 glue("ch7_max_share", fmt_percent(max_share)); glue("ch7_max_cached", fmt_count(round(max_cached, -3)))
-
 cached_tokens = np.geomspace(1e3, max_cached, 50)
 fig, ax = plt.subplots(figsize=(6.5, 3.5))
 ax.semilogx(cached_tokens, 100 * cached_tokens * kv_tok / (weights_m + cached_tokens * kv_tok))

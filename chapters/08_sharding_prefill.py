@@ -37,8 +37,6 @@
 # constants of real chips.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -48,14 +46,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook.book.present import (
-    fmt_bytes,
-    fmt_count,
-    fmt_flops,
-    fmt_percent,
-    fmt_ratio,
-    glue,
-)
+from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import get_preset
@@ -67,6 +58,16 @@ from inferbook.perf import comm_time, counts
 from inferbook.perf.hardware import get_chip
 
 print(info.describe())
+
+# %% tags=["hide-input"]
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_count,
+    fmt_flops,
+    fmt_percent,
+    fmt_ratio,
+    glue,
+)
 
 # %% [markdown]
 # ## A model, a mesh, a plan
@@ -101,7 +102,7 @@ for name in ("wq", "wk", "wo", "w_gate", "w_down", "attn_norm"):
 # *that device's* block; every collective is written out.
 
 # %%
-print(inspect.getsource(weight_stationary.transformer_1d))
+show_source(weight_stationary.transformer_1d)
 
 # %% [markdown]
 # Activations $[B, T, D]$ are the same on every device. A device computes its heads' queries,
@@ -131,6 +132,8 @@ cache_err = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(cache.k + cache.v
 assert logit_err < 1e-4 and cache_err < 1e-4, (logit_err, cache_err)
 block = cache.k[0].addressable_shards[0].data.shape
 assert block == (B, cfg.K // 8, T, cfg.H)                  # each device keeps its heads' K, V
+
+# %% tags=["hide-input"]
 glue("ch8_logit_err", f"{logit_err:.1e}")
 glue("ch8_cache_block", str(block))
 print(f"largest logit difference {logit_err:.1e}, cache {cache_err:.1e}; "
@@ -150,16 +153,18 @@ print(f"largest logit difference {logit_err:.1e}, cache {cache_err:.1e}; "
 
 # %%
 colls = hlo.collectives(prefill_1d)
-print(hlo.format_table(colls))
 predicted = collectives.ws1d_collectives(cfg, B, T, m=8, bytes_per_element=4)
-print()
-print(collectives.format_comms(predicted, hlo.bytes_by_scope(colls)))
 assert hlo.bytes_by_scope(colls) == collectives.total_bytes(predicted, by="scope")
 
 flops_device = hlo.flops(prefill_1d)
 flops_model = counts.forward_flops(cfg, B, T, T, logits_for=1)
 assert abs(flops_device / (flops_model / 8) - 1) < 0.05
 comm_1d = sum(c.bytes for c in colls)
+
+# %% tags=["hide-input"]
+print(hlo.format_table(colls))
+print()
+print(collectives.format_comms(predicted, hlo.bytes_by_scope(colls)))
 glue("ch8_flops_device", fmt_flops(flops_device))
 glue("ch8_flops_share", fmt_percent(flops_device / flops_model, 1))
 glue("ch8_comm_1d", fmt_bytes(comm_1d))
@@ -235,6 +240,8 @@ times = np.array([prefill_times(big, m, T_big) for m in ms])
 whole_star = float(np.interp(0, times[:, 1] - times[:, 0], ms))   # comm overtakes math
 assert times[0, 0] > times[0, 1] and times[-1, 0] < times[-1, 1]
 assert 0.5 < whole_star / m_star < 2
+
+# %% tags=["hide-input"]
 glue("ch8_alpha", f"{alpha:,.0f}")
 glue("ch8_chip", chip.name)
 glue("ch8_F_over_alpha", f"{big.F / alpha:.1f}")
@@ -280,7 +287,7 @@ plt.show()
 # every key.
 
 # %%
-print(inspect.getsource(sequence_parallel.ring_attention))
+show_source(sequence_parallel.ring_attention)
 
 # %% [markdown]
 # Which positions each device holds matters. Cut the prompt into contiguous blocks, and under
@@ -299,6 +306,8 @@ def pairs_per_device(T_, Q, striped):
 contiguous = pairs_per_device(4096, 8, striped=False)
 striped = pairs_per_device(4096, 8, striped=True)
 assert contiguous.max() / contiguous.min() > 10 and striped.max() / striped.min() < 1.01
+
+# %% tags=["hide-input"]
 glue("ch8_imbalance", fmt_ratio(contiguous.max() / contiguous.min(), 0))
 glue("ch8_imbalance_striped", fmt_ratio(striped.max() / striped.min(), 3))
 print(f"contiguous blocks: busiest/idlest = {contiguous.max() / contiguous.min():.1f}; "
@@ -316,7 +325,6 @@ print(f"contiguous blocks: busiest/idlest = {contiguous.max() / contiguous.min()
 # %%
 mesh24 = named_mesh("2x4")
 plan_sp = make_plan(cfg, mesh24, "1d-ws", seq="x")
-print(plan_sp.describe())
 sharded_sp = shard_params(params, cfg, plan_sp)
 prefill_sp = hlo.compile_fn(sd.prefill, sharded_sp, cfg, plan_sp, tokens_BT, lengths_B,
                             sd.init_cache(cfg, plan_sp, B, T))
@@ -325,10 +333,13 @@ sp_err = float(jnp.max(jnp.abs(logits_sp - ref_logits)))
 assert sp_err < 1e-4, sp_err
 
 colls_sp = hlo.collectives(prefill_sp)
-print(hlo.format_table(colls_sp))
 predicted_sp = collectives.ring_attention_collectives(cfg, B, T, Q=2, m=4, bytes_per_element=4)
 assert hlo.bytes_by_scope(colls_sp) == collectives.total_bytes(predicted_sp, by="scope")
 ring_bytes = sum(c.bytes for c in colls_sp if c.scope == "ring")
+
+# %% tags=["hide-input"]
+print(plan_sp.describe())
+print(hlo.format_table(colls_sp))
 glue("ch8_sp_err", f"{sp_err:.1e}")
 glue("ch8_ring_bytes", fmt_bytes(ring_bytes))
 glue("ch8_sp_comm", fmt_bytes(sum(c.bytes for c in colls_sp)))
@@ -357,6 +368,8 @@ attn_s = np.array([4 * (t / Q) * t * (llama.N // M) * llama.H / 2 / chip.bf16_fl
                    for t in T_axis])
 t_hidden = float(np.interp(1.0, attn_s / ring_s, T_axis))
 assert (attn_s / ring_s)[0] < 1 < (attn_s / ring_s)[-1]
+
+# %% tags=["hide-input"]
 glue("ch8_t_hidden", fmt_count(round(t_hidden, -2)))
 
 fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -398,6 +411,8 @@ assert hlo.bytes_by_scope(colls_wg) == collectives.total_bytes(
     collectives.weight_gathered_collectives(cfg, 8, bytes_per_param=4), by="scope")
 assert wg_bytes <= counts.param_bytes(cfg, 4)
 one_d = collectives.total_bytes(collectives.ws1d_collectives(cfg, B_wg, T, 8, bytes_per_element=4))
+
+# %% tags=["hide-input"]
 glue("ch8_wg_bytes", fmt_bytes(wg_bytes))
 glue("ch8_wg_1d_bytes", fmt_bytes(sum(one_d.values())))
 print(f"weight-gathered: {len(colls_wg)} AllGathers, {fmt_bytes(wg_bytes)}; "
@@ -418,6 +433,8 @@ ws_s = np.array([sum((2 if c.kind == "all-reduce" else 1) * c.total
                  for t in tokens_axis])
 cross_tokens = float(np.interp(wg_s, ws_s, tokens_axis))
 assert ws_s[0] < wg_s < ws_s[-1]
+
+# %% tags=["hide-input"]
 glue("ch8_cross_tokens", fmt_count(round(cross_tokens, -3)))
 
 fig, ax = plt.subplots(figsize=(6.5, 4))

@@ -36,8 +36,6 @@
 # FLOPs and collective schedules; times come from formulas with the constants of real chips.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -48,9 +46,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
+from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder
-from inferbook.model.config import ModelConfig
+from inferbook.model.generate_args import random_prompts
 from inferbook.model.presets import get_preset
 from inferbook.parallel import collectives, hlo, kv_sharding
 from inferbook.parallel import sharded_decode as sd
@@ -61,6 +59,9 @@ from inferbook.perf.hardware import get_chip
 
 print(info.describe())
 
+# %% tags=["hide-input"]
+from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
+
 # %% [markdown]
 # ## The model and the reference
 #
@@ -70,10 +71,9 @@ print(info.describe())
 # below must produce exactly these tokens.
 
 # %%
-cfg = ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
+cfg = get_preset("demo-gqa")
 params = decoder.init_params(cfg, seed=0)
-prompts = [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, cfg.V)]
-           for b, n in enumerate([5, 9, 3, 16, 12, 7, 1, 10])]
+prompts = random_prompts([5, 9, 3, 16, 12, 7, 1, 10], cfg.V)
 n_new = 8
 reference = decode.generate(params, cfg, prompts, n_new).tokens
 tokens_BT, lengths_B = decode.pad_prompts(prompts, 16)
@@ -95,7 +95,6 @@ def sharded_greedy(plan):
         logits, cache = step(sharded, out[-1], cache)
     return np.stack(out, axis=1).tolist(), prefill, step, cache
 
-
 # %% [markdown]
 # ## The 1D layout, decoding
 #
@@ -106,12 +105,14 @@ def sharded_greedy(plan):
 # %%
 mesh = named_mesh("2x4")
 plan = make_plan(cfg, mesh, "1d-ws")
-print(plan.describe())
 tokens_1d, prefill_1d, step_1d, cache_1d = sharded_greedy(plan)
 assert tokens_1d == reference
 block = cache_1d.k[0].addressable_shards[0].data.shape
 assert block == (B // 2, cfg.K // 4, S, cfg.H)
 assert cache_1d.k[0].addressable_shards[0].data.nbytes * 8 == cache_1d.k[0].nbytes
+
+# %% tags=["hide-input"]
+print(plan.describe())
 glue("ch9_block", str(block))
 print(f"tokens identical to the single-device run; cache block per device: {block}")
 
@@ -129,7 +130,6 @@ print(f"tokens identical to the single-device run; cache block per device: {bloc
 
 # %%
 colls_1d = hlo.collectives(step_1d)
-print(hlo.format_table(colls_1d))
 Y = plan.size(plan.kv_heads)
 predicted = collectives.ws1d_collectives(cfg, B, 1, plan.m, Y, bytes_per_element=4)
 assert hlo.bytes_by_scope(colls_1d) == collectives.total_bytes(predicted, by="scope")
@@ -142,6 +142,9 @@ step_wg = hlo.compile_fn(sd.decode_step, p_wg, cfg, plan_wg,
                          jax.ShapeDtypeStruct((B,), jnp.int32), c_wg)
 step_bytes_wg = sum(c.bytes for c in hlo.collectives(step_wg))
 assert step_bytes_wg > 100 * step_bytes_1d
+
+# %% tags=["hide-input"]
+print(hlo.format_table(colls_1d))
 glue("ch9_step_bytes_1d", fmt_bytes(step_bytes_1d))
 glue("ch9_step_bytes_wg", fmt_bytes(step_bytes_wg))
 glue("ch9_wg_ratio", fmt_ratio(step_bytes_wg / step_bytes_1d, 0))
@@ -160,7 +163,6 @@ print(f"1D step moves {fmt_bytes(step_bytes_1d)}; weight-gathered step {fmt_byte
 
 # %%
 chip = get_chip("TPU v5e")
-glue("ch9_chip", chip.name)
 W_ici = comm_time.ici_bandwidth(chip)
 big = get_preset("scaling-book-18b")
 chips, batch = 16, 32
@@ -170,6 +172,9 @@ t_data = weights / chip.hbm_bytes_per_s                            # each replic
 t_fsdp = weights * (chips - 1) / chips / W_ici                     # ship 15/16 of it per step
 assert t_model < t_data < t_fsdp
 assert weights > chip.hbm_bytes                                    # one copy does not even fit
+
+# %% tags=["hide-input"]
+glue("ch9_chip", chip.name)
 for name, t in [("model parallel (16 ways)", t_model), ("data parallel (16 copies)", t_data),
                 ("weights gathered (FSDP)", t_fsdp)]:
     print(f"{name:28s} {fmt_seconds(t):>9s}")
@@ -202,8 +207,10 @@ Ys = np.geomspace(1, 512, 50)
 t_hbm = 2 * big.D * big.F / (Ys * chip.hbm_bytes_per_s)
 t_ici = np.full_like(Ys, comm_time.ws1d_comm_time(batch, big.D, W_ici, bytes_per_element=1))
 assert t_hbm[Ys < y_star * 0.99].min() > t_ici[0] > t_hbm[Ys > y_star * 1.01].max()
-glue("ch9_beta", f"{beta:.1f}")
 SOURCE_BETA = 8                      # the scaling book's round figure for TPU v5e and v6e
+
+# %% tags=["hide-input"]
+glue("ch9_beta", f"{beta:.1f}")
 glue("ch9_source_beta", str(SOURCE_BETA))
 glue("ch9_ystar_source", f"{big.F / (batch * SOURCE_BETA):.0f}")
 glue("ch9_ystar", f"{y_star:.0f}")
@@ -244,7 +251,7 @@ plt.show()
 # $Z$ trades the one split for the other, and a second one trades back after attention.
 
 # %%
-print(inspect.getsource(kv_sharding.attend_heads_then_batch))
+show_source(kv_sharding.attend_heads_then_batch)
 
 # %% [markdown]
 # We run it alone, on the decode step's shapes, and compare with attention over the whole,
@@ -279,10 +286,12 @@ o_ref = decode.attend_cached(q, k_new, v_new, ones, None, ck, cv, cache_len)
 a2a_err = float(jnp.max(jnp.abs(o - o_ref)))
 assert a2a_err < 1e-5, a2a_err
 a2a = hlo.collectives(attend_prog)
-print(hlo.format_table(a2a))
 assert [c.kind for c in a2a] == ["all-to-all", "all-to-all"]
 assert all(hlo.group_axes(c, mesh) == Zb for c in a2a)
 assert all(c.bytes == B * T1 * cfg.N * cfg.H // plan.m * 4 for c in a2a)
+
+# %% tags=["hide-input"]
+print(hlo.format_table(a2a))
 glue("ch9_a2a_err", f"{a2a_err:.1e}")
 glue("ch9_a2a_bytes", fmt_bytes(a2a[0].bytes))
 
@@ -299,12 +308,14 @@ glue("ch9_a2a_bytes", fmt_bytes(a2a[0].bytes))
 # %%
 S_big, Yb = 8192, big.K
 Zb2 = chips // Yb
-glue("ch9_K_big", str(big.K))
-glue("ch9_S_big", f"{S_big:,}")
 kv_read = 2 * (batch // Zb2) * (big.K // Yb) * S_big * big.H           # K and V, int8
 a2a_bytes = 2 * batch * big.N * big.H // chips                          # two AllToAlls
 kv_if_copied = 2 * batch * (big.K // Yb) * S_big * big.H                # heads only, batch whole
 assert a2a_bytes * 100 < kv_read and kv_if_copied == Zb2 * kv_read
+
+# %% tags=["hide-input"]
+glue("ch9_K_big", str(big.K))
+glue("ch9_S_big", f"{S_big:,}")
 glue("ch9_kv_read", fmt_bytes(kv_read))
 glue("ch9_a2a_big", fmt_bytes(a2a_bytes))
 glue("ch9_kv_copied", fmt_bytes(kv_if_copied))
@@ -326,16 +337,20 @@ print(f"cache read per device {fmt_bytes(kv_read)}; AllToAlls {fmt_bytes(a2a_byt
 # Chapter 8's sequence-parallel prefill already left the keys in this striped layout.
 
 # %%
-print(inspect.getsource(kv_sharding.combine_over))
+show_source(kv_sharding.combine_over)
+
+# %%
 plan_seq = make_plan(cfg, mesh, "1d-ws", seq="x")
-print(plan_seq.describe())
 tokens_seq, _, step_seq, cache_seq = sharded_greedy(plan_seq)
 assert tokens_seq == reference
 colls_seq = hlo.collectives(step_seq)
-print(hlo.format_table(colls_seq))
 assert hlo.bytes_by_scope(colls_seq) == collectives.total_bytes(
     collectives.seq_sharded_decode_collectives(cfg, B, 2, 4, bytes_per_element=4), by="scope")
 combine = sum(c.bytes for c in colls_seq if c.scope == "combine")
+
+# %% tags=["hide-input"]
+print(plan_seq.describe())
+print(hlo.format_table(colls_seq))
 glue("ch9_combine", fmt_bytes(combine))
 glue("ch9_seq_block", str(cache_seq.k[0].addressable_shards[0].data.shape))
 
@@ -371,9 +386,13 @@ assert whole == n8 * per_shard
 assert comm_time.collective_time(whole, chip, n8) == chip.hop_latency_s * n8 / 2
 B_ex, D_ex = 16, 8192                                        # the sources' example, int8
 example = B_ex * D_ex
+assert (example < whole) == (example / n8 < per_shard)
+step_colls = collectives.ws1d_collectives(big, B_ex, 1, n8, kv_heads=8, bytes_per_element=1)
+assert all(c.bytes < whole for c in step_colls if c.kind == "all-reduce" and c.scope != "logits")
+
+# %% tags=["hide-input"]
 glue("ch9_B_ex", str(B_ex))
 glue("ch9_D_ex", f"{D_ex:,}")
-assert (example < whole) == (example / n8 < per_shard)
 glue("ch9_whole", fmt_bytes(whole))
 glue("ch9_per_shard", fmt_bytes(per_shard))
 glue("ch9_example", fmt_bytes(example))
@@ -381,7 +400,6 @@ glue("ch9_example_shard", fmt_bytes(example / n8))
 glue("ch9_y_latency", f"{example / per_shard:.1f}")
 
 sizes = np.geomspace(1e3, 1e8, 200)
-step_colls = collectives.ws1d_collectives(big, B_ex, 1, n8, kv_heads=8, bytes_per_element=1)
 points = {}                                  # (kind, bytes) -> labels of the step's collectives
 for c in step_colls:
     if c.group > 1:
@@ -403,7 +421,6 @@ ax.set_title(f"{big.name} decode step at batch {B_ex}, int8, {n8} × {chip.name}
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
-assert all(c.bytes < whole for c in step_colls if c.kind == "all-reduce" and c.scope != "logits")
 
 # %% [markdown]
 # On a {glue:text}`ch9_chip` with eight shards the threshold is {glue:text}`ch9_whole` for the

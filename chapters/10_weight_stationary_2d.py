@@ -33,8 +33,6 @@
 # shapes, to read their collectives.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup(cpu_devices=128)
@@ -44,9 +42,12 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
+from inferbook.book.listing import show_source
 from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder
 from inferbook.model.config import ModelConfig
+from inferbook.model.generate_args import random_prompts
+from inferbook.model.presets import get_preset
 from inferbook.parallel import collectives, hlo, weight_stationary
 from inferbook.parallel import sharded_decode as sd
 from inferbook.parallel.mesh import named_mesh
@@ -73,7 +74,7 @@ print(info.describe())
 # the split $D$ needs one tiny AllReduce of its own):
 
 # %%
-print(inspect.getsource(weight_stationary.mlp_2d))
+show_source(weight_stationary.mlp_2d)
 
 # %% [markdown]
 # Attention takes the same shape with heads in place of $F$: $W_Q[D_X, N_{YZ}, H]$,
@@ -89,10 +90,9 @@ print(inspect.getsource(weight_stationary.mlp_2d))
 # compare with the single-device decoder.
 
 # %%
-cfg = ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa")
+cfg = get_preset("demo-gqa")
 params = decoder.init_params(cfg, seed=0)
-prompts = [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, cfg.V)]
-           for b, n in enumerate([5, 9, 3, 16, 12, 7, 1, 10])]
+prompts = random_prompts([5, 9, 3, 16, 12, 7, 1, 10], cfg.V)
 n_new = 8
 reference = decode.generate(params, cfg, prompts, n_new).tokens
 tokens_BT, lengths_B = decode.pad_prompts(prompts, 16)
@@ -100,9 +100,6 @@ B, S = len(prompts), tokens_BT.shape[1] + n_new
 
 mesh = named_mesh("2x4")
 plan = make_plan(cfg, mesh, "2d-ws")
-print(plan.describe())
-for name, spec in param_specs(cfg, plan)["layers"][0].items():
-    print(f"  {name:9s} {spec}")
 
 sharded = shard_params(params, cfg, plan)
 cache = sd.init_cache(cfg, plan, B, S)
@@ -116,6 +113,11 @@ for _ in range(n_new):
 assert np.stack(out, axis=1).tolist() == reference
 block = cache.k[0].addressable_shards[0].data.shape
 assert block == (B // 2, cfg.K // 4, S, cfg.H)             # batch over X, heads over YZ
+
+# %% tags=["hide-input"]
+print(plan.describe())
+for name, spec in param_specs(cfg, plan)["layers"][0].items():
+    print(f"  {name:9s} {spec}")
 glue("ch10_block", str(block))
 print(f"tokens identical to the single-device run; cache block per device {block}")
 
@@ -127,14 +129,16 @@ print(f"tokens identical to the single-device run; cache block per device {block
 
 # %%
 colls = hlo.collectives(step)
-print(hlo.format_table(colls))
 predicted = collectives.ws2d_collectives(cfg, B, 1, X=2, YZ=4, kv_heads=4, bytes_per_element=4)
-print()
-print(collectives.format_comms(predicted, hlo.bytes_by_scope(colls)))
 assert hlo.bytes_by_scope(colls) == collectives.total_bytes(predicted, by="scope")
 flops_step = hlo.flops(step)
 flops_model = counts.forward_flops(cfg, B, 1, S + 1)
 assert abs(flops_step / (flops_model / 8) - 1) < 0.1
+
+# %% tags=["hide-input"]
+print(hlo.format_table(colls))
+print()
+print(collectives.format_comms(predicted, hlo.bytes_by_scope(colls)))
 glue("ch10_n_colls", str(len(colls)))
 
 # %% [markdown]
@@ -172,6 +176,8 @@ for n in (64, 256, 1024):
     brute = grid[np.argmin([comm_time.ws2d_comm_time(1, D_, F_, x, n / x, 1.0) for x in grid])]
     assert abs(brute / x_opt - 1) < 1e-3 and abs(x_opt / np.sqrt(n / 8) - 1) < 1e-12
 assert abs(n_star - 128 * (3 / 4) ** 2) < 1e-9
+
+# %% tags=["hide-input"]
 glue("ch10_nstar", f"{n_star:.0f}")
 glue("ch10_nstar_gated", f"{comm_time.ws2d_crossover_chips(D_, 2 * F_):.0f}")
 print(f"crossover at n* = {n_star:.1f} chips")
@@ -255,6 +261,8 @@ assert all(r[5] == rows[0][5] for r in rows)                      # 1D bytes nev
 last_1d = max(r[0] for r in rows if r[3] < r[4])                  # 1D still cheaper here
 first_2d = min(r[0] for r in rows if r[4] < r[3])                 # 2D cheaper from here on
 assert last_1d < n_star < first_2d
+
+# %% tags=["hide-input"]
 glue("ch10_last_1d", str(last_1d))
 glue("ch10_first_2d", str(first_2d))
 glue("ch10_last_x1", str(max(r[0] for r in rows if r[1] == 1)))
@@ -278,6 +286,7 @@ t2_cont = [comm_time.ws2d_comm_time(B_tok, mlp_cfg.D, mlp_cfg.F,
                                    bytes_per_element=4) for n in n_cont]
 t1_flat = comm_time.ws1d_comm_time(B_tok, mlp_cfg.D, W, bytes_per_element=4, axes=3)
 
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.loglog(n_cont, np.full_like(n_cont, t1_flat * 1e6), color="C0", label="1D formula")
 ax.loglog(n_cont, np.array(t2_cont) * 1e6, color="C1", label="2D formula, optimal X")

@@ -30,8 +30,6 @@
 # first token, time per output token and throughput off the orchestrator's own event log.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -39,16 +37,7 @@ info = inferbook.setup()
 import matplotlib.pyplot as plt
 import numpy as np
 
-from inferbook.book.claims import expect_measured
-from inferbook.book.present import (
-    fmt_bytes,
-    fmt_percent,
-    fmt_rate,
-    fmt_ratio,
-    fmt_seconds,
-    fmt_tokens_per_s,
-    glue,
-)
+from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, phase_time, timing
@@ -69,6 +58,19 @@ from inferbook.serving.workloads import mixed_trace
 
 print(info.describe())
 DEVICE = timing.device_name()
+
+# %% tags=["hide-input"]
+from inferbook.book.claims import expect_measured
+from inferbook.book.present import (
+    fmt_bytes,
+    fmt_percent,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_tokens_per_s,
+    glue,
+)
+
 glue("ch11_device", DEVICE)
 
 # %% [markdown]
@@ -83,19 +85,18 @@ glue("ch11_device", DEVICE)
 # not even run on the same machine. Here is the interface as the library defines it:
 
 # %%
-for name in ("prefill", "insert", "generate"):
-    print(inspect.getsource(getattr(api.Engine, name)))
+show_source(api.Engine.prefill, api.Engine.insert, api.Engine.generate)
 
 # %% [markdown]
 # `ModelEngine` implements it over the library's transformer. The decode batch is a KV cache of
 # `slots` rows, each `max_len` tokens long, plus each slot's next input token and the sampling
 # step it has reached. `generate` is the decoding loop of chapter 1, split as there into a
 # program that reads the cache and samples, and one that appends the new keys and values in
-# place:
+# place. Each method is a thin shell; the compiled functions it calls, shown after it, do the
+# work:
 
 # %%
-print(inspect.getsource(ModelEngine.generate))
-print(inspect.getsource(ModelEngine.insert))
+show_source(ModelEngine.generate, ModelEngine.insert, callees=True)
 
 # %% [markdown]
 # Driving the engine by hand shows what a server does. Two requests are prefilled one at a
@@ -140,21 +141,23 @@ toy = MockEngine(slots=2, max_len=64)
 toy_trace = [Request(0, [1, 2, 3], 6), Request(1, [4] * 30, 2), Request(2, [5] * 8, 5),
              Request(3, [6] * 12, 3, arrival_s=0.004)]
 cost = CostTimer(LinearCost())
-glue("ch11_cost_prefill", fmt_seconds(LinearCost().prefill_s, 0))
-glue("ch11_cost_token", fmt_seconds(LinearCost().per_token_s))
-glue("ch11_cost_generate", fmt_seconds(LinearCost().generate_s, 0))
 toy_runs = {d: serve(toy, None, toy_trace, d, timer=cost) for d in ("static", "interleaved")}
 for run in toy_runs.values():
     assert run.outputs() == {r.id: mock_stream(r.prompt, r.max_new_tokens, 97)
                              for r in toy_trace}
 print(toy_runs["static"].events[:4])
 
+# %% tags=["hide-input"]
+glue("ch11_cost_prefill", fmt_seconds(LinearCost().prefill_s, 0))
+glue("ch11_cost_token", fmt_seconds(LinearCost().per_token_s))
+glue("ch11_cost_generate", fmt_seconds(LinearCost().generate_s, 0))
+
 # %% [markdown]
 # Every call the orchestrator makes is an `Event` in its log: which server, what kind of call,
 # when it started and ended, for which requests. The timelines in this chapter are drawn from
 # those logs and from the per-request token times, nothing else.
 
-# %%
+# %% tags=["hide-input"]
 KIND_COLOURS = {"prefill": "tab:orange", "generate": "tab:blue", "insert": "tab:green",
                 "transfer": "tab:purple", "load": "tab:olive", "save": "tab:olive"}
 KIND_LABELS = {"prefill": "prefill", "generate": "generate", "insert": "insert",
@@ -221,6 +224,8 @@ plt.show()
 toy_static, toy_inter = (toy_runs[d].summary for d in ("static", "interleaved"))
 assert toy_inter.throughput > toy_static.throughput
 assert toy_inter.ttft_mean_s < toy_static.ttft_mean_s
+
+# %% tags=["hide-input"]
 glue("ch11_toy_tput_gain", fmt_ratio(toy_inter.throughput / toy_static.throughput))
 
 # %% [markdown]
@@ -243,6 +248,8 @@ glue("ch11_toy_tput_gain", fmt_ratio(toy_inter.throughput / toy_static.throughpu
 trace = mixed_trace(48, cfg.V, prompt_len=(4, 16), short=(2, 8), long=(128, 176),
                     long_fraction=0.125, seed=1)
 out_lens = np.array([r.max_new_tokens for r in trace])
+
+# %% tags=["hide-input"]
 glue("ch11_n_requests", str(len(trace)))
 glue("ch11_slots", str(engine.max_concurrent_decodes))
 glue("ch11_out_median", str(int(np.median(out_lens))))
@@ -302,6 +309,18 @@ for d, s in summaries.items():
 gain = summaries["continuous"].throughput / summaries["static"].throughput
 gain_inter = summaries["interleaved"].throughput / summaries["static"].throughput
 floor = 1.5
+
+
+def slot_utilisation(run):
+    """Fraction of slot-steps that produced a token someone wanted."""
+    steps = [e for e in run.events if e.kind == "generate"]
+    return sum(len(e.requests) for e in steps) / (len(steps) * engine.max_concurrent_decodes)
+
+
+util = {d: slot_utilisation(r) for d, r in runs.items()}
+assert util["continuous"] > util["static"]
+
+# %% tags=["hide-input"]
 glue("ch11_floor", fmt_ratio(floor))
 expect_measured(gain >= floor, "continuous batching delivers far more throughput than static "
                 "batching with the same slots", expected=f"at least {fmt_ratio(floor)}",
@@ -313,16 +332,6 @@ expect_measured(summaries["continuous"].ttft_mean_s < summaries["static"].ttft_m
                 expected="a shorter mean TTFT than static batching",
                 measured=f"{fmt_seconds(summaries['continuous'].ttft_mean_s)} against "
                          f"{fmt_seconds(summaries['static'].ttft_mean_s)}")
-
-
-def slot_utilisation(run):
-    """Fraction of slot-steps that produced a token someone wanted."""
-    steps = [e for e in run.events if e.kind == "generate"]
-    return sum(len(e.requests) for e in steps) / (len(steps) * engine.max_concurrent_decodes)
-
-
-util = {d: slot_utilisation(r) for d, r in runs.items()}
-assert util["continuous"] > util["static"]
 for d in runs:
     glue(f"ch11_tput_{d}", fmt_tokens_per_s(summaries[d].throughput))
     glue(f"ch11_ttft_{d}", fmt_seconds(summaries[d].ttft_mean_s))
@@ -345,7 +354,7 @@ print({d: f"{u:.0%}" for d, u in util.items()})
 # token falls too, from {glue:text}`ch11_ttft_static` to {glue:text}`ch11_ttft_continuous` on
 # average: nobody waits for a whole batch to drain before being admitted.
 
-# %%
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(2, 1, figsize=(11, 9), sharex=True)
 handles = draw_timeline(runs["static"], axes[0], f"static batching, measured on {DEVICE}")
 handles |= draw_timeline(runs["continuous"], axes[1],
@@ -379,9 +388,11 @@ for name, design, options in [("interleaved", "interleaved", {}),
                               ("disaggregated", "disaggregated", dict(link_bytes_per_s=1e9))]:
     run = serve(toy, None, long_trace, design, timer=cost, **options)
     gaps[name] = max(np.diff(s.token_times).max() for s in run.sequences)
-print({k: fmt_seconds(v) for k, v in gaps.items()})
 assert gaps["chunked (64)"] < gaps["interleaved"]
 assert gaps["disaggregated"] <= gaps["chunked (64)"]
+
+# %% tags=["hide-input"]
+print({k: fmt_seconds(v) for k, v in gaps.items()})
 glue("ch11_gap_inter", fmt_seconds(gaps["interleaved"]))
 glue("ch11_gap_chunk", fmt_seconds(gaps["chunked (64)"]))
 glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
@@ -437,6 +448,8 @@ def step_gaps(run, server):
 paused_i, clean_i = step_gaps(runs["interleaved"], "engine")
 paused_d, clean_d = step_gaps(disagg, "generate")
 assert paused_i and not paused_d
+
+# %% tags=["hide-input"]
 expect_measured(np.mean(paused_i) > np.mean(clean_i), "a prefill between two generate steps "
                 "pauses the streams", expected="longer gaps where a prefill ran",
                 measured=f"{fmt_seconds(np.mean(paused_i))} against "
@@ -480,13 +493,15 @@ for name in ("TPU v5e", "H100 SXM", "L4"):
     rows.append((name, chip.interconnect, t, prefill))
     print(f"{name:9s} one {chip.interconnect} link: transfer {fmt_seconds(t)}; "
           f"prefill on one chip (roofline) {fmt_seconds(prefill)}")
+assert rows[0][2] < rows[0][3] and rows[2][2] < rows[2][3]   # TPU v5e and L4: transfer < prefill
+assert rows[1][2] > rows[1][3]                              # H100, one NVLink link: not so
+
+# %% tags=["hide-input"]
 glue("ch11_llama_kv", fmt_bytes(kv))
 glue("ch11_v5e_transfer", fmt_seconds(rows[0][2]))
 glue("ch11_v5e_prefill", fmt_seconds(rows[0][3]))
 glue("ch11_h100_ratio", fmt_ratio(rows[1][2] / rows[1][3]))
 glue("ch11_h100_links", str(get_chip("H100 SXM").links))
-assert rows[0][2] < rows[0][3] and rows[2][2] < rows[2][3]   # TPU v5e and L4: transfer < prefill
-assert rows[1][2] > rows[1][3]                              # H100, one NVLink link: not so
 
 # %% [markdown]
 # That is {glue:text}`ch11_llama_kv` of KV. Over one TPU v5e link it takes
@@ -513,7 +528,7 @@ assert rows[1][2] > rows[1][3]                              # H100, one NVLink l
 # %%
 from inferbook.serving.scheduler import Interleaved  # noqa: E402
 
-print(inspect.getsource(Interleaved.run))
+show_source(Interleaved.run)
 
 # %% [markdown]
 # ## Summary

@@ -27,7 +27,6 @@
 # memory management in the server, not changes to attention.
 
 # %%
-import inspect
 import timeit
 
 import inferbook
@@ -38,8 +37,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from inferbook.book import bookdata
-from inferbook.book.claims import expect_measured
-from inferbook.book.present import fmt_bytes, fmt_percent, fmt_ratio, fmt_seconds, glue
+from inferbook.book.listing import show_source
 from inferbook.model import decoder
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, phase_time, timing
@@ -63,6 +61,11 @@ from inferbook.serving.workloads import few_shot_trace, multi_turn_trace, route
 
 print(info.describe())
 DEVICE = timing.device_name()
+
+# %% tags=["hide-input"]
+from inferbook.book.claims import expect_measured
+from inferbook.book.present import fmt_bytes, fmt_percent, fmt_ratio, fmt_seconds, glue
+
 glue("ch12_device", DEVICE)
 
 # %% [markdown]
@@ -81,8 +84,9 @@ glue("ch12_device", DEVICE)
 # block (a block can belong to several sequences, as we will see).
 
 # %%
-print(inspect.getsource(BlockManager.grow))
+show_source(BlockManager.grow)
 
+# %%
 blocks = BlockManager(num_blocks=12, block_size=16)
 tables = {"a": [], "b": [], "c": []}
 lengths = {"a": 5, "b": 40, "c": 17}
@@ -126,11 +130,12 @@ assert blocks.all_free()
 # figures are kept in a data file with their source:
 
 # %%
-reported = bookdata.load("paged_attention_waste.csv")
-before, paged_reported = (row["kv_waste"] for row in reported)
-for row in reported:
-    print(f"{row['system']}: KV memory wasted {row['bound']} {row['kv_waste']:.0%} "
-          f"(source: {row['source']})")
+paper = bookdata.load("pagedattention_waste.json")
+before, paged_reported = 1 - paper["token_state_share"]["orca_max"], paper["paged_waste_at_most"]
+
+# %% tags=["hide-input"]
+print(f"KV memory wasted: {before:.0%} with maximum-length reservations (Orca), at most "
+      f"{paged_reported:.0%} with paging (source: {paper['source']})")
 glue("ch12_reported_before", fmt_percent(before)); glue("ch12_reported_paged",
                                                         fmt_percent(paged_reported))
 
@@ -168,6 +173,8 @@ live = slot_rows.reserved // engine.max_len
 model_rows = Usage(paged.tokens, live * cfg.max_seq_len)
 assert paged.waste < paged_reported, paged.waste      # paging wastes under 4%, as reported
 assert model_rows.waste > 0.5, model_rows.waste       # contiguous rows waste most of it
+
+# %% tags=["hide-input"]
 glue("ch12_paged_waste", fmt_percent(paged.waste, 1))
 glue("ch12_slot_waste", fmt_percent(slot_rows.waste))
 glue("ch12_model_waste", fmt_percent(model_rows.waste))
@@ -187,7 +194,7 @@ ax.set_xlabel("time (s)"); ax.set_ylabel("fraction of reserved KV memory unused"
 ax.set_ylim(0, 1); ax.legend(fontsize=8)
 ax.set_title(f"During our run, measured on {DEVICE}", fontsize=9)
 labels = ["reported:\ncontiguous\n(at least)", "reported:\nPagedAttention\n(at most)",
-          f"ours:\nrows of\n{cfg.max_seq_len}", f"ours:\npaged"]
+          f"ours:\nrows of\n{cfg.max_seq_len}", "ours:\npaged"]
 values = [before, paged_reported, model_rows.waste, paged.waste]
 bx.bar(labels, values, color=["lightgrey", "lightgrey", "tab:green", "tab:blue"])
 bx.set_ylim(0, 1); bx.tick_params(axis="x", labelsize=7)
@@ -227,7 +234,7 @@ plt.show()
 # use a deliberately terrible hash to prove it):
 
 # %%
-print(inspect.getsource(HashChainCache._lookup))
+show_source(HashChainCache._lookup)
 
 # %% [markdown]
 # **The radix tree** (SGLang's RadixAttention {cite:p}`zheng2024sglang`). The cached prefixes
@@ -273,14 +280,20 @@ summ = {c: r.summary for c, r in runs.items()}
 for c, s in summ.items():
     print(f"{str(c):6s} prefilled {s.prefill_tokens:6,d} tokens, {s.cached_tokens:6,d} from "
           f"cache; TTFT mean {fmt_seconds(s.ttft_mean_s)}, p90 {fmt_seconds(s.ttft_p90_s)}")
-print(f"measured on {DEVICE}")
 prefill_cut = {c: summ[None].prefill_tokens / summ[c].prefill_tokens for c in ("hash", "radix")}
 ttft_cut = {c: summ[None].ttft_mean_s / summ[c].ttft_mean_s for c in ("hash", "radix")}
 assert summ["hash"].cached_tokens == summ["radix"].cached_tokens > 0
 assert min(prefill_cut.values()) >= 1.5, prefill_cut          # tokens: exact
+# What the two designs cost on the host: one lookup of a request's prompt.
+probe = trace[-1].prompt
+lookup_s = {c: min(timeit.repeat(lambda: runs[c].extra["cache"].peek(probe), number=200,
+                                 repeat=3)) / 200 for c in ("hash", "radix")}
+
+# %% tags=["hide-input"]
 expect_measured(min(ttft_cut.values()) >= 1.5, "a prefix cache cuts the mean time to first token",
                 expected="at least 1.5× shorter with either cache",
                 measured=", ".join(f"{c}: {fmt_ratio(v)}" for c, v in ttft_cut.items()))
+print(f"measured on {DEVICE}")
 glue("ch12_prefill_none", f"{summ[None].prefill_tokens:,}")
 glue("ch12_prefill_cached", f"{summ['radix'].prefill_tokens:,}")
 glue("ch12_prefill_cut", fmt_ratio(prefill_cut["radix"]))
@@ -288,10 +301,6 @@ glue("ch12_ttft_none", fmt_seconds(summ[None].ttft_mean_s))
 glue("ch12_ttft_hash", fmt_seconds(summ["hash"].ttft_mean_s))
 glue("ch12_ttft_radix", fmt_seconds(summ["radix"].ttft_mean_s))
 glue("ch12_ttft_cut", fmt_ratio(min(ttft_cut.values())))
-# What the two designs cost on the host: one lookup of a request's prompt.
-probe = trace[-1].prompt
-lookup_s = {c: min(timeit.repeat(lambda: runs[c].extra["cache"].peek(probe), number=200,
-                                 repeat=3)) / 200 for c in ("hash", "radix")}
 glue("ch12_lookup_hash", fmt_seconds(lookup_s["hash"]))
 glue("ch12_lookup_radix", fmt_seconds(lookup_s["radix"]))
 print({c: fmt_seconds(v) for c, v in lookup_s.items()})
@@ -335,8 +344,10 @@ for admission in ("fcfs", "lpm"):
     assert run.outputs() == {r.id: mock_stream(r.prompt, r.max_new_tokens, 97)
                              for r in alt_trace}
     hits[admission] = run.summary.cached_tokens / sum(len(r.prompt) for r in alt_trace)
-print({k: f"{v:.0%}" for k, v in hits.items()})
 assert hits["lpm"] > hits["fcfs"]
+
+# %% tags=["hide-input"]
+print({k: f"{v:.0%}" for k, v in hits.items()})
 glue("ch12_hit_fcfs", fmt_percent(hits["fcfs"])); glue("ch12_hit_lpm", fmt_percent(hits["lpm"]))
 
 # %% [markdown]
@@ -374,6 +385,8 @@ for policy in ("round-robin", "affinity"):
     print(f"{policy:12s} prompt tokens from cache {cached / prompt_tokens:.0%}; "
           f"requests per replica {[len(s) for s in shards]}")
 assert routing["affinity"][0] > routing["round-robin"][0]
+
+# %% tags=["hide-input"]
 glue("ch12_route_rr", fmt_percent(routing["round-robin"][0]))
 glue("ch12_route_aff", fmt_percent(routing["affinity"][0]))
 glue("ch12_route_load", str(routing["affinity"][1]))
@@ -406,6 +419,8 @@ for name in ("L4", "A10"):
     print(f"{name}: read {fmt_bytes(kv_history)} of cached KV from host memory over "
           f"{chip.interconnect}: {fmt_seconds(load)}; recompute it: {fmt_seconds(recompute)}")
 l4 = get_chip("L4")
+
+# %% tags=["hide-input"]
 glue("ch12_hist_kv", fmt_bytes(kv_history))
 glue("ch12_l4_load", fmt_seconds(kv_history / l4.link_bytes_per_s))
 glue("ch12_l4_recompute", fmt_seconds(phase_time.prefill_seconds(llama, l4, history)))

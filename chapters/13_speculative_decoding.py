@@ -28,8 +28,6 @@
 # against what the formula predicts.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -40,8 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import chisquare
 
-from inferbook.book.claims import expect_measured
-from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
+from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.presets import get_preset
 from inferbook.model.sampling import Sampler
@@ -53,6 +50,11 @@ from inferbook.serving.speculative import speculative_generate, verify
 
 print(info.describe())
 DEVICE = timing.device_name()
+
+# %% tags=["hide-input"]
+from inferbook.book.claims import expect_measured
+from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
+
 glue("ch13_device", DEVICE)
 
 # %% [markdown]
@@ -75,6 +77,8 @@ for g, t in verify_s.items():
 draft_step = phase_time.generate_step_seconds(draft_cfg, chip, 1, context)
 c_h200 = draft_step / step
 assert max(verify_s.values()) < 1.1 * step          # scoring 9 tokens costs ~ one step
+
+# %% tags=["hide-input"]
 glue("ch13_h200_step", fmt_seconds(step))
 glue("ch13_h200_verify8", fmt_ratio(verify_s[8] / step, 2))
 glue("ch13_c", f"{c_h200:.2f}")
@@ -111,7 +115,7 @@ glue("ch13_c", f"{c_h200:.2f}")
 # rule, both cases in one function:
 
 # %%
-print(inspect.getsource(verify))
+show_source(verify)
 
 # %% [markdown]
 # We can check the identity exactly for one position — no sampling involved — and then check
@@ -144,6 +148,8 @@ counts = np.bincount(tokens, minlength=V)
 pvalue = chisquare(counts, p * N).pvalue
 assert pvalue > 1e-3, pvalue
 assert abs(n_acc.mean() - alpha_pq) < 4 * np.sqrt(alpha_pq * (1 - alpha_pq) / N)
+
+# %% tags=["hide-input"]
 glue("ch13_alpha_pq", f"{alpha_pq:.3f}"); glue("ch13_acc_mc", f"{n_acc.mean():.3f}")
 glue("ch13_pvalue", f"{pvalue:.2f}"); glue("ch13_N", f"{N:,}")
 
@@ -181,24 +187,28 @@ plt.show()
 # analysis and, as we just saw, about 1 on an accelerator.
 
 # %%
-print(inspect.getsource(speculation.speculative_speedup))
+show_source(speculation.speculative_speedup)
+
+# %%
+alphas = (0.6, 0.7, 0.8, 0.9)
+best = {a: speculation.optimal_gamma(a, c_h200) for a in alphas}
+assert best[0.9] > best[0.6]
+print(best)
+
+# %% tags=["hide-input"]
 gammas = np.arange(0, 11)
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
-best = {}
-for a in (0.6, 0.7, 0.8, 0.9):
+for a in alphas:
     ax.plot(gammas, [speculation.speculative_speedup(a, g, c_h200) for g in gammas], "o-",
             ms=3, label=f"α = {a}")
-    best[a] = speculation.optimal_gamma(a, c_h200)
 ax.axhline(1, color="grey", lw=0.8)
 ax.set_xlabel("draft tokens per step, γ"); ax.set_ylabel("expected speedup")
 ax.set_title(f"LLaMA-2 70B with a 7B draft on an {chip.name} (estimator, c = {c_h200:.2f})",
              fontsize=9)
 ax.legend(fontsize=8)
 plt.show()
-assert best[0.9] > best[0.6]
 glue("ch13_best_06", str(best[0.6])); glue("ch13_best_09", str(best[0.9]))
 glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8], c_h200)))
-print(best)
 
 # %% [markdown]
 # The better the draft agrees with the target, the further it pays to guess: the best $\gamma$
@@ -228,6 +238,8 @@ greedy_reference = decode.generate(params, cfg, prompts[:1], N_NEW).tokens[0]
 out, greedy_stats = speculative_generate(params, cfg, prompts[0], N_NEW, draft, gamma=GAMMA)
 assert out == greedy_reference                  # identical tokens
 alpha_greedy = greedy_stats.acceptance_rate
+
+# %% tags=["hide-input"]
 glue("ch13_alpha_greedy", f"{alpha_greedy:.2f}")
 print(f"greedy: identical to decode.generate; acceptance rate {alpha_greedy:.2f}")
 
@@ -252,6 +264,8 @@ measured_tpr = pooled.tokens_per_round
 predicted_tpr = speculation.expected_tokens_per_step(alpha, GAMMA)
 assert abs(measured_tpr / predicted_tpr - 1) < 0.1, (measured_tpr, predicted_tpr)
 assert alpha > alpha_greedy
+
+# %% tags=["hide-input"]
 glue("ch13_alpha", f"{alpha:.2f}"); glue("ch13_rounds", str(pooled.rounds))
 glue("ch13_tpr", f"{measured_tpr:.2f}"); glue("ch13_tpr_pred", f"{predicted_tpr:.2f}")
 glue("ch13_gamma", str(GAMMA))
@@ -304,6 +318,8 @@ spec = timing.time_fn(lambda: speculative_generate(params, cfg, prompts[0], N_NE
                                                   gamma=GAMMA, sampler=SAMPLER,
                                                   key=jax.random.key(0))[0], repeats=3, warmup=0)
 measured = plain.median_s / spec.median_s
+
+# %% tags=["hide-input"]
 print(f"on {DEVICE}: c = {c_cpu:.2f}, v = {v_cpu:.2f}; predicted speedup {predicted:.2f}, "
       f"measured {measured:.2f} ({fmt_seconds(plain.median_s)} plain vs "
       f"{fmt_seconds(spec.median_s)} speculative for {N_NEW} tokens)")
@@ -338,13 +354,17 @@ glue("ch13_v_h200", fmt_ratio(verify_s[GAMMA] / step, 2))
 # probability $p(d)$, otherwise sample from $p$ with $d$ removed.
 
 # %%
-print(inspect.getsource(PromptLookup.propose))
+show_source(PromptLookup.propose)
+
+# %%
 out, lookup_stats = speculative_generate(params, cfg, prompts[0], N_NEW, PromptLookup(),
                                          gamma=GAMMA)
 assert out == greedy_reference
 proposed = sum(d > 0 for d in lookup_stats.drafted)
 rounds = lookup_stats.rounds
 lookup_alpha = lookup_stats.acceptance_rate
+
+# %% tags=["hide-input"]
 glue("ch13_lookup_frac", fmt_percent(proposed / rounds))
 glue("ch13_lookup_alpha", f"{lookup_alpha:.2f}")
 print(f"prompt lookup proposed something in {proposed} of {rounds} rounds; "

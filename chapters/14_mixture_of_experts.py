@@ -37,8 +37,6 @@
 # collectives and tokens, never their wall-clock time.
 
 # %%
-import inspect
-
 import inferbook
 
 info = inferbook.setup()
@@ -50,7 +48,7 @@ import numpy as np
 from IPython.display import Markdown
 
 from inferbook.book import bookdata
-from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
+from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder, kvcache, mla
 from inferbook.model.config import ModelConfig
 from inferbook.model.features import MLA, MoE
@@ -66,6 +64,9 @@ from inferbook.perf.latent_attention_cost import decode_attention_per_cached_tok
 
 print(info.describe())
 v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
+
+# %% tags=["hide-input"]
+from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
 
 # %% [markdown]
 # ## Total and active parameters
@@ -92,12 +93,14 @@ mlp18, router = counts.param_counts(base)["mlp"], base.L * base.D * 16
 assert P5 == counts.param_count(base) + 15 * mlp18 + router
 assert A5 == counts.param_count(base) + mlp18 + router
 published = bookdata.load("scaling_book_published.json")
+v3 = models["DeepSeek-V3"]
+
+# %% tags=["hide-input"]
 glue("ch14_wp5_total", fmt_count(P5))
 glue("ch14_wp5_active", fmt_count(A5, 2))
 glue("ch14_wp5_flops", fmt_count(2 * A5, 2))
 glue("ch14_wp5_written",
      fmt_count(published["worked_problems"]["p5_forward_flops_active_param_000"]))
-v3 = models["DeepSeek-V3"]
 glue("ch14_v3_share", f"{params.active_param_count(v3) / params.param_count(v3):.1%}")
 Markdown("| model | E | k | parameters | active | total / active |\n"
          "|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows))
@@ -123,7 +126,7 @@ Markdown("| model | E | k | parameters | active | total / active |\n"
 # $k$ for one token, rising to all $E$ as the batch grows:
 
 # %%
-print(inspect.getsource(params.expected_experts))
+show_source(params.expected_experts)
 
 # %% [markdown]
 # That is a claim about the router, so we measure it on the library's. Two small models
@@ -164,7 +167,6 @@ for label, (cfg, balanced) in routers.items():
             for p in layers for t in range(TRIALS)]
         measured[label, B] = (np.mean(touched), np.std(touched) / np.sqrt(len(touched)))
 
-fig, ax = plt.subplots(figsize=(6.5, 4))
 gaps = {}
 for label, (cfg, balanced) in routers.items():
     m = cfg.moe
@@ -180,12 +182,23 @@ for label, (cfg, balanced) in routers.items():
     gaps[label] = float(np.max(1 - mean / formula))
     if balanced:                                    # a balanced router is close to it
         assert gaps[label] < 0.05, (label, mean, formula)
+assert gaps[SKEWED] > 0.2
+
+# %% tags=["hide-input"]
+glue("ch14_trials", str(TRIALS * routers["Mixtral's routing"][0].L))
+glue("ch14_route_worst", f"{max(gaps[k] for k, (_, ok) in routers.items() if ok):.1%}")
+glue("ch14_route_skewed", f"{gaps[SKEWED]:.0%}")
+
+fig, ax = plt.subplots(figsize=(6.5, 4))
+for label, (cfg, balanced) in routers.items():
+    m = cfg.moe
+    if balanced:
         grid = np.geomspace(1, batches[-1], 100)
         ax.semilogx(grid, [params.expected_experts(m.E, m.k, b) / m.E for b in grid],
                     label=f"E(1 − (1 − k/E)^B), E = {m.E}, k = {m.k}")
+    mean = np.array([measured[label, B][0] for B in batches])
     ax.semilogx(batches, mean / m.E, "o" if balanced else "x", label=f"measured: {label}",
                 color=ax.lines[-1].get_color() if balanced else "gray")
-assert gaps[SKEWED] > 0.2
 ax.set_xlabel("tokens in the step, B")
 ax.set_ylabel("share of the experts touched per layer")
 ax.set_title("Experts a decode step reads: the library's routers against the formula",
@@ -193,9 +206,6 @@ ax.set_title("Experts a decode step reads: the library's routers against the for
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
-glue("ch14_trials", str(TRIALS * routers["Mixtral's routing"][0].L))
-glue("ch14_route_worst", f"{max(gaps[k] for k, (_, ok) in routers.items() if ok):.1%}")
-glue("ch14_route_skewed", f"{gaps[SKEWED]:.0%}")
 
 # %% [markdown]
 # Each point is the mean over {glue:text}`ch14_trials` draws (four layers, several random
@@ -220,6 +230,8 @@ for label in ("Mixtral-8x7B", "DeepSeek-V3"):
     rows.append(f"| {label} | {fmt_bytes(total)} | " + " | ".join(
         f"{fmt_bytes(read[label, B])}" for B in (1, 8, 64, 512)) + " |")
     assert abs(read[label, 1] / (params.active_param_count(cfg) * 2) - 1) < 1e-12  # active
+
+# %% tags=["hide-input"]
 glue("ch14_v3_read1", fmt_bytes(read["DeepSeek-V3", 1]))
 glue("ch14_v3_read64", fmt_bytes(read["DeepSeek-V3", 64]))
 glue("ch14_v3_total", fmt_bytes(counts.param_bytes(v3, 2)))
@@ -268,6 +280,8 @@ for label, chip in (("worked problem 5", v5e), ("Mixtral-8x7B", h100), ("DeepSee
     crit[label] = (dense, exact, whole)
     rows.append(f"| {label} | {chip.name} | {dense:,.0f} | {m.E}/{m.k} | "
                 f"{dense * m.E / m.k:,.0f} | {exact:,.0f} | {whole:,.0f} |")
+
+# %% tags=["hide-input"]
 glue("ch14_bdense_v5e", f"{crit['worked problem 5'][0]:.0f}")
 glue("ch14_wp5_bcrit_source", f"{published['b_crit']['TPU v5e']} × 16/2 = "
                               f"{published['worked_problems']['p5_b_crit']:,}")
@@ -306,9 +320,9 @@ def dense_twin(cfg: ModelConfig) -> ModelConfig:
     return cfg.replace(moe=None, F=m.k * m.F + m.shared_F, name=f"{cfg.name} (dense twin)")
 
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 grid = np.unique(np.geomspace(1, 32768, 120).astype(int))
-for ax, label in zip(axes, ("Mixtral-8x7B", "DeepSeek-V3")):
+step_times = {}
+for label in ("Mixtral-8x7B", "DeepSeek-V3"):
     cfg, twin = models[label], dense_twin(models[label])
     flops_ratio = params.active_param_count(cfg) / params.param_count(twin)
     assert abs(flops_ratio - 1) < 0.01          # (routers and DeepSeek's dense layers differ)
@@ -316,6 +330,14 @@ for ax, label in zip(axes, ("Mixtral-8x7B", "DeepSeek-V3")):
     twin_t = np.array([weights_step(twin, B) for B in grid])
     assert np.all(moe_t >= twin_t * min(1, flops_ratio))     # never cheaper than its twin...
     assert abs(moe_t[-1] / twin_t[-1] / flops_ratio - 1) < 1e-9   # ...equal once compute-bound
+    step_times[label] = moe_t, twin_t
+mx, twin = models["Mixtral-8x7B"], dense_twin(models["Mixtral-8x7B"])
+
+# %% tags=["hide-input"]
+glue("ch14_mx_ratio_64", fmt_ratio(weights_step(mx, 64) / weights_step(twin, 64)))
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+for ax, (label, (moe_t, twin_t)) in zip(axes, step_times.items()):
     ax.loglog(grid, moe_t * 1e3, label=label)
     ax.loglog(grid, twin_t * 1e3, "--", label="dense twin (same active parameters)")
     ax.axvline(crit[label][2], color="gray", ls=":", lw=0.8)
@@ -326,8 +348,6 @@ for ax, label in zip(axes, ("Mixtral-8x7B", "DeepSeek-V3")):
     ax.grid(True, which="both", alpha=0.3)
 fig.tight_layout()
 plt.show()
-mx, twin = models["Mixtral-8x7B"], dense_twin(models["Mixtral-8x7B"])
-glue("ch14_mx_ratio_64", fmt_ratio(weights_step(mx, 64) / weights_step(twin, 64)))
 
 # %% [markdown]
 # The dense twin's step is flat until its critical batch and then grows with the FLOPs; the
@@ -362,7 +382,7 @@ glue("ch14_mx_ratio_64", fmt_ratio(weights_step(mx, 64) / weights_step(twin, 64)
 # heads and every $F$ as the 1D layout does. Here is the MoE block, one chip's view:
 
 # %%
-print(inspect.getsource(expert_parallel.moe_expert_parallel))
+show_source(expert_parallel.moe_expert_parallel)
 
 # %% [markdown]
 # A small model with eight experts (two per token), a shared expert and a dense first layer,
@@ -409,12 +429,14 @@ for mesh_shape, experts in (("1x8", None), ("2x4", "y")):
 plan8, colls8 = steps["1x8"]
 a2a = [c for c in colls8 if c.scope == "dispatch"]
 assert len(a2a) == cfg.L - 1 and all(c.group_size == 8 for c in a2a)
-glue("ch14_dispatch_bytes", fmt_bytes(a2a[0].bytes))
-glue("ch14_ep_colls", str(len(colls8)))
 
 # Tensor parallelism, for comparison: the 1d-ws layout splits every expert's F eight ways.
 plan_tp = make_plan(cfg, named_mesh("2x4"), "1d-ws")
 assert sd.generate(weights, cfg, prompts, n_new, plan=plan_tp).tokens == reference
+
+# %% tags=["hide-input"]
+glue("ch14_dispatch_bytes", fmt_bytes(a2a[0].bytes))
+glue("ch14_ep_colls", str(len(colls8)))
 
 # %% [markdown]
 # All three runs — two expert-parallel, one tensor-parallel — give the unsharded model's
@@ -449,6 +471,8 @@ for chip_tokens in np.split(experts_Nk, chips):
     count = np.bincount(chip_tokens.reshape(-1), minlength=cfg.moe.E)
     ours.append(int(np.maximum(count - C, 0).sum()))
 assert dropped.tolist() == ours
+
+# %% tags=["hide-input"]
 glue("ch14_cap_C", str(C))
 glue("ch14_cap_tokens", str(tokens))
 glue("ch14_cap_dropped", str(sum(ours)))
@@ -478,7 +502,6 @@ print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 # %%
 mesh3 = named_mesh("2x2x2")
 plan6 = make_plan(wp5, mesh3, "expert-parallel", x="x", experts="z")
-print(plan6.describe())
 p6, c6 = sd.abstract_inputs(wp5, plan6, 8, 16)
 
 
@@ -503,6 +526,9 @@ gathered = sum(c.bytes for c in colls6 if c.scope == "fsdp_gather")
 assert gathered == collectives.total_bytes(collectives.expert_parallel_collectives(
     short, 8, 1, 2, 2, 2, bytes_per_element=4, bytes_per_param=4),
     by="scope")[("fsdp_gather", "all-gather")]
+
+# %% tags=["hide-input"]
+print(plan6.describe())
 glue("ch14_wp6_held", fmt_bytes(held))
 glue("ch14_wp6_gathered", fmt_bytes(gathered / short.L * wp5.L))
 
@@ -524,6 +550,8 @@ chips6 = 128
 ours = moe_layouts.expert_parallel_param_bytes(wp5, X=1, Y=8, Z=16, bytes_per_param=1)
 even = counts.param_bytes(wp5, 1) / chips6
 assert ours > even
+
+# %% tags=["hide-input"]
 glue("ch14_wp6_even", fmt_bytes(even))
 glue("ch14_wp6_ours", fmt_bytes(ours))
 glue("ch14_wp6_load_even", fmt_seconds(even / v5e.hbm_bytes_per_s))
@@ -567,11 +595,13 @@ for layout in ("1d-ws", "expert-parallel"):
             want = 2 * mixtral.moe.E * C * mixtral.D * 4                    # [E, C, D] twice
         assert got == want, (layout, batch, got, want)
         moved[layout, batch] = got
-glue("ch14_fewer_from", str(min(b for b in (8, 64, 512)
-                                if moved["expert-parallel", b] < moved["1d-ws", b])))
 for batch in (8, 64, 512):
     rows.append(f"| {batch} | {fmt_bytes(moved['1d-ws', batch])} | "
                 f"{fmt_bytes(moved['expert-parallel', batch])} |")
+
+# %% tags=["hide-input"]
+glue("ch14_fewer_from", str(min(b for b in (8, 64, 512)
+                                if moved["expert-parallel", b] < moved["1d-ws", b])))
 Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls |\n"
          "|---:|---:|---:|\n" + "\n".join(rows))
 
@@ -594,6 +624,8 @@ cross = moe_layouts.crossover_batch(mixtral, h100, 8, capacity_factor=CF)
 assert cross is not None and cross in range(grid[0], grid[-1] + 1)
 # Both layouts read the same experts; expert parallelism reads 7 more copies of the rest.
 extra = ep[0].weight_bytes - tp[0].weight_bytes
+
+# %% tags=["hide-input"]
 glue("ch14_cross", f"{cross:,}")
 glue("ch14_extra_read", fmt_bytes(extra))
 glue("ch14_tp_lat", fmt_seconds(tp[0].comm.latency_s))
@@ -631,7 +663,7 @@ plt.show()
 # long) and for the same models with multi-head and 8-group attention in place of the latent.
 
 # %%
-rows = []
+per_model = {}
 for label in ("deepseek-v2-lite", "deepseek-v3"):
     full = get_preset(label)
     H = full.mla.H_v
@@ -644,13 +676,16 @@ for label in ("deepseek-v2-lite", "deepseek-v3"):
         per[name] = kvcache.cache_bytes(cache) / S                     # measured
         assert per[name] == counts.kv_bytes_per_token(c, 2)             # = the formula
         del cache
-    rows.append(f"| {label} | {full.N} | {fmt_bytes(per['MHA'])} | "
-                f"{fmt_bytes(per['GQA (K = 8)'])} | {fmt_bytes(per['MLA'])} | "
-                f"{fmt_ratio(per['MHA'] / per['MLA'])} |")
-    if label == "deepseek-v3":
-        glue("ch14_mla_v3", fmt_bytes(per["MLA"]))
-        glue("ch14_mha_v3", fmt_bytes(per["MHA"]))
-        glue("ch14_mla_ratio", fmt_ratio(per["MHA"] / per["MLA"], 0))
+    per_model[label] = per
+
+# %% tags=["hide-input"]
+glue("ch14_mla_v3", fmt_bytes(per_model["deepseek-v3"]["MLA"]))
+glue("ch14_mha_v3", fmt_bytes(per_model["deepseek-v3"]["MHA"]))
+glue("ch14_mla_ratio", fmt_ratio(per_model["deepseek-v3"]["MHA"]
+                                 / per_model["deepseek-v3"]["MLA"], 0))
+rows = [f"| {label} | {get_preset(label).N} | {fmt_bytes(per['MHA'])} | "
+        f"{fmt_bytes(per['GQA (K = 8)'])} | {fmt_bytes(per['MLA'])} | "
+        f"{fmt_ratio(per['MHA'] / per['MLA'])} |" for label, per in per_model.items()]
 Markdown("| model | N | MHA | GQA, K = 8 | MLA | MHA / MLA |\n|---|---:|---:|---:|---:|---:|\n"
          + "\n".join(rows))
 
@@ -679,6 +714,8 @@ naive = mla.latent_attention(p, tiny, 0, h, pos, attend, form="naive")
 absorbed = mla.latent_attention(p, tiny, 0, h, pos, attend, form="absorbed")
 mla_err = float(jnp.max(jnp.abs(naive - absorbed)))
 assert mla_err < 1e-4
+
+# %% tags=["hide-input"]
 glue("ch14_mla_err", f"{mla_err:.0e}")
 
 # %% [markdown]
@@ -705,7 +742,6 @@ with jax.default_device(jax.devices("cpu")[0]):      # the same count on every r
 per_token = (flops[1] - flops[0]) / 256
 formula = decode_attention_per_cached_token(probe, "absorbed")[0]
 assert abs(per_token / formula - 1) < 0.02, (per_token, formula)   # XLA adds the softmax's ops
-glue("ch14_xla_gap", f"{per_token / formula - 1:.1%}")
 
 forms = {"MHA": (v3.replace(mla=None, K=v3.N, H=v3.mla.H_v), None),
          "GQA, K = 8": (v3.replace(mla=None, K=8, H=v3.mla.H_v), None),
@@ -714,6 +750,15 @@ intensity = {name: np.divide(*decode_attention_per_cached_token(c, form))
              for name, (c, form) in forms.items()}
 assert intensity["MHA"] < intensity["GQA, K = 8"] < intensity["MLA, absorbed"] \
     < roofline.critical_intensity(h100) < intensity["MLA, naive"]
+
+# %% tags=["hide-input"]
+glue("ch14_xla_gap", f"{per_token / formula - 1:.1%}")
+glue("ch14_i_mha", f"{intensity['MHA']:.0f}")
+glue("ch14_i_gqa", f"{intensity['GQA, K = 8']:.0f}")
+glue("ch14_i_abs", f"{intensity['MLA, absorbed']:.0f}")
+glue("ch14_i_naive", f"{intensity['MLA, naive']:,.0f}")
+glue("ch14_ci_h100", f"{roofline.critical_intensity(h100):.0f}")
+
 xs = np.geomspace(0.5, 1e5, 200)
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for chip in (h100, v5e):
@@ -729,11 +774,6 @@ ax.set_title("Decoding attention, DeepSeek-V3's heads, per cached token (formula
 ax.legend(fontsize=8, loc="lower right")
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
-glue("ch14_i_mha", f"{intensity['MHA']:.0f}")
-glue("ch14_i_gqa", f"{intensity['GQA, K = 8']:.0f}")
-glue("ch14_i_abs", f"{intensity['MLA, absorbed']:.0f}")
-glue("ch14_i_naive", f"{intensity['MLA, naive']:,.0f}")
-glue("ch14_ci_h100", f"{roofline.critical_intensity(h100):.0f}")
 
 # %% [markdown]
 # XLA's count of the library's step is within {glue:text}`ch14_xla_gap` of the formula (the

@@ -308,22 +308,22 @@ best_gamma = max(range(33), key=lambda g: (1 - alpha ** (g + 1)) / (1 - alpha) /
 check("ch13.best_gamma", best_gamma)
 
 # %% [markdown]
-# **3.5 The acceptance rule.** Write the rule with its random numbers given. `drafts_G` holds
-# the $\gamma$ proposed tokens; `q_GV[i]` is the draft's distribution for draft $i$;
-# `p_G1V[i]` the target's distribution at the same position, with one extra row
-# `p_G1V[γ]` for the position after the last draft; `u_G` one uniform number in $[0, 1)$ per
-# draft. Draft $i$ (token $x$) is accepted when $u_i \cdot q_i(x) < p_i(x)$; the first
-# rejection ends the run. Return `(n, dist)`: the number of drafts accepted, and the
-# distribution the target's own token is then drawn from — the *residual*
-# $\max(0, p_n - q_n)$, renormalised, after a rejection at draft $n$, or $p_\gamma$ itself
-# when every draft was accepted. This rule makes every emitted token follow $p$ exactly,
-# whatever $q$ is.
+# **3.5 The acceptance rule.** Write the rule with its random numbers given. `drafts` holds
+# the $\gamma$ proposed tokens; `q[i]` ($\gamma$ rows of $V$) is the draft's distribution
+# for draft $i$; `p[i]` the target's distribution at the same position, with one extra row
+# `p[γ]` for the position after the last draft ($\gamma + 1$ rows); `u` one uniform number
+# in $[0, 1)$ per draft. Draft $i$ (token $x$) is accepted when
+# $u_i \cdot q_i(x) < p_i(x)$; the first rejection ends the run. Return `(n, dist)`: the
+# number of drafts accepted, and the distribution the target's own token is then drawn from —
+# the *residual* $\max(0, p_n - q_n)$, renormalised, after a rejection at draft $n$, or
+# $p_\gamma$ itself when every draft was accepted. This rule makes every emitted token follow
+# $p$ exactly, whatever $q$ is.
 
 # %%
-def accept(drafts_G, q_GV, p_G1V, u_G):
+def accept(drafts, q, p, u):
     """(accepted drafts, distribution of the target's token) of one speculative round."""
     # BEGIN SOLUTION
-    drafts, q, p, u = (np.asarray(a) for a in (drafts_G, q_GV, p_G1V, u_G))
+    drafts, q, p, u = (np.asarray(a) for a in (drafts, q, p, u))
     n = 0
     while n < len(drafts) and u[n] * q[n, drafts[n]] < p[n, drafts[n]]:
         n += 1

@@ -34,13 +34,13 @@ def test_records_are_fetched_by_name_from_the_index(tmp_path, monkeypatch):
     (cache / "bench" / "a.json").write_text('{"device": "a"}')
     (cache / "bench" / "stray.json").write_text('{"device": "stray"}')
     monkeypatch.setenv("INFERBOOK_DATA", str(cache))
-    monkeypatch.setattr(bookdata, "_candidates", lambda name: [])
+    monkeypatch.setattr(bookdata, "checkout_paths", lambda name: [])
     assert bookdata.records("bench/index.json") == [{"device": "a"}]
 
 
 def test_runs_under_two_jax_versions_on_one_day_are_two_files():
-    from inferbook.perf import bench
+    from inferbook.perf import bench_results
     run = {"device": "CPU: AMD EPYC (2 cores)", "date": "2031-02-03T04:05:06+00:00"}
-    names = {bench.results_name({**run, "jax_version": v}) for v in ("0.7.2", "0.10.2")}
+    names = {bench_results.results_name({**run, "jax_version": v}) for v in ("0.7.2", "0.10.2")}
     assert names == {"cpu-amd-epyc-2-cores_2031-02-03_jax-0.7.2.json",
                      "cpu-amd-epyc-2-cores_2031-02-03_jax-0.10.2.json"}

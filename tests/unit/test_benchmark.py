@@ -15,7 +15,7 @@ from inferbook.cli import main
 from inferbook.model import decoder
 from inferbook.model.kvcache import init_cache
 from inferbook.model.presets import get_preset
-from inferbook.perf import bench
+from inferbook.perf import bench, bench_results
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH, CONTEXT, PROMPT = 2, 16, 16
@@ -150,16 +150,16 @@ def test_summary_takes_batch_one_and_the_median_and_worst_error():
 def test_the_results_file_round_trips_and_is_indexed(cli_run):
     record, out = cli_run
     saved = Path(record.pop("saved_to"))
-    assert saved.parent == out and saved.name == bench.results_name(record)
+    assert saved.parent == out and saved.name == bench_results.results_name(record)
     assert saved.name.endswith(f"_{record['date'][:10]}_jax-{record['jax_version']}.json")
     assert json.loads(saved.read_text()) == record
     assert json.loads((out / "index.json").read_text()) == [saved.name]
-    assert bench.load_results(out) == [record]
+    assert bench_results.load_results(out) == [record]
 
 
 def test_results_name_is_a_plain_file_name():
-    name = bench.results_name({"device": "CPU: AMD EPYC 7B13 (2 cores)",
-                                   "date": "2031-02-03T04:05:06+00:00"})
+    name = bench_results.results_name({"device": "CPU: AMD EPYC 7B13 (2 cores)",
+                                       "date": "2031-02-03T04:05:06+00:00"})
     assert name == "cpu-amd-epyc-7b13-2-cores_2031-02-03.json"
 
 
@@ -168,7 +168,7 @@ def test_the_books_results_are_all_indexed_and_load():
     files = sorted(p.name for p in directory.glob("*.json") if p.name != "index.json")
     assert files, "no benchmark results on record"
     assert json.loads((directory / "index.json").read_text()) == files
-    records = bench.load_results()
+    records = bench_results.load_results()
     assert len(records) == len(files)
     for r in records:
         assert r["source"] and r["device"] and r["jax_version"] and r["inferbook_version"]
@@ -182,4 +182,4 @@ def test_the_loader_reads_from_the_repository_without_a_checkout(tmp_path, monke
     served = {"bench/index.json": ["a.json"],
               "bench/a.json": {"source": "x", "date": "2031-01-01", "rows": []}}
     monkeypatch.setattr(bookdata, "load", lambda name: served[name])
-    assert bench.load_results() == [served["bench/a.json"]]
+    assert bench_results.load_results() == [served["bench/a.json"]]

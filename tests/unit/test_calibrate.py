@@ -13,7 +13,7 @@ import pytest
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import PRESETS
-from inferbook.perf import calibration, counts, roofline
+from inferbook.perf import calibration, counts, microbench, roofline
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "cpu-336mb", "llama-2-13b", "scaling-book-18b"])
@@ -52,15 +52,32 @@ def test_a_sweep_reports_its_formulas():
             2 * p.batch * P / sweep.peak_flops, P * itemsize / sweep.bandwidth))
         assert p.attention_bytes_per_s == pytest.approx(p.kv_bytes / p.attention_s)
         assert p.error == pytest.approx(p.predicted_s / p.measured_s - 1)
-    chip = calibration.measured_chip(sweep.bandwidth, sweep.peak_flops)
+    chip = microbench.measured_chip(sweep.bandwidth, sweep.peak_flops)
     assert sweep.critical_batch == pytest.approx(roofline.critical_batch(chip, itemsize))
 
 
 def test_a_matmul_timing_reports_what_it_measured():
-    t = calibration.measure_matmul(4, 64, 128, jnp.float32, total_bytes=1 << 20, repeats=1)
+    t = microbench.measure_matmul(4, 64, 128, jnp.float32, total_bytes=1 << 20, repeats=1)
     assert t.flops_per_s == pytest.approx(2 * 4 * 64 * 128 / t.seconds)
     assert t.weight_bytes_per_s == pytest.approx(64 * 128 * 4 / t.seconds)
-    assert calibration.measure_bandwidth(1 << 22, repeats=1, D=64, F=128) > 0
+    assert microbench.measure_bandwidth(1 << 22, repeats=1, D=64, F=128).best > 0
+
+
+def test_the_bandwidth_reads_read_the_bytes_they_count():
+    nbytes, D, F = 1 << 20, 64, 128
+    reduction, streaming = microbench.read_programs(nbytes, D, F)
+    # The reduction sums nbytes / 4 float32 ones; the products run v (ones) through n distinct
+    # matrices, matrix i full of i, n of them making half the reduction's bytes.
+    assert float(reduction.run()) == nbytes / 4 == reduction.nbytes / 4
+    n = nbytes // 2 // (D * F * 4)
+    products = streaming.run()
+    assert len(products) == n and streaming.nbytes == n * D * F * 4
+    for i, out in enumerate(products):
+        np.testing.assert_array_equal(out, np.full((1, F), D * i, np.float32))
+    rates = microbench.read_rates([reduction, streaming], [0.5, 0.125])
+    assert (rates.reduction, rates.streaming) == (nbytes / 0.5, n * D * F * 4 / 0.125)
+    assert rates.best == max(rates.reduction, rates.streaming)
+    assert rates.as_record()["read_bytes_per_s"] == rates.best
 
 
 def xla_flops(prog):

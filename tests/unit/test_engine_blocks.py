@@ -11,13 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook.serving.block_manager import (
-    BlockManager,
-    OutOfBlocks,
-    blocks_for,
-    contiguous_usage,
-    paged_usage,
-)
+from inferbook.memory.kv_usage import blocks_for, contiguous_usage, paged_usage
+from inferbook.serving.block_manager import BlockManager, OutOfBlocks
 from inferbook.serving.hash_chain_cache import HashChainCache
 from inferbook.serving.radix_cache import RadixCache
 from inferbook.serving.workloads import affinity_route

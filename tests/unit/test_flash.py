@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from inferbook.kernels.flash import flash_attention, kv_tile_range
 from inferbook.kernels.flash_decoding import combine_chunks, flash_decoding, unified_max_attention
-from inferbook.kernels.kernel_bench import program_memory
 from inferbook.model.attention import (
     MASKED,
     attention_mask,
@@ -27,6 +26,7 @@ from inferbook.model.attention import (
     merge_partials,
     reference_at_positions,
 )
+from inferbook.perf.compiled import program_memory
 
 flash = jax.jit(flash_attention, static_argnames=("window", "block_q", "block_k"))
 decoding = jax.jit(flash_decoding, static_argnames=("num_splits", "window"))

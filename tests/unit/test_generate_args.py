@@ -12,7 +12,7 @@ import pytest
 from inferbook.model import decoder
 from inferbook.model.config import ModelConfig
 from inferbook.model.decode import generate, naive_generate, pad_prompts
-from inferbook.model.generate_args import check_generate_args
+from inferbook.model.generate_args import check_generate_args, random_prompts
 from inferbook.model.sampling import GREEDY, MIN_TEMPERATURE, Sampler, sample
 
 CFG = ModelConfig(L=1, D=16, F=24, N=2, K=1, H=8, V=40, max_seq_len=32, name="small")
@@ -76,3 +76,13 @@ def test_integer_scalars_of_numpy_and_jax_are_token_ids():
 def test_padding_to_a_multiple_of_zero_is_refused():
     with pytest.raises(ValueError, match="multiple"):
         pad_prompts([[1, 2]], 0)
+
+
+def test_random_prompts_are_ragged_reproducible_and_in_the_vocabulary():
+    prompts = random_prompts([5, 1, 3], 7)
+    assert [len(p) for p in prompts] == [5, 1, 3]
+    assert all(0 <= t < 7 for p in prompts for t in p)
+    assert random_prompts([5, 1, 3], 7) == prompts
+    assert random_prompts([2, 1], 7)[1] == random_prompts([4, 1], 7)[1]     # b's own key
+    with pytest.raises(ValueError):
+        random_prompts([3, 0], 7)

@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 
 import jax.numpy as jnp  # noqa: E402
 
-from inferbook.model import decode, decoder
+from inferbook.model import decode, decoder  # noqa: E402
 from inferbook.model.checkpoint import load_checkpoint  # noqa: E402
 
 pytestmark = pytest.mark.hf

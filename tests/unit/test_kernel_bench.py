@@ -15,10 +15,12 @@ import pytest
 from inferbook.cli import kernel_bench as cli
 from inferbook.kernels import kernel_bench
 from inferbook.model.attention import reference_at_positions
+from inferbook.perf import compiled
+from inferbook.perf.hardware import chip_for_device
 
 
 def test_program_memory_sees_the_largest_array():
-    mem = kernel_bench.program_memory(lambda x: x @ x.T, jax.ShapeDtypeStruct((256, 64), jnp.float32))
+    mem = compiled.program_memory(lambda x: x @ x.T, jax.ShapeDtypeStruct((256, 64), jnp.float32))
     assert mem.largest_array_bytes == 256 * 256 * 4          # the product
     assert mem.argument_bytes == 256 * 64 * 4 and mem.output_bytes == 256 * 256 * 4
 
@@ -56,7 +58,7 @@ def test_bad_arguments_exit_2_with_one_line(argv, capsys):
 
 
 def test_device_kinds_map_to_chips():
-    assert kernel_bench.chip_for_device("NVIDIA H100 80GB HBM3").name == "H100 SXM"
-    assert kernel_bench.chip_for_device("NVIDIA H200").name == "H200"
-    assert kernel_bench.chip_for_device("TPU v5 lite").name == "TPU v5e"
-    assert kernel_bench.chip_for_device("cpu") is None
+    assert chip_for_device("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert chip_for_device("NVIDIA H200").name == "H200"
+    assert chip_for_device("TPU v5 lite").name == "TPU v5e"
+    assert chip_for_device("cpu") is None

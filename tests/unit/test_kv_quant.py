@@ -108,9 +108,9 @@ def test_decoding_with_int8_and_float_caches():
 def test_int8_cache_holds_about_half_the_bytes_of_bfloat16():
     cfg = CFG.replace(H=64, N=4, K=4)
     caches = {d: kv_quant.init_cache(cfg, 2, 512, d) for d in (jnp.int8, jnp.bfloat16)}
-    ratio = kv_quant.cache_bytes(caches[jnp.int8]) / kv_quant.cache_bytes(caches[jnp.bfloat16])
+    ratio = kvcache.cache_bytes(caches[jnp.int8]) / kvcache.cache_bytes(caches[jnp.bfloat16])
     assert ratio == kv_quant.bytes_per_element(64) / 2 <= 0.55
-    assert kv_quant.cache_bytes(caches[jnp.bfloat16]) == kvcache.cache_bytes(
+    assert kvcache.cache_bytes(caches[jnp.bfloat16]) == kvcache.cache_bytes(
         kvcache.init_cache(cfg, 2, 512, jnp.bfloat16))
     # The compiled step takes the int8 codes as its arguments and never makes a float copy of
     # the cache: its temporary buffers are far smaller than the cache.
@@ -118,5 +118,5 @@ def test_int8_cache_holds_about_half_the_bytes_of_bfloat16():
     tok = jnp.zeros((2, 1), jnp.int32)
     mem = kv_quant.extend.lower(params, cfg, tok, caches[jnp.int8]).compile() \
         .memory_analysis()
-    assert mem.argument_size_in_bytes >= kv_quant.cache_bytes(caches[jnp.int8])
-    assert mem.temp_size_in_bytes < 0.5 * kv_quant.cache_bytes(caches[jnp.int8])
+    assert mem.argument_size_in_bytes >= kvcache.cache_bytes(caches[jnp.int8])
+    assert mem.temp_size_in_bytes < 0.5 * kvcache.cache_bytes(caches[jnp.int8])

@@ -9,7 +9,7 @@ import pytest
 from inferbook.memory import kv_share
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
-from inferbook.perf import timing
+from inferbook.perf import compiled
 
 CFG = ModelConfig(L=4, D=32, F=48, N=4, K=2, H=8, V=61, max_seq_len=64)
 
@@ -54,13 +54,13 @@ def test_memory_falls_reads_do_not():
     shared, plain = kv_share.share_adjacent(cfg.L, 2), kv_share.share_adjacent(cfg.L, 1)
     assert shared == (0, 0, 2, 2) and plain == (0, 1, 2, 3)
     caches = {s: kv_share.init_cache(cfg, s, 2, 512) for s in (shared, plain)}
-    assert kv_share.cache_bytes(caches[shared]) * 2 == kv_share.cache_bytes(caches[plain])
-    assert kv_share.cache_bytes(caches[plain]) == kvcache.cache_bytes(
+    assert kvcache.cache_bytes(caches[shared]) * 2 == kvcache.cache_bytes(caches[plain])
+    assert kvcache.cache_bytes(caches[plain]) == kvcache.cache_bytes(
         kvcache.init_cache(cfg, 2, 512))
     tok = jnp.zeros((2, 1), jnp.int32)
-    read = {s: timing.compiled_cost(kv_share.extend, params, cfg, s, tok, caches[s])[
+    read = {s: compiled.compiled_cost(kv_share.extend, params, cfg, s, tok, caches[s])[
         "bytes_accessed"] for s in (shared, plain)}
-    cache_read = kv_share.cache_bytes(caches[plain])       # every layer reads a whole cache
+    cache_read = kvcache.cache_bytes(caches[plain])       # every layer reads a whole cache
     assert read[shared] >= 0.95 * cache_read and read[plain] >= 0.95 * cache_read
     assert read[shared] > 0.9 * read[plain]
 

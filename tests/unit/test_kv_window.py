@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferbook.memory import kv_window
-from inferbook.model import decode, decoder
+from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 
 
@@ -86,5 +86,5 @@ def test_bytes_formula_matches_the_cache():
     windows = kv_window.layer_windows(cfg.L, 6, 1)
     assert windows == (6, None, 6, None)
     cache = kv_window.init_cache(cfg, windows, 3, 40)
-    assert kv_window.cache_bytes(cache) == 3 * kv_window.kv_bytes_per_sequence(cfg, windows, 40, 4)
+    assert kvcache.cache_bytes(cache) == 3 * kv_window.kv_bytes_per_sequence(cfg, windows, 40, 4)
     assert kv_window.kv_bytes_per_sequence(cfg, (None,) * 4, 40) == 40 * 2 * 4 * cfg.K * cfg.H * 2

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferbook.kernels import paged
+from inferbook.memory.kv_usage import blocks_for
 from inferbook.model import kvcache
 
 kernel = jax.jit(paged.paged_attention, static_argnames=("window",))
@@ -43,8 +44,10 @@ def to_pool(case: Case, block_size: int, rng: np.random.Generator, share: bool):
 
 
 @settings(max_examples=8)
-@given(case=cases(), block_size=st.sampled_from([4, 8]), share=st.booleans(), seed=st.integers(0, 99))
-def test_paged_attention_matches_the_reference_on_the_contiguous_cache(case, block_size, share, seed):
+@given(case=cases(), block_size=st.sampled_from([4, 8]), share=st.booleans(),
+       seed=st.integers(0, 99))
+def test_paged_attention_matches_the_reference_on_the_contiguous_cache(case, block_size, share,
+                                                                       seed):
     case, k_pool, v_pool, table = to_pool(case, block_size, np.random.default_rng(seed), share)
     np.testing.assert_array_equal(gather(k_pool, table), case.k)
     args = (case.q, k_pool, v_pool, table, case.q_pos, case.kv_len)
@@ -66,4 +69,4 @@ def test_paged_write_puts_tokens_where_the_contiguous_cache_does(case, block_siz
 
 
 def test_blocks_for_rounds_up():
-    assert [paged.blocks_for(n, 16) for n in (1, 16, 17, 32, 33)] == [1, 1, 2, 2, 3]
+    assert [blocks_for(n, 16) for n in (1, 16, 17, 32, 33)] == [1, 1, 2, 2, 3]

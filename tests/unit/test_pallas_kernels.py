@@ -31,5 +31,6 @@ def test_pallas_flash_attention_matches_the_reference(case, block_k):
 @settings(max_examples=5)
 @given(case=cases(max_T=3, S_choices=(16, 32, 48)), num_splits=st.sampled_from([1, 2, 3]))
 def test_pallas_flash_decoding_matches_the_reference(case, num_splits):
-    out, lse = pallas_flash_decoding(*case.arrays, window=case.window, num_splits=num_splits, block_k=8)
+    out, lse = pallas_flash_decoding(*case.arrays, window=case.window, num_splits=num_splits,
+                                     block_k=8)
     assert_matches_reference(case, out, lse)

@@ -1,6 +1,7 @@
 """The book's own helpers: gluing computed numbers into prose, data files, Colab notebooks.
 
     present.py         `glue` and the number formats every chapter uses
+    listing.py         `show_source`: the library's code shown in a chapter, highlighted
     claims.py          `expect_measured`: claims about a measurement, strict in the build
     bookdata.py        finding and reading the data files under book/data (locally or on Colab)
     notebooks.py       generating the Colab twins of the chapters and exercises

@@ -25,7 +25,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPOSITORY_RAW", "INDEXES", "find", "load", "records", "indexed_files", "reindex"]
+__all__ = ["REPOSITORY_RAW", "INDEXES", "checkout_paths", "find", "load", "records",
+           "indexed_files", "reindex"]
 
 # Where the Colab notebooks install the library from (`_config.yml`, repository.url/branch);
 # a test keeps the two in step.
@@ -38,7 +39,9 @@ INDEXES = {"bench/index.json": "bench/*.json",
            "flash_decoding_index.json": "flash_decoding_*.json"}
 
 
-def _candidates(name: str) -> list[Path]:
+def checkout_paths(name: str) -> list[Path]:
+    """Where book/data/`name` would be in a checkout: under the working directory or one of
+    its parents, or beside the library's own source tree; nearest first."""
     here = Path(__file__).resolve()
     roots = [Path.cwd(), *Path.cwd().parents, here.parents[3]]
     return [root / "book" / "data" / name for root in roots]
@@ -46,7 +49,7 @@ def _candidates(name: str) -> list[Path]:
 
 def find(name: str) -> Path:
     """The local path of book/data/`name`, downloading it into a cache if there is no checkout."""
-    for path in _candidates(name):
+    for path in checkout_paths(name):
         if path.is_file():
             return path
     cache = Path(os.environ.get("INFERBOOK_DATA", Path.home() / ".cache" / "inferbook" / "data"))

@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:          # --help (0) or a bad argument (2, already reported)
         return done.code if isinstance(done.code, int) else 2
     # Library errors that mean "your input is wrong" (bad configs, checkpoints, values).
-    # Neither module starts JAX: the CLI stays fast for what it refuses.
+    # Imported only now (neither starts JAX, but the checkpoint reader loads numpy and
+    # ml_dtypes): --help and a bad argument answer at once.
     from inferbook.model.config import ConfigError
     from inferbook.model.safetensors_io import CheckpointError
     try:

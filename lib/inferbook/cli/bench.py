@@ -16,10 +16,19 @@ Medians after warm-up, compile time apart; a progress bar on stderr.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+from typing import Any
+
+from inferbook.book.present import fmt_rate, fmt_seconds
+from inferbook.model.config import ModelConfig
+from inferbook.model.presets import get_preset
+from inferbook.perf import bench_results, counts
 
 from . import UsageError
 from . import args as types
+from .resources import require_memory
 
 __all__ = ["add_parser", "run", "memory_needed"]
 
@@ -27,7 +36,7 @@ HELP = "measure bandwidth, MBU/MFU and the estimator's error on this device"
 MAX_REPEATS = 1000          # each repeat runs every configuration once more
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("bench", help=HELP, description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", metavar="PRESET",
@@ -58,7 +67,6 @@ def add_parser(subparsers) -> None:
 
 def _check(args) -> dict:
     """Every argument checked before JAX starts: one line and exit 2 for bad input."""
-    from inferbook.model.presets import get_preset
     quick = args.quick
 
     def pick(given, short, full):
@@ -72,22 +80,21 @@ def _check(args) -> dict:
     if args.model is not None:
         get_preset(args.model)                   # ConfigError (exit 2) for unknown names
     if args.peer == "on":
-        import importlib.util
         missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
         if missing:
             raise UsageError(f"--peer on needs {' and '.join(missing)} (pip install torch "
                              "transformers)")
     if args.save:
         # Where the results will go must be writable now, not after the measurements.
-        from inferbook.perf.bench import results_directory
         try:
-            types.writable_dir(str(results_directory(args.out)))
+            types.writable_dir(str(bench_results.results_directory(args.out)))
         except (FileNotFoundError, argparse.ArgumentTypeError) as err:
             raise UsageError(f"--save: {err}") from None
     return options
 
 
-def memory_needed(cfg, options: dict, itemsize: float, platform: str, quick: bool) -> float:
+def memory_needed(cfg: ModelConfig, options: dict, itemsize: float, platform: str,
+                  quick: bool) -> float:
     """A lower bound of the bytes the benchmark holds at its peak, from arithmetic alone.
 
     The weights, the two bandwidth reads' arrays (alive for the whole run), and the larger of
@@ -95,19 +102,16 @@ def memory_needed(cfg, options: dict, itemsize: float, platform: str, quick: boo
     the attention-alone program) and the longest prefill's. What XLA adds is not counted, so
     a run this refuses could never have fit.
     """
-    from inferbook.perf import counts
-    from inferbook.perf.bench import bandwidth_bytes
     decode = max(counts.kv_cache_bytes(cfg, B, S + 1, itemsize) * (1 + 1 / cfg.L)
                  for B in options["batches"] for S in options["contexts"])
     prefill = max((counts.kv_cache_bytes(cfg, 1, T, itemsize) for T in options["prefill"]),
                   default=0)
-    return (counts.param_count(cfg) * itemsize + 1.5 * bandwidth_bytes(platform, quick)
-            + max(decode, prefill))
+    reads = 1.5 * bench_results.bandwidth_bytes(platform, quick)
+    return counts.param_count(cfg) * itemsize + reads + max(decode, prefill)
 
 
-def _check_model(cfg, options: dict, dtype, platform: str, quick: bool) -> None:
+def _check_model(cfg: ModelConfig, options: dict, dtype, platform: str, quick: bool) -> None:
     """What needs the model and the device: its positions, and the memory the run takes."""
-    from .resources import require_memory
     longest = max(max(options["contexts"]) + 1, max(options["prefill"], default=0))
     if longest > cfg.max_seq_len:
         raise UsageError(f"{cfg.name} holds at most {cfg.max_seq_len} tokens; "
@@ -122,7 +126,6 @@ def _pct(x) -> str:
 
 
 def _print(record: dict) -> None:
-    from inferbook.book.present import fmt_rate, fmt_seconds
     print(f"{record['device']} · {record['model']} ({record['dtype']}) · jax "
           f"{record['jax_version']} · inferbook {record['inferbook_version']}")
     spec = record["spec_bytes_per_s"]
@@ -152,21 +155,22 @@ def run(args: argparse.Namespace) -> int:
     options = _check(args)
     if args.peer != "off":
         # JAX takes 75% of a GPU's memory at start unless told otherwise; torch needs some.
-        import os
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    # JAX starts here, once the arguments have passed (and the environment is set).
     import jax
     import jax.numpy as jnp
 
-    from inferbook.model.presets import get_preset
-    from inferbook.perf import bench, calibration
+    from inferbook.perf import bench
+    from inferbook.perf.microbench import default_dtype
     platform = jax.devices()[0].platform
-    cfg = get_preset(args.model or bench.default_model(platform))
-    dtype = jnp.dtype(args.dtype) if args.dtype else jnp.dtype(calibration.default_dtype())
+    cfg = get_preset(args.model or bench_results.default_model(platform))
+    dtype = jnp.dtype(args.dtype) if args.dtype else jnp.dtype(default_dtype())
     _check_model(cfg, options, dtype, platform, args.quick)
     record = bench.run_benchmark(cfg, quick=args.quick, dtype=dtype,
                                  show_progress=not args.no_progress, note=args.note, **options)
     peer = args.peer == "on" or (args.peer == "auto" and platform == "gpu")
     if peer:
+        # Only now: Hugging Face's side needs torch and transformers, optional dependencies.
         from inferbook.perf import hf_peer as peer_mod
         try:
             record["peer"] = peer_mod.compare(cfg, batch=1, prompt=options["contexts"][0],
@@ -176,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--peer on needs torch and transformers: {err}") from None
     if args.save:
         try:
-            record["saved_to"] = str(bench.save(record, args.out))
+            record["saved_to"] = str(bench_results.save(record, args.out))
         except OSError as err:      # the disk filled up during the run, say
             raise UsageError(f"cannot save the results: {err.strerror or err}") from None
     if args.json:

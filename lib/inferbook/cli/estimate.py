@@ -11,7 +11,17 @@ import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
+from typing import Any
+
+from inferbook.cli.estimate_report import chip_list, model_list, report, save_plot
+from inferbook.model.hf_config import from_hf_config, read_hf_config
+from inferbook.model.presets import PRESETS, get_preset
+from inferbook.perf import quant
+from inferbook.perf.estimator import estimate
+from inferbook.perf.hardware import CHIPS, HardwareError, chip_from_json, get_chip
+from inferbook.perf.layout_comms import layout_candidates
 
 from . import UsageError
 
@@ -63,9 +73,7 @@ def _bytes(flag: str, text: str) -> float:
     return value
 
 
-def add_parser(subparsers) -> None:
-    from inferbook.model.presets import PRESETS
-    from inferbook.perf.hardware import CHIPS
+def add_parser(subparsers: Any) -> None:
     epilog = (EXAMPLES + "\npresets: " + ", ".join(PRESETS) + "\nchips: "
               + ", ".join(CHIPS) + "\n")
     p = subparsers.add_parser(
@@ -107,8 +115,6 @@ def add_parser(subparsers) -> None:
 
 
 def _model(args):
-    from inferbook.model.hf_config import from_hf_config, read_hf_config
-    from inferbook.model.presets import get_preset
     if args.model is not None:
         return get_preset(args.model)
     path = Path(args.config)
@@ -132,7 +138,6 @@ def _model(args):
 
 
 def _chip(args):
-    from inferbook.perf.hardware import HardwareError, chip_from_json, get_chip
     try:
         if args.hardware is not None:
             return get_chip(args.hardware)
@@ -158,9 +163,6 @@ def _plot_path(text: str) -> Path:
 
 def estimate_rows(args: argparse.Namespace) -> list:
     """The `Estimate` of each (context, batch) the arguments ask for, checked first."""
-    from inferbook.perf import quant
-    from inferbook.perf.estimator import estimate
-    from inferbook.perf.layout_comms import layout_candidates
     if (args.model is None) == (args.config is None):
         raise UsageError("give one of --model PRESET or --config PATH (or --list models)")
     if (args.hardware is None) == (args.hardware_config is None):
@@ -221,7 +223,6 @@ def estimate_fields(args: argparse.Namespace) -> dict | list:
 
 
 def _list(what: str, as_json: bool) -> int:
-    from inferbook.cli.estimate_report import chip_list, model_list
     rows = model_list() if what == "models" else chip_list()
     if as_json:
         print(json.dumps(rows, allow_nan=False))
@@ -249,9 +250,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import sys
-
-    from inferbook.cli.estimate_report import report, save_plot
     if args.list is not None:
         if any(v is not None for v in (args.model, args.config, args.hardware,
                                        args.hardware_config)):

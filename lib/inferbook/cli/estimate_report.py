@@ -7,6 +7,10 @@ from pathlib import Path
 from typing import Sequence
 
 from inferbook.book.present import fmt_count, fmt_rate, fmt_seconds
+from inferbook.model.presets import PRESETS
+from inferbook.perf.estimator import Estimate
+from inferbook.perf.hardware import CHIPS
+from inferbook.perf.params import active_param_count, param_count
 
 __all__ = ["report", "single_report", "sweep_report", "model_list", "chip_list", "save_plot"]
 
@@ -56,7 +60,7 @@ def _head(r, layout_given: bool) -> str:
             f"KV cache {r.kv}")
 
 
-def single_report(r, layout_given: bool = False) -> str:
+def single_report(r: Estimate, layout_given: bool = False) -> str:
     """One estimate, a line per field, with its unit."""
     head = (_head(r, layout_given) + f"; batch {r.batch:,}, context {r.context:,}, "
             f"prompt {r.prompt:,}")
@@ -90,8 +94,6 @@ def report(rows: Sequence, layout_given: bool = False) -> str:
 
 def model_list() -> list[dict]:
     """A row per preset: name, family traits, parameters."""
-    from inferbook.model.presets import PRESETS
-    from inferbook.perf.params import active_param_count, param_count
     rows = []
     for name, cfg in PRESETS.items():
         kind = cfg.attention_kind + (f", MoE {cfg.moe.k} of {cfg.moe.E}" if cfg.moe else "")
@@ -104,7 +106,6 @@ def model_list() -> list[dict]:
 
 def chip_list() -> list[dict]:
     """A row per chip of the registry."""
-    from inferbook.perf.hardware import CHIPS
     return [{"name": c.name, "memory_GB": round(c.hbm_bytes / 1e9, 1),
              "bandwidth_GB_s": round(c.hbm_bytes_per_s / 1e9),
              "bf16_TFLOP_s": round(c.bf16_flops_per_s / 1e12, 1),
@@ -116,6 +117,7 @@ def chip_list() -> list[dict]:
 
 def save_plot(rows: Sequence, path: Path) -> None:
     """Write the latency–throughput figure of `rows` to `path` (no GUI needed)."""
+    # matplotlib takes a second to import: only a command that plots pays for it.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from inferbook.perf.pareto_plot import pareto_figure

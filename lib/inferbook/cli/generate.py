@@ -16,9 +16,20 @@ import argparse
 import json
 import re
 from pathlib import Path
+from typing import Any
+
+from inferbook.model.hf_config import from_hf_config, read_hf_config
+from inferbook.model.presets import get_preset
+from inferbook.parallel.devices import DeviceSetupError, setup
+from inferbook.parallel.mesh import MeshError, named_mesh, parse_mesh_shape
+from inferbook.perf import counts
 
 from . import UsageError
 from . import args as types
+from .resources import require_memory
+
+# What loads JAX (sampling, the model, the sharded layouts) is imported inside the functions
+# that need it, once the arguments have been checked: a refusal never waits for JAX.
 
 __all__ = ["add_parser", "run", "parse_ids", "SEED_MAX"]
 
@@ -49,7 +60,7 @@ def mesh_shape(text: str) -> str:
     return text
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("generate", help="generate tokens with the KV-cached decoder",
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,7 +90,7 @@ def add_parser(subparsers) -> None:
 
 
 def _sampler(args):
-    from inferbook.model.sampling import GREEDY, Sampler
+    from inferbook.model.sampling import GREEDY, Sampler  # loads JAX (not started)
     if args.temperature is None:
         if args.top_k is not None or args.top_p is not None:
             raise UsageError("--top-k and --top-p need --temperature")
@@ -93,9 +104,7 @@ def _sampler(args):
 def _config(args):
     """The model's config, read without building or loading any weights."""
     if args.model is not None:
-        from inferbook.model.presets import get_preset
         return get_preset(args.model)
-    from inferbook.model.hf_config import from_hf_config, read_hf_config
     return from_hf_config(read_hf_config(args.checkpoint), name=Path(args.checkpoint).name)
 
 
@@ -118,9 +127,6 @@ def _check_against_model(args, cfg, prompts) -> None:
 def _check_memory(args, cfg, prompts, mesh) -> None:
     """Weights plus the KV cache `decode.generate` allocates (prompt padded to 16 tokens,
     plus the new ones), against the memory where they will live."""
-    from inferbook.perf import counts
-
-    from .resources import require_memory
     itemsize = {"float32": 4, "bfloat16": 2}[args.dtype]
     T = -(-max(len(p) for p in prompts) // 16) * 16
     needed = (counts.param_count(cfg) * itemsize
@@ -173,8 +179,6 @@ def _mesh(args: argparse.Namespace):
         if args.layout is not None:
             raise UsageError("--layout needs --mesh")
         return None
-    from inferbook.parallel.devices import DeviceSetupError, setup
-    from inferbook.parallel.mesh import MeshError, named_mesh, parse_mesh_shape
     try:
         shape = parse_mesh_shape(args.mesh)
         setup(CLI_CPU_DEVICES)

@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from . import UsageError
 from .args import finite_float, nonnegative_int, writable_file
@@ -33,7 +34,7 @@ from .args import finite_float, nonnegative_int, writable_file
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("grade", help="grade an exercise notebook (score table, "
                                             "Gradescope results.json and autograder)",
                               description=__doc__,
@@ -79,6 +80,8 @@ def write_atomically(path: Path, text: str) -> None:
 
 def _autograder(args: argparse.Namespace) -> int:
     out = args.gradescope_autograder
+    # The grading package (numpy, the question sets) loads only for this command: every
+    # `inferbook` command imports this module to build its parser.
     from ..grading.gradescope import find_exercise, write_autograder
     try:
         find_exercise(args.notebook)
@@ -93,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.gradescope_autograder:
         return _autograder(args)
     results = args.results
-    try:
+    try:                    # Jupyter's packages are optional dependencies: say which is missing
         import ipykernel  # noqa: F401
         import jupyter_client  # noqa: F401
         import nbformat  # noqa: F401
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from ..grading.grader import GradingError, grade_notebook, read_notebook
     from ..grading.sandbox import USER_ENV, parse_memory
     if os.environ.get(USER_ENV):
-        import pwd
+        import pwd  # POSIX only, like the sandbox that needs the account
         try:
             pwd.getpwnam(os.environ[USER_ENV])
         except KeyError:

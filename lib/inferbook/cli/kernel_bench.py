@@ -15,18 +15,21 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import sys
+from typing import Any, Sequence
 
-from . import UsageError
+from . import OneLineParser, UsageError, one_line
 from . import args as types
+from .resources import require_memory
 
-__all__ = ["add_parser", "add_arguments", "run", "main"]
+__all__ = ["add_parser", "add_arguments", "decode_memory_bytes", "run", "main"]
 
 HELP = "time decode attention (split vs unsplit KV) against context length"
 MAX_REPEATS = 1000
 MAX_HEADS = 4096            # far beyond any model's, small enough to keep shapes int32
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("kernel-bench", help=HELP, description=HELP)
     add_arguments(p)
 
@@ -50,6 +53,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
+def decode_memory_bytes(S: int, B: int, N: int, K: int, H: int, itemsize: int) -> int:
+    """A lower bound of the bytes one `kernel_bench.decode_rows` configuration holds: the
+    cache's keys and values (2·B·K·S·H elements), the queries, and one float32 score per
+    query head and key (B·N·S), which every kernel materialises at least once. Arithmetic
+    only, nothing allocated: the command refuses sizes that could never fit before it starts."""
+    return (2 * B * K * S * H + B * N * H) * itemsize + B * N * S * 4
+
+
 def _check(args: argparse.Namespace) -> None:
     """What no single argument shows: heads that do not group, splits that do not divide,
     and the memory the largest configuration needs on this device."""
@@ -59,9 +70,6 @@ def _check(args: argparse.Namespace) -> None:
     if bad:
         raise UsageError(f"--splits {args.splits} must divide every context length; it does "
                          f"not divide {', '.join(map(str, bad[:5]))}")
-    from inferbook.kernels.kernel_bench import decode_memory_bytes
-
-    from .resources import require_memory
     S = max(args.contexts)
     itemsize = {"bfloat16": 2, "float32": 4}[args.dtype]
     needed = decode_memory_bytes(S, args.batch, args.heads, args.kv_heads, args.head_dim,
@@ -72,15 +80,17 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    # JAX starts only once the arguments have passed (a refusal is instant).
     import jax
 
     from inferbook.kernels import kernel_bench
     from inferbook.perf import timing
+    from inferbook.perf.hardware import chip_for_device
     pallas = {"auto": None, "on": True, "off": False}[args.pallas]
     rows = kernel_bench.decode_rows(list(args.contexts), B=args.batch, N=args.heads,
                                     K=args.kv_heads, H=args.head_dim, dtype=args.dtype,
                                     num_splits=args.splits, pallas=pallas, repeats=args.repeats)
-    chip = kernel_bench.chip_for_device(jax.devices()[0].device_kind)
+    chip = chip_for_device(jax.devices()[0].device_kind)
     record = dict(
         source="inferbook kernel-bench (python -m inferbook.cli.kernel_bench)",
         device=timing.device_name(), platform=jax.default_backend(),
@@ -101,9 +111,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """`python -m inferbook.cli.kernel_bench`: the same command, errors in one line."""
-    from . import OneLineParser, one_line
     parser = OneLineParser(prog="kernel-bench", description=HELP)
     add_arguments(parser)
     try:
@@ -113,7 +122,6 @@ def main(argv=None) -> int:
     try:
         return run(args)
     except UsageError as err:
-        import sys
         sys.stderr.write(f"kernel-bench: error: {one_line(str(err))}\n")
         return 2
 

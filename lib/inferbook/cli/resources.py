@@ -24,6 +24,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from inferbook.book.present import fmt_bytes
+
 from . import UsageError
 
 __all__ = ["host_available_bytes", "device_available_bytes", "require_memory"]
@@ -69,7 +71,7 @@ def device_available_bytes(device: Any = None) -> tuple[int | None, str]:
     Accelerators report their own memory; a CPU device's arrays live in host memory.
     """
     if device is None:
-        import jax
+        import jax  # starts JAX: only once the arguments have been checked
         device = jax.devices()[0]
     if device.platform != "cpu":
         try:
@@ -85,7 +87,6 @@ def device_available_bytes(device: Any = None) -> tuple[int | None, str]:
 def require_memory(needed: float, what: str, device: Any = None,
                    available: tuple[int | None, str] | None = None) -> None:
     """Raise UsageError when `what` needs more than the memory available on `device`."""
-    from inferbook.book.present import fmt_bytes
     free, where = available if available is not None else device_available_bytes(device)
     if free is not None and needed > free:
         raise UsageError(f"{what} needs at least {fmt_bytes(needed)}, but only "

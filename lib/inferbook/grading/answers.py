@@ -18,6 +18,7 @@ import math
 import numbers
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 __all__ = ["AnswerFormatError", "Callable", "Unsupported", "encode", "decode", "MAX_BYTES"]
@@ -104,7 +105,6 @@ def _dtype(name: Any) -> np.dtype:
     if not isinstance(name, str):
         raise AnswerFormatError("an array's dtype must be named")
     if name in _EXTRA_DTYPES:
-        import ml_dtypes
         return np.dtype(getattr(ml_dtypes, name))
     try:
         dtype = np.dtype(name)

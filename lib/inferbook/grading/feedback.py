@@ -34,7 +34,7 @@ _RESULTS: dict[str, Result] = {}
 
 def _platform() -> str:
     """'cpu', 'gpu' or 'tpu': where JAX runs single-device work in this session."""
-    import jax
+    import jax  # only when a question asks: importing the grading package loads no JAX
     return jax.default_backend()
 
 

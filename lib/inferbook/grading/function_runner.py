@@ -53,6 +53,7 @@ def _program(job: dict[str, Any]) -> Any:
 
 def _run(job: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """The outcomes of one question; True if a call was left running in the background."""
+    # Imported here, after `main` has put the seal in place, like everything of the library.
     from .answers import encode
     from .compare import as_numpy, describe, error_line
     from .timelimit import call_with_time_limit

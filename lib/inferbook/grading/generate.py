@@ -35,6 +35,8 @@ import textwrap
 import tokenize
 from typing import Any
 
+from . import registry
+
 __all__ = ["BEGIN", "END", "SOLUTION_TAG", "solution_regions", "student_source",
            "student_notebook", "book_notebook", "book_reads", "validate", "question_ids"]
 
@@ -169,7 +171,6 @@ def student_notebook(nb: Any, lang: str = "en") -> Any:
 
     `nb` holds the prose of one language (`inferbook.book.bilingual.select`); `lang` names it,
     for the words this adds and for the notebook's metadata (the grader reads it there)."""
-    from . import registry
     validate(nb)
     nb = copy.deepcopy(nb)
     used = _names_outside_solutions(nb)

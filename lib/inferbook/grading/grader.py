@@ -75,7 +75,7 @@ def read_notebook(path: Path) -> Any:
             raise GradingError(f"cannot read {path} as a py:percent notebook: {err}") from None
     if path.suffix != ".ipynb":
         raise GradingError(f"{path} is not a notebook (expected .ipynb, or a .py source)")
-    import nbformat
+    import nbformat  # optional, like jupytext above: `inferbook grade` checks for it
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as err:  # noqa: BLE001 - JSON, encoding, schema: all "not a notebook"

@@ -29,6 +29,9 @@ import zipfile
 from pathlib import Path
 
 import inferbook
+from inferbook.book import bookdata
+
+from .grader import question_sets, read_notebook
 
 __all__ = ["exercise_sources", "find_exercise", "write_autograder", "REQUIREMENTS"]
 
@@ -108,7 +111,6 @@ def find_exercise(name: str) -> tuple[str, list[str]]:
             known = ", ".join(sources) or "none found (run it in the book's checkout)"
             raise ValueError(f"no exercise {name!r}; known: {known}")
         path = matches[0]
-    from .grader import question_sets, read_notebook
     sets = question_sets(read_notebook(path), path)
     if not sets:
         raise ValueError(f"{path} holds none of the book's exercises")
@@ -141,7 +143,6 @@ def _library(into: Path) -> None:
 def write_autograder(out: Path, exercise: str, timeout_s: float = 600.0) -> list[str]:
     """Write the package for `exercise` to the zip `out`; the names of the files in it."""
     name, sets = find_exercise(exercise)
-    from inferbook.book import bookdata
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "setup.sh").write_text(SETUP)

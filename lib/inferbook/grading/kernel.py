@@ -70,6 +70,7 @@ class Kernel:
         self.stop()
 
     def start(self) -> None:
+        # Jupyter's client is an optional dependency: `inferbook grade` checks it is there.
         from jupyter_client import KernelManager
         from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 

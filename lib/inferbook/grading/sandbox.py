@@ -30,6 +30,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferbook.book import bookdata
+
 from .seal import KEYS_STUB
 
 __all__ = ["Sandbox", "bwrap_problem", "parse_memory", "machine_memory", "DEFAULT_MEMORY",
@@ -88,7 +90,6 @@ def python_paths() -> tuple[str, ...]:
 
 def data_paths() -> list[str]:
     """The book's data files (`inferbook.book.bookdata`): in the checkout, or INFERBOOK_DATA."""
-    from inferbook.book import bookdata
     paths = [Path(bookdata.__file__).resolve().parents[3] / "book" / "data"]
     if os.environ.get("INFERBOOK_DATA"):
         paths.append(Path(os.environ["INFERBOOK_DATA"]).resolve())

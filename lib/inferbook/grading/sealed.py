@@ -31,6 +31,7 @@ __all__ = ["score_sealed", "grade_value"]
 
 
 def _grader_platform() -> str:
+    """Where the grader's own JAX runs; loaded only for a question that depends on it."""
     import jax
     return jax.default_backend()
 

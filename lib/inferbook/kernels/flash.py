@@ -31,7 +31,13 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from inferbook.model.attention import MASKED, attention_mask
+from inferbook.model.attention import (
+    MASKED,
+    attention_mask,
+    group_mask,
+    group_queries,
+    ungroup_rows,
+)
 
 __all__ = ["flash_attention", "online_softmax_init", "online_softmax_step",
            "online_softmax_result", "kv_tile_range"]
@@ -123,8 +129,8 @@ def flash_attention(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
 
     # Q tiles with one KV head's G query heads side by side, as in the reference:
     # [nq, B, K, G·bq, H] (row r of a tile is head g = r // bq, token r % bq).
-    q_tiles = (q.reshape(B, nq, bq, K, G, H).transpose(1, 0, 3, 4, 2, 5)
-               .reshape(nq, B, K, G * bq, H))
+    per_tile = q.reshape(B, nq, bq, N, H).swapaxes(0, 1).reshape(nq * B, bq, N, H)
+    q_tiles = group_queries(per_tile, K).reshape(nq, B, K, G * bq, H)
     pos_tiles = q_pos.reshape(B, nq, bq).transpose(1, 0, 2)
 
     def one_q_tile(tile):
@@ -137,8 +143,7 @@ def flash_attention(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
                            preferred_element_type=jnp.float32) * scale
             k_pos = j * bk + jnp.arange(bk, dtype=jnp.int32)
             mask_BqC = attention_mask(pos_Bq, k_pos, kv_len, window)
-            mask = jnp.broadcast_to(mask_BqC[:, None, None], (B, 1, G, bq, bk))
-            s = jnp.where(mask.reshape(B, 1, G * bq, bk), s, MASKED)
+            s = jnp.where(group_mask(mask_BqC, G), s, MASKED)
             return online_softmax_step(carry, s, v_BKCH)
 
         lo, hi = kv_tile_range(pos_Bq, kv_len, bk, nk, window)
@@ -146,8 +151,9 @@ def flash_attention(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
         return online_softmax_result(o, m, l)
 
     out, lse = lax.map(one_q_tile, (q_tiles, pos_tiles))   # [nq, B, K, G·bq, H], [nq, B, K, G·bq]
-    out_BTNH = (out.reshape(nq, B, K, G, bq, H).transpose(1, 0, 4, 2, 3, 5)
-                .reshape(B, nq * bq, N, H)[:, :T].astype(q_BTNH.dtype))
-    lse_BTN = (lse.reshape(nq, B, K, G, bq).transpose(1, 0, 4, 2, 3)
-               .reshape(B, nq * bq, N)[:, :T])
-    return out_BTNH, lse_BTN
+    def untile(x):              # [nq, B, K, G·bq, ...] back to [B, T, N, ...]
+        x = ungroup_rows(x.reshape(nq * B, *x.shape[2:]), bq)          # [nq·B, bq, N, ...]
+        x = x.reshape(nq, B, bq, *x.shape[2:]).swapaxes(0, 1)
+        return x.reshape(B, nq * bq, *x.shape[3:])[:, :T]
+
+    return untile(out).astype(q_BTNH.dtype), untile(lse)

@@ -24,11 +24,19 @@ H], cache [B, K, S, H].
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from inferbook.model.attention import MASKED, attention_mask
+from inferbook.model.attention import (
+    MASKED,
+    attention_mask,
+    group_mask,
+    group_queries,
+    ungroup_rows,
+)
 
 __all__ = ["chunk_scores", "partial_attention", "combine_chunks", "flash_decoding",
            "unified_max_attention", "rows_to_heads"]
@@ -46,12 +54,11 @@ def chunk_scores(q_BTNH: jax.Array, k_BKSH: jax.Array, q_pos_BT: jax.Array,
     G, P = N // K, num_splits
     if S % P:
         raise ValueError(f"num_splits={P} must divide the cache length S={S}")
-    q_BKMH = q_BTNH.reshape(B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B, K, G * T, H)
+    q_BKMH = group_queries(q_BTNH, K)
     s_BKMS = jnp.einsum("BKMH,BKSH->BKMS", q_BKMH, k_BKSH,
                         preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(H))
     mask_BTS = attention_mask(q_pos_BT, jnp.arange(S, dtype=jnp.int32), kv_len_B, window)
-    mask = jnp.broadcast_to(mask_BTS[:, None, None], (B, 1, G, T, S)).reshape(B, 1, G * T, S)
-    s_BKMS = jnp.where(mask, s_BKMS, -jnp.inf)
+    s_BKMS = jnp.where(group_mask(mask_BTS, G), s_BKMS, -jnp.inf)
     return s_BKMS.reshape(B, K, G * T, P, S // P).transpose(0, 1, 3, 2, 4)
 
 
@@ -88,16 +95,12 @@ def combine_chunks(out_BKPMH: jax.Array, lse_BKPM: jax.Array) -> tuple[jax.Array
 
 
 def rows_to_heads(out_BKMH: jax.Array, lse_BKM: jax.Array, T: int,
-                  dtype) -> tuple[jax.Array, jax.Array]:
+                  dtype: Any) -> tuple[jax.Array, jax.Array]:
     """Rows g·T + t of each KV head back to [B, T, N, H]; rows that saw no key get 0, MASKED."""
-    B, K, M, H = out_BKMH.shape
-    G = M // T
     ok = jnp.isfinite(lse_BKM)                  # rows that saw at least one key
     out = jnp.where(ok[..., None], out_BKMH, 0.0)
     lse = jnp.where(ok, lse_BKM, MASKED)
-    out_BTNH = out.reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4).reshape(B, T, K * G, H)
-    lse_BTN = lse.reshape(B, K, G, T).transpose(0, 3, 1, 2).reshape(B, T, K * G)
-    return out_BTNH.astype(dtype), lse_BTN
+    return ungroup_rows(out, T).astype(dtype), ungroup_rows(lse, T)
 
 
 def flash_decoding(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,

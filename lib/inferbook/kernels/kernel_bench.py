@@ -2,59 +2,34 @@
 
 Two kinds of measurement, kept apart because one is exact and the other is not:
 
-  * Memory comes from XLA's buffer assignment of the compiled program (`program_memory`):
-    the scratch bytes it allocates for intermediates and the largest array any instruction
-    produces. Nothing is run, so it costs a compile, works for sizes that would not fit, and
-    gives the same number on every run.
+  * Memory comes from XLA's buffer assignment of the compiled program
+    (`inferbook.perf.compiled.program_memory`): the scratch bytes it allocates for
+    intermediates and the largest array any instruction produces. Nothing is run, so it
+    costs a compile, works for sizes that would not fit, and gives the same number on every
+    run. `attention_inputs(..., abstract=True)` gives it the shapes alone.
   * Time comes from running on the reader's device (`timing.time_fn`: medians after warm-up).
 
 `decode_rows` times decode attention against context length for the kernels of chapter 7
 and reports the KV bytes each step must read and the bandwidth that implies. On a GPU it
-includes the Pallas Flash-Decoding kernel split and unsplit; `record_decoding` saves such a
-sweep with its device, date and versions for the book (`python -m inferbook.cli.kernel_bench`).
+includes the Pallas Flash-Decoding kernel split and unsplit; `inferbook kernel-bench --out`
+saves such a sweep with its device, date and versions for the book.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+import functools
 from typing import Any, Callable
 
-__all__ = ["ProgramMemory", "program_memory", "attention_inputs", "decode_kernels",
-           "decode_rows", "decode_memory_bytes", "chip_for_device"]
+import jax
+import jax.numpy as jnp
 
-_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2,
-                "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
-_SHAPE = re.compile(r"\b(" + "|".join(_DTYPE_BYTES) + r")\[([\d,]*)\]")
+from inferbook.kernels.flash_decoding import flash_decoding
+from inferbook.kernels.pallas import pallas_flash_decoding
+from inferbook.model.attention import reference_at_positions
+from inferbook.perf.hardware import chip_for_device
+from inferbook.perf.timing import time_fn
 
-
-@dataclass(frozen=True)
-class ProgramMemory:
-    """What one compiled program needs, from XLA's memory analysis (bytes)."""
-
-    temp_bytes: int             # scratch for intermediates (buffers reused where possible)
-    argument_bytes: int
-    output_bytes: int
-    largest_array_bytes: int    # the largest array in the compiled program's text
-
-    @property
-    def total_bytes(self) -> int:
-        return self.temp_bytes + self.argument_bytes + self.output_bytes
-
-
-def program_memory(fn: Callable[..., Any], *args: Any) -> ProgramMemory:
-    """Compile `fn` for `args` (arrays or jax.ShapeDtypeStruct) and read its memory needs."""
-    import jax
-    compiled = jax.jit(fn).lower(*args).compile()
-    stats = compiled.memory_analysis()
-    largest = 0
-    for dtype, dims in _SHAPE.findall(compiled.as_text()):
-        n = _DTYPE_BYTES[dtype]
-        for d in filter(None, dims.split(",")):
-            n *= int(d)
-        largest = max(largest, n)
-    return ProgramMemory(int(stats.temp_size_in_bytes), int(stats.argument_size_in_bytes),
-                         int(stats.output_size_in_bytes), largest)
+__all__ = ["attention_inputs", "decode_kernels", "decode_rows"]
 
 
 def attention_inputs(B: int, T: int, S: int, N: int, K: int, H: int, dtype: Any = "float32",
@@ -62,10 +37,8 @@ def attention_inputs(B: int, T: int, S: int, N: int, K: int, H: int, dtype: Any 
     """(q, k, v, q_pos, kv_len) for a full cache of S keys and T queries at its end.
 
     T = S is a causal prefill; T = 1 a decode step. With abstract=True, shapes only
-    (jax.ShapeDtypeStruct), for `program_memory` at sizes never allocated.
+    (jax.ShapeDtypeStruct), for `compiled.program_memory` at sizes never allocated.
     """
-    import jax
-    import jax.numpy as jnp
     shapes = [((B, T, N, H), dtype), ((B, K, S, H), dtype), ((B, K, S, H), dtype)]
     if abstract:
         return tuple(jax.ShapeDtypeStruct(s, d) for s, d in shapes) + (
@@ -79,44 +52,15 @@ def attention_inputs(B: int, T: int, S: int, N: int, K: int, H: int, dtype: Any 
 
 def decode_kernels(num_splits: int, pallas: bool) -> dict[str, Callable]:
     """The decode-attention variants chapter 7 compares, each (q, k, v, q_pos, kv_len) -> out."""
-    import functools
-
-    import jax
-
-    from inferbook.kernels.flash_decoding import flash_decoding
-    from inferbook.model.attention import reference_at_positions
     kernels = {"unsplit (XLA reference)": reference_at_positions,
                f"split, P={num_splits} (XLA)": functools.partial(flash_decoding,
                                                                 num_splits=num_splits)}
     if pallas:
-        from inferbook.kernels.pallas import pallas_flash_decoding
         kernels["unsplit (Pallas, P=1)"] = functools.partial(pallas_flash_decoding, num_splits=1,
                                                              block_k=128)
         kernels[f"Flash-Decoding (Pallas, P={num_splits})"] = functools.partial(
             pallas_flash_decoding, num_splits=num_splits, block_k=128)
     return {name: jax.jit(lambda *a, f=f: f(*a)[0]) for name, f in kernels.items()}
-
-
-def chip_for_device(device_kind: str):
-    """The `hardware.CHIPS` entry for a JAX device kind, or None (CPUs, unknown chips)."""
-    from inferbook.perf.hardware import CHIPS
-    kind = device_kind.lower()
-    if "h100" in kind and "pcie" in kind:       # not in the registry (less bandwidth than SXM)
-        return None
-    for key, name in [("h200", "H200"), ("h100", "H100 SXM"), ("a100", "A100 80GB"),
-                      ("l4", "L4"), ("a10", "A10"), ("v5 lite", "TPU v5e"), ("v5e", "TPU v5e"),
-                      ("v6", "TPU v6e"), ("v5p", "TPU v5p"), ("v4", "TPU v4")]:
-        if key in kind:
-            return CHIPS[name]
-    return None
-
-
-def decode_memory_bytes(S: int, B: int, N: int, K: int, H: int, itemsize: int) -> int:
-    """A lower bound of the bytes one `decode_rows` configuration holds: the cache's keys and
-    values (2·B·K·S·H elements), the queries, and one float32 score per query head and key
-    (B·N·S), which every kernel materialises at least once. Arithmetic only, nothing
-    allocated: the command refuses sizes that could never fit before it starts."""
-    return (2 * B * K * S * H + B * N * H) * itemsize + B * N * S * 4
 
 
 def decode_rows(contexts: list[int], B: int = 1, N: int = 32, K: int = 8, H: int = 128,
@@ -129,10 +73,6 @@ def decode_rows(contexts: list[int], B: int = 1, N: int = 32, K: int = 8, H: int
     Pallas kernels are included on accelerators (pallas=None) — interpreted on a CPU they
     measure the interpreter, not the kernel.
     """
-    import jax
-    import jax.numpy as jnp
-
-    from inferbook.perf.timing import time_fn
     if pallas is None:
         pallas = jax.default_backend() != "cpu"
     chip = chip_for_device(jax.devices()[0].device_kind)

@@ -41,15 +41,16 @@ from inferbook.kernels.flash import (
     online_softmax_result,
     online_softmax_step,
 )
-from inferbook.model.attention import MASKED, attention_mask, reference_at_positions
+from inferbook.model.attention import (
+    MASKED,
+    attention_mask,
+    group_mask,
+    group_queries,
+    reference_at_positions,
+    ungroup_rows,
+)
 
-__all__ = ["gather_blocks", "paged_attention_reference", "paged_attention", "paged_write",
-           "blocks_for"]
-
-
-def blocks_for(num_tokens: int, block_size: int) -> int:
-    """Blocks a sequence of `num_tokens` tokens occupies: ceil(num_tokens / block_size)."""
-    return -(-num_tokens // block_size)
+__all__ = ["gather_blocks", "paged_attention_reference", "paged_attention", "paged_write"]
 
 
 def gather_blocks(pool: jax.Array, block_table_BJ: jax.Array) -> jax.Array:
@@ -84,7 +85,7 @@ def paged_attention(q_BTNH: jax.Array, k_pool: jax.Array, v_pool: jax.Array,
     B, T, N, H = q_BTNH.shape
     _, K, C, _ = k_pool.shape
     G, J = N // K, block_table_BJ.shape[1]
-    q_BKMH = q_BTNH.reshape(B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B, K, G * T, H)
+    q_BKMH = group_queries(q_BTNH, K)
     scale = 1.0 / jnp.sqrt(jnp.float32(H))
     kv_len = kv_len_B.astype(jnp.int32)
 
@@ -95,16 +96,13 @@ def paged_attention(q_BTNH: jax.Array, k_pool: jax.Array, v_pool: jax.Array,
                        preferred_element_type=jnp.float32) * scale
         mask_BTC = attention_mask(q_pos_BT, j * C + jnp.arange(C, dtype=jnp.int32), kv_len,
                                   window)
-        mask = jnp.broadcast_to(mask_BTC[:, None, None], (B, 1, G, T, C))
-        s = jnp.where(mask.reshape(B, 1, G * T, C), s, MASKED)
+        s = jnp.where(group_mask(mask_BTC, G), s, MASKED)
         return online_softmax_step(carry, s, v_BKCH)
 
     lo, hi = kv_tile_range(q_pos_BT, kv_len, C, J, window)
     o, m, l = lax.fori_loop(lo, hi, visit, online_softmax_init((B, K, G * T), H))
     out, lse = online_softmax_result(o, m, l)
-    out = out.reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4)
-    lse = lse.reshape(B, K, G, T).transpose(0, 3, 1, 2)
-    return out.reshape(B, T, N, H).astype(q_BTNH.dtype), lse.reshape(B, T, N)
+    return ungroup_rows(out, T).astype(q_BTNH.dtype), ungroup_rows(lse, T)
 
 
 def paged_write(pool: jax.Array, block_table_BJ: jax.Array, new_BTKH: jax.Array,

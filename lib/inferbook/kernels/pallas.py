@@ -1,9 +1,9 @@
 """FlashAttention and Flash-Decoding as Pallas kernels.
 
-`inferbook.kernels.flash` and `inferbook.kernels.flash_decoding` express the algorithms in jnp and leave the
-schedule to XLA. A Pallas kernel states the schedule itself: a *grid* of programs, each of
-which loads its own tiles (BlockSpecs say which) and loops over the rest, the way a CUDA
-thread block would. Two grids tell the whole story of the two papers:
+`inferbook.kernels.flash` and `inferbook.kernels.flash_decoding` express the algorithms in jnp
+and leave the schedule to XLA. A Pallas kernel states the schedule itself: a *grid* of
+programs, each of which loads its own tiles (BlockSpecs say which) and loops over the rest,
+the way a CUDA thread block would. Two grids tell the whole story of the two papers:
 
   * `pallas_flash_attention`: one program per (batch row, query head, query tile) — the
     FlashAttention-2 grid, which added the query-tile axis to FlashAttention-1's (batch,
@@ -40,7 +40,7 @@ from inferbook.kernels.flash import (
     online_softmax_step,
 )
 from inferbook.kernels.flash_decoding import combine_chunks, rows_to_heads
-from inferbook.model.attention import MASKED
+from inferbook.model.attention import MASKED, group_queries
 
 __all__ = ["pallas_flash_attention", "pallas_flash_decoding", "default_interpret"]
 
@@ -158,7 +158,7 @@ def pallas_flash_decoding(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Arra
     G, P, Hp = N // K, num_splits, _pow2_at_least(H)
     M, Mp = G * T, _pow2_at_least(G * T)
     Sp = -(-S // (P * block_k)) * (P * block_k)
-    q = q_BTNH.reshape(B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B, K, M, H)
+    q = group_queries(q_BTNH, K)
     q = _pad(_pad(q, 3, Hp), 2, Mp)                                      # [B, K, Mp, Hp]
     k, v = (_pad(_pad(x, 3, Hp), 2, Sp) for x in (k_BKSH, v_BKSH))
     pos = _pad(jnp.tile(q_pos_BT.astype(jnp.int32), (1, G)), 1, Mp, value=-1)   # row g·T + t

@@ -24,7 +24,7 @@ over budgets then compiles once.
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +52,7 @@ class EvictCache(NamedTuple):
 
 
 def init_cache(batch: int, K: int, H: int, capacity: int, budget: int | jax.Array | None = None,
-               dtype=jnp.float32) -> EvictCache:
+               dtype: Any = jnp.float32) -> EvictCache:
     """An empty cache of `capacity` slots per head, of which the first `budget` are usable."""
     budget = capacity if budget is None else budget
     slots = jnp.arange(capacity)
@@ -150,7 +150,8 @@ def model_logits(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, capacit
 @partial(jax.jit, static_argnames=("B", "T", "K", "G", "H"))
 def structured_stream(key: jax.Array, B: int, T: int, K: int, G: int, H: int,
                       heavy_fraction: float = 0.05, sink: float = 5.0, heavy: float = 3.0,
-                      recency: float = 1.0, noise: float = 1.0, theta: float = 10_000.0):
+                      recency: float = 1.0, noise: float = 1.0, theta: float = 10_000.0
+                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Queries [B, T, N, H], keys and values [B, T, K, H] whose attention looks like a trained
     model's: a sink at position 0, a few heavy hitters, a preference for recent tokens.
 

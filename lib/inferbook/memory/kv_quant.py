@@ -32,25 +32,33 @@ import jax
 import jax.numpy as jnp
 
 from inferbook.model import kvcache
-from inferbook.model.attention import MASKED, attention_mask, attention_reference, merge_partials
+from inferbook.model.attention import (
+    MASKED,
+    attention_mask,
+    attention_reference,
+    group_mask,
+    group_queries,
+    merge_partials,
+    ungroup_rows,
+)
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import Params, require_plain_decoder, transformer, unembed
+from inferbook.model.decoder import NewKV, Params, require_plain_decoder, run_keeping_kv, unembed
 
 __all__ = ["quantize", "dequantize", "QuantCache", "init_cache", "attend_per_head", "extend",
-           "append", "cache_bytes", "bytes_per_element", "attention_error_bound"]
+           "append", "bytes_per_element", "attention_error_bound"]
 
 
-def quantize(x_xH: jax.Array) -> tuple[jax.Array, jax.Array]:
+def quantize(x_H: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Absmax int8 codes [..., H] and float32 scales [..., 1] of each H-vector."""
-    x = x_xH.astype(jnp.float32)
+    x = x_H.astype(jnp.float32)
     scale = jnp.max(jnp.abs(x), axis=-1, keepdims=True) / 127.0
     codes = jnp.round(x / jnp.where(scale > 0, scale, 1.0))
     return jnp.clip(codes, -127, 127).astype(jnp.int8), scale
 
 
-def dequantize(codes_xH: jax.Array, scale_x1: jax.Array) -> jax.Array:
+def dequantize(codes_H: jax.Array, scale_1: jax.Array) -> jax.Array:
     """codes · scale, in float32."""
-    return codes_xH.astype(jnp.float32) * scale_x1
+    return codes_H.astype(jnp.float32) * scale_1
 
 
 def bytes_per_element(H: int, scale_bytes: float = 4) -> float:
@@ -99,12 +107,11 @@ def attend_per_head(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
     B, T, N, H = q_BTNH.shape
     K, S = k_BKSH.shape[1], k_BKSH.shape[2]
     G = N // K
-    q_XMH = (q_BTNH.astype(jnp.float32) / jnp.sqrt(jnp.float32(H))).reshape(
-        B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B * K, G * T, H)
-    mask_BTS = attention_mask(pos_BT, jnp.arange(S, dtype=jnp.int32), cache_len_B, window)
-    mask_XMS = jnp.broadcast_to(mask_BTS[:, None, None], (B, K, G, T, S)).reshape(
-        B * K, G * T, S)
+    # The B·K heads in one leading axis, which lax.map walks.
     flat = lambda x: None if x is None else x.reshape((B * K,) + x.shape[2:])  # noqa: E731
+    q_BKMH = group_queries(q_BTNH.astype(jnp.float32) / jnp.sqrt(jnp.float32(H)), K)
+    mask_BTS = attention_mask(pos_BT, jnp.arange(S, dtype=jnp.int32), cache_len_B, window)
+    mask_BKMS = jnp.broadcast_to(group_mask(mask_BTS, G), (B, K, G * T, S))
 
     def one_head(args):
         q_MH, k_SH, v_SH, ks_S1, vs_S1, mask_MS = args
@@ -118,16 +125,15 @@ def attend_per_head(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
             p_MS = p_MS * vs_S1[:, 0][None, :]
         return p_MS @ v_SH.astype(jnp.float32), lse_M
 
-    out_XMH, lse_XM = jax.lax.map(one_head, (q_XMH, flat(k_BKSH), flat(v_BKSH), flat(k_scale),
-                                             flat(v_scale), mask_XMS))
-    out_BTNH = out_XMH.reshape(B, K, G, T, H).transpose(0, 3, 1, 2, 4).reshape(B, T, N, H)
-    lse_BTN = lse_XM.reshape(B, K, G, T).transpose(0, 3, 1, 2).reshape(B, T, N)
-    return out_BTNH.astype(q_BTNH.dtype), lse_BTN
+    out, lse = jax.lax.map(one_head, (flat(q_BKMH), flat(k_BKSH), flat(v_BKSH), flat(k_scale),
+                                      flat(v_scale), flat(mask_BKMS)))
+    out_BKMH, lse_BKM = out.reshape(B, K, G * T, H), lse.reshape(B, K, G * T)
+    return ungroup_rows(out_BKMH, T).astype(q_BTNH.dtype), ungroup_rows(lse_BKM, T)
 
 
 @partial(jax.jit, static_argnames=("cfg",))
 def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: QuantCache,
-           n_new_B: jax.Array | None = None):
+           n_new_B: jax.Array | None = None) -> tuple[jax.Array, NewKV]:
     """`decode.extend` over a QuantCache: logits [B, T, V] and every layer's new keys and
     values (full precision; `append` quantizes them). The new tokens attend to each other
     exactly and to the cache through `attend_per_head`."""
@@ -137,11 +143,8 @@ def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: QuantC
     rel_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
     pos_BT = cache.lengths[:, None] + rel_BT
     mask_new = attention_mask(rel_BT, rel_BT[0], n_new_B, cfg.window)
-    new_k, new_v = [], []
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        new_k.append(k_BTKH)
-        new_v.append(v_BTKH)
         out_n, lse_n = attention_reference(q_BTNH, k_BTKH.swapaxes(1, 2),
                                            v_BTKH.swapaxes(1, 2), mask_new)
         scales = (None, None) if cache.k_scale is None else (cache.k_scale[i],
@@ -150,8 +153,8 @@ def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: QuantC
                                        cache.lengths, cfg.window)
         return merge_partials(out_c, lse_c, out_n, lse_n)[0]
 
-    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
-    return unembed(params, cfg, x_BTD), (tuple(new_k), tuple(new_v))
+    x_BTD, new_kv = run_keeping_kv(params, cfg, tokens_BT, pos_BT, attend)
+    return unembed(params, cfg, x_BTD), new_kv
 
 
 @partial(jax.jit, donate_argnames=("cache",))
@@ -171,12 +174,6 @@ def append(cache: QuantCache, new_k: Sequence[jax.Array], new_v: Sequence[jax.Ar
                       tuple(put(c, s) for c, (_, s) in zip(cache.k_scale, qk)),
                       tuple(put(c, s) for c, (_, s) in zip(cache.v_scale, qv)),
                       cache.lengths + n_new_B)
-
-
-def cache_bytes(cache: QuantCache) -> int:
-    """Bytes held by codes and scales (or by the float keys and values)."""
-    arrays = cache.k + cache.v + (cache.k_scale or ()) + (cache.v_scale or ())
-    return sum(a.size * a.dtype.itemsize for a in arrays)
 
 
 def attention_error_bound(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,

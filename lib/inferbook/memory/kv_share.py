@@ -29,10 +29,18 @@ from inferbook.model import kvcache
 from inferbook.model.attention import attention_mask, attention_reference
 from inferbook.model.config import ModelConfig
 from inferbook.model.decode import attend_cached
-from inferbook.model.decoder import Params, require_plain_decoder, transformer, unembed
+from inferbook.model.decoder import (
+    Attend,
+    NewKV,
+    Params,
+    require_plain_decoder,
+    run_keeping_kv,
+    transformer,
+    unembed,
+)
 
 __all__ = ["Sources", "share_adjacent", "owners", "SharedCache", "init_cache", "extend",
-           "append", "forward_reference", "cache_bytes"]
+           "append", "forward_reference"]
 
 Sources = tuple[int, ...]
 
@@ -71,11 +79,15 @@ def init_cache(cfg: ModelConfig, sources: Sources, batch: int, max_len: int,
                        jnp.zeros((batch,), jnp.int32))
 
 
-def _attend_shared(sources: Sources, own_kv: dict, attend_one):
-    """An `attend` callback: owners keep their k, v; borrowers swap in their owner's."""
-    slot = {layer: j for j, layer in enumerate(owners(sources))}
+def _attend_shared(sources: Sources, attend_one: Attend) -> Attend:
+    """An `attend` callback: owners keep their k, v; borrowers swap in their owner's.
 
-    def attend(i, q_BTNH, k_BTKH, v_BTKH):
+    `attend_one(j, ...)` attends with the keys and values of the j-th owner (its cache slot).
+    """
+    slot = {layer: j for j, layer in enumerate(owners(sources))}
+    own_kv: dict[int, tuple[jax.Array, jax.Array]] = {}
+
+    def attend(i: int, q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array) -> jax.Array:
         if sources[i] == i:
             own_kv[i] = (k_BTKH, v_BTKH)
         k_BTKH, v_BTKH = own_kv[sources[i]]
@@ -86,24 +98,23 @@ def _attend_shared(sources: Sources, own_kv: dict, attend_one):
 
 @partial(jax.jit, static_argnames=("cfg", "sources"))
 def extend(params: Params, cfg: ModelConfig, sources: Sources, tokens_BT: jax.Array,
-           cache: SharedCache, n_new_B: jax.Array | None = None):
+           cache: SharedCache, n_new_B: jax.Array | None = None) -> tuple[jax.Array, NewKV]:
     """`decode.extend` with shared caches: logits [B, T, V] and the owners' new keys and values
     (for `append`). Prefill is `extend` on an empty cache."""
     B, T = tokens_BT.shape
     if n_new_B is None:
         n_new_B = jnp.full((B,), T, jnp.int32)
     pos_BT = cache.lengths[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
-    own_kv: dict = {}
 
     def attend_one(j, q_BTNH, k_BTKH, v_BTKH):
         return attend_cached(q_BTNH, k_BTKH, v_BTKH, n_new_B, cfg.window, cache.k[j],
                              cache.v[j], cache.lengths)
 
-    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, _attend_shared(sources, own_kv,
-                                                                        attend_one))
-    mine = owners(sources)
-    return (unembed(params, cfg, x_BTD),
-            (tuple(own_kv[i][0] for i in mine), tuple(own_kv[i][1] for i in mine)))
+    x_BTD, (new_k, new_v) = run_keeping_kv(params, cfg, tokens_BT, pos_BT,
+                                           _attend_shared(sources, attend_one))
+    mine = owners(sources)       # the borrowers' keys and values are never cached
+    return unembed(params, cfg, x_BTD), (tuple(new_k[i] for i in mine),
+                                         tuple(new_v[i] for i in mine))
 
 
 @partial(jax.jit, donate_argnames=("cache",))
@@ -131,9 +142,4 @@ def forward_reference(params: Params, cfg: ModelConfig, sources: Sources, tokens
                                    mask)[0]
 
     return unembed(params, cfg, transformer(params, cfg, tokens_BT, pos_BT,
-                                            _attend_shared(sources, {}, attend_one)))
-
-
-def cache_bytes(cache: SharedCache) -> int:
-    """Bytes held by the owners' keys and values."""
-    return sum(a.size * a.dtype.itemsize for a in cache.k + cache.v)
+                                            _attend_shared(sources, attend_one)))

@@ -27,12 +27,18 @@ import jax.numpy as jnp
 
 from inferbook.model.attention import attention_mask, attention_reference, merge_partials
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import Params, require_plain_decoder, transformer, unembed
+from inferbook.model.decoder import (
+    NewKV,
+    Params,
+    require_plain_decoder,
+    run_keeping_kv,
+    transformer,
+    unembed,
+)
 from inferbook.perf import counts
 
 __all__ = ["Windows", "layer_windows", "RingCache", "init_cache", "slot_positions",
-           "attend_window", "extend", "append", "forward_reference", "cache_bytes",
-           "kv_bytes_per_sequence"]
+           "attend_window", "extend", "append", "forward_reference", "kv_bytes_per_sequence"]
 
 Windows = tuple[int | None, ...]
 
@@ -106,23 +112,20 @@ def attend_window(q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array, n_new
 
 @partial(jax.jit, static_argnames=("cfg", "windows"))
 def extend(params: Params, cfg: ModelConfig, windows: Windows, tokens_BT: jax.Array,
-           cache: RingCache, n_new_B: jax.Array | None = None):
+           cache: RingCache, n_new_B: jax.Array | None = None) -> tuple[jax.Array, NewKV]:
     """`decode.extend` for a mixed local/global model: logits [B, T, V] and the new keys and
     values of every layer, without writing the cache. Prefill is `extend` on an empty cache."""
     B, T = tokens_BT.shape
     if n_new_B is None:
         n_new_B = jnp.full((B,), T, jnp.int32)
     pos_BT = cache.lengths[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
-    new_k, new_v = [], []
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        new_k.append(k_BTKH)
-        new_v.append(v_BTKH)
         return attend_window(q_BTNH, k_BTKH, v_BTKH, n_new_B, windows[i], cache.k[i],
                              cache.v[i], cache.lengths, ring=windows[i] is not None)
 
-    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, attend)
-    return unembed(params, cfg, x_BTD), (tuple(new_k), tuple(new_v))
+    x_BTD, new_kv = run_keeping_kv(params, cfg, tokens_BT, pos_BT, attend)
+    return unembed(params, cfg, x_BTD), new_kv
 
 
 def _write(cache_BKCH: jax.Array, new_BTKH: jax.Array, start_B: jax.Array, n_new_B: jax.Array,
@@ -174,11 +177,6 @@ def forward_reference(params: Params, cfg: ModelConfig, windows: Windows, tokens
                                    mask)[0]
 
     return unembed(params, cfg, transformer(params, cfg, tokens_BT, pos_BT, attend))
-
-
-def cache_bytes(cache: RingCache) -> int:
-    """Bytes the cache's arrays hold."""
-    return sum(a.size * a.dtype.itemsize for a in cache.k + cache.v)
 
 
 def kv_bytes_per_sequence(cfg: ModelConfig, windows: Windows, seq_len: int,

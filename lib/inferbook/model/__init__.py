@@ -3,7 +3,8 @@
     config.py          `ModelConfig`: a transformer as a few integers in the book's letters
     features.py        what a letter cannot say: rotary scaling, experts, latent attention
     presets.py         named configurations: the sources' models, real ones, tiny ones for a CPU
-    hf_config.py       reading a Hugging Face ``config.json``
+    hf_config.py       reading a Hugging Face ``config.json``, family by family
+    hf_keys.py         ... its values, type-checked, and what Llama-like families share
     decoder.py         the decoder as pure functions over a pytree of weights: the spine
     weights.py         the weights' shapes, random draws and casts
     self_attention.py  the attention block: projections, biases, q/k norms, rotation
@@ -16,6 +17,7 @@
     sampling.py        greedy, temperature, top-k and top-p sampling
     kvcache.py         the KV cache (or the latent cache): allocation, appending, writing
     decode.py          prefill, decode steps and the generation loop
+    generate_args.py   what a generation loop refuses, and the prompts it pads
     checkpoint.py      loading and saving safetensors checkpoints
     hf_names.py        each family's Hugging Face tensor names
     safetensors_io.py  the safetensors file format

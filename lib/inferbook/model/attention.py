@@ -6,7 +6,11 @@ split-KV decoding kernels, paged attention, the sharded layouts — is tested ag
 [T, S] score matrix, which is exactly what the faster variants avoid.
 
 Grouped-query attention needs no copies of K and V: the N query heads are viewed as K groups
-of G = N / K heads, and each group attends to its own KV head (einsum letters "BTKGH").
+of G = N / K heads, and each group attends to its own KV head. `group_queries` lays a group's
+G heads side by side as M = G·T rows of one KV head, [B, K, M, H], the form every attention
+here (the reference, the tiled and split kernels, the int8 reader) multiplies by the cache;
+`ungroup_rows` puts the results back in [B, T, N, ...] and `group_mask` repeats a [B, T, S]
+mask for the G heads of a group.
 
 Two options of today's models change the scores, and both live here so that every caller gets
 them: a scale other than 1/√H (Gemma-2's query_pre_attn_scalar, DeepSeek's YaRN temperature,
@@ -21,21 +25,55 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["attention_mask", "attention_reference", "attend", "merge_partials", "MASKED",
-           "reference_at_positions", "split_heads", "merge_heads"]
+           "reference_at_positions", "split_heads", "merge_heads", "group_queries",
+           "ungroup_rows", "group_mask"]
 
 # A large negative number rather than -inf: a fully masked row then yields a uniform (and
 # ignored) distribution instead of NaNs that would poison everything they touch.
 MASKED = -1e30
 
 
-def split_heads(x_BTX: jax.Array, H: int) -> jax.Array:
+def split_heads(x: jax.Array, H: int) -> jax.Array:
     """[..., n·H] to [..., n, H]: the heads of a projection's output, side by side."""
-    return x_BTX.reshape(*x_BTX.shape[:-1], -1, H)
+    return x.reshape(*x.shape[:-1], -1, H)
 
 
 def merge_heads(x_BTnH: jax.Array) -> jax.Array:
     """[..., n, H] to [..., n·H], the inverse of `split_heads`."""
     return x_BTnH.reshape(*x_BTnH.shape[:-2], -1)
+
+
+def group_queries(q_BTNH: jax.Array, K: int) -> jax.Array:
+    """[B, T, N, H] to [B, K, M, H], M = G·T: each KV head's G query heads side by side.
+
+    Row g·T + t of KV head k is query head k·G + g at token t. Every product with the cache
+    then has B and K as leading batch dimensions on both sides, the form XLA maps straight
+    onto a batched matmul (a five-letter einsum such as "BTKGH,BKSH->BKGTS" makes XLA:CPU
+    shuffle the cache through memory first, several times slower).
+    """
+    B, T, N, H = q_BTNH.shape
+    G = N // K
+    return q_BTNH.reshape(B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B, K, G * T, H)
+
+
+def ungroup_rows(rows: jax.Array, T: int) -> jax.Array:
+    """The inverse of `group_queries` for anything with one entry per row: [B, K, G·T, ...]
+    to [B, T, N, ...] (an output [..., H], or a log-sum-exp with no trailing axis)."""
+    B, K, M = rows.shape[:3]
+    G, rest = M // T, rows.shape[3:]
+    x = rows.reshape(B, K, G, T, *rest)
+    return x.transpose(0, 3, 1, 2, *range(4, x.ndim)).reshape(B, T, K * G, *rest)
+
+
+def group_mask(mask_BTS: jax.Array, G: int, T: int | None = None) -> jax.Array:
+    """A [B, T, S] mask for the rows of `group_queries`: [B, 1, G·T, S] (the same for each of
+    a group's G heads, and broadcast over the K groups).
+
+    A mask that is the same for every query may come as [B, 1, S]; pass T to spread it over
+    the T queries."""
+    B, T_mask, S = mask_BTS.shape
+    T = T_mask if T is None else T
+    return jnp.broadcast_to(mask_BTS[:, None, None], (B, 1, G, T, S)).reshape(B, 1, G * T, S)
 
 
 def attention_mask(q_pos_BT: jax.Array, k_pos_S: jax.Array, kv_len_B: jax.Array,
@@ -71,13 +109,8 @@ def attention_reference(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
     blocks be combined exactly (FlashAttention, Flash-Decoding).
     """
     B, T, N, H = q_BTNH.shape
-    K, Hv = k_BKSH.shape[1], v_BKSH.shape[-1]
-    G = N // K
-    # Queries of one KV head's group side by side: [B, K, G·T, H]. Every product below then has
-    # B and K as leading batch dimensions on both sides, the form XLA maps straight onto a
-    # batched matmul (a five-letter einsum such as "BTKGH,BKSH->BKGTS" makes XLA:CPU shuffle
-    # the cache through memory first, several times slower).
-    q_BKMH = q_BTNH.reshape(B, T, K, G, H).transpose(0, 2, 3, 1, 4).reshape(B, K, G * T, H)
+    K = k_BKSH.shape[1]
+    q_BKMH = group_queries(q_BTNH, K)         # one KV head's queries side by side, M = G·T
     scores_BKMS = jnp.einsum("BKMH,BKSH->BKMS", q_BKMH, k_BKSH,
                              preferred_element_type=jnp.float32)
     if scale is None:
@@ -86,16 +119,12 @@ def attention_reference(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,
         scores_BKMS = scores_BKMS * jnp.float32(scale)
     if softcap is not None:
         scores_BKMS = softcap * jnp.tanh(scores_BKMS / softcap)
-    mask_B1MS = jnp.broadcast_to(mask_BTS[:, None, None], (B, 1, G, T, S := k_BKSH.shape[2]))
-    scores_BKMS = jnp.where(mask_B1MS.reshape(B, 1, G * T, S), scores_BKMS, MASKED)
+    scores_BKMS = jnp.where(group_mask(mask_BTS, N // K, T), scores_BKMS, MASKED)
     lse_BKM = jax.nn.logsumexp(scores_BKMS, axis=-1)
     probs_BKMS = jnp.exp(scores_BKMS - lse_BKM[..., None])
     out_BKMH = jnp.einsum("BKMS,BKSH->BKMH", probs_BKMS.astype(v_BKSH.dtype), v_BKSH,
                           preferred_element_type=jnp.float32)
-    out_BTNH = (out_BKMH.reshape(B, K, G, T, Hv).transpose(0, 3, 1, 2, 4)
-                .reshape(B, T, N, Hv).astype(q_BTNH.dtype))
-    lse_BTN = lse_BKM.reshape(B, K, G, T).transpose(0, 3, 1, 2).reshape(B, T, N)
-    return out_BTNH, lse_BTN
+    return ungroup_rows(out_BKMH, T).astype(q_BTNH.dtype), ungroup_rows(lse_BKM, T)
 
 
 def attend(q_BTNH: jax.Array, k_BKSH: jax.Array, v_BKSH: jax.Array,

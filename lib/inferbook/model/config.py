@@ -23,15 +23,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from inferbook.model.features import MLA, MoE, RopeScaling
+from inferbook.model.features import MLA, ConfigError, MoE, RopeScaling
 
 __all__ = ["ModelConfig", "ConfigError", "ACTIVATION_NAMES"]
 
 ACTIVATION_NAMES = ("silu", "gelu", "gelu_tanh", "relu")
-
-
-class ConfigError(ValueError):
-    """A configuration the library cannot build, with a message that names the problem."""
 
 
 @dataclass(frozen=True)

@@ -16,18 +16,18 @@ appended afterwards (`kvcache.append`). Besides being clearer, that matters for 
 copies the whole cache when one program both updates it and reads the updated version.
 
 `generate` runs three programs, each compiled once for a given shape: prefill, a decode step
-that samples the next token, and an in-place append to the cache. `naive_generate` is the
-baseline that keeps no cache and recomputes the whole prefix for every new token.
-
-Ragged batches: prompts of different lengths are right-padded to a common T and carry their
-true lengths; every sequence then writes and reads its own slots of the cache.
+that samples the next token (`next_token`), and an in-place append to the cache
+(`append_in_place`). `naive_generate` is the baseline that keeps no cache and recomputes the
+whole prefix for every new token. Ragged batches: prompts of different lengths are
+right-padded to a common T and carry their true lengths; every sequence then writes and reads
+its own slots of the cache.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -36,13 +36,21 @@ import numpy as np
 from inferbook.model import kvcache
 from inferbook.model.attention import attention_mask, attention_reference, merge_partials
 from inferbook.model.config import ModelConfig
-from inferbook.model.decoder import Params, attention_options, forward, transformer, unembed
-from inferbook.model.generate_args import check_generate_args
+from inferbook.model.decoder import (
+    NewKV,
+    Params,
+    attention_options,
+    forward,
+    run_keeping_kv,
+    unembed,
+)
+from inferbook.model.generate_args import check_generate_args, pad_prompts
 from inferbook.model.kvcache import KVCache
 from inferbook.model.rotary import rotary_positions
 from inferbook.model.sampling import GREEDY, Sampler, sample
 
-__all__ = ["attend_cached", "layer_options", "prefill", "extend", "decode_step", "generate",
+__all__ = ["attend_cached", "layer_options", "prefill", "extend",
+           "decode_step", "next_token", "append_in_place", "generate", "last_logits",
            "naive_generate", "pad_prompts", "GenerateResult"]
 
 
@@ -82,7 +90,7 @@ def attend_cached(q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array | None
     return merge_partials(out_c, lse_c, out_BTNH, lse_BTN)[0]
 
 
-def layer_options(cfg: ModelConfig) -> dict:
+def layer_options(cfg: ModelConfig) -> dict[str, Any]:
     """`attend_cached`'s keyword options for `cfg`: scale, soft cap, latent value width."""
     width = cfg.mla.R_kv if cfg.mla is not None else None
     return attention_options(cfg) | {"value_width": width}
@@ -99,15 +107,13 @@ def prefill(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: j
     """
     B, T = tokens_BT.shape
     pos_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
-    new_k, new_v = [], []
     options = layer_options(cfg)
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        new_k.append(k_BTKH)
-        new_v.append(v_BTKH)
         return attend_cached(q_BTNH, k_BTKH, v_BTKH, lengths_B, cfg.layer_window(i), **options)
 
-    x_BTD = transformer(params, cfg, tokens_BT, rotary_positions(cfg, pos_BT, lengths_B), attend)
+    x_BTD, (new_k, new_v) = run_keeping_kv(params, cfg, tokens_BT,
+                                           rotary_positions(cfg, pos_BT, lengths_B), attend)
     logits_BV = unembed(params, cfg, x_BTD[jnp.arange(B), lengths_B - 1])
     empty = cache._replace(lengths=jnp.zeros_like(lengths_B))
     return logits_BV, kvcache.append(empty, new_k, new_v, lengths_B)
@@ -115,8 +121,7 @@ def prefill(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: j
 
 @partial(jax.jit, static_argnames=("cfg",))
 def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: KVCache,
-           n_new_B: jax.Array | None = None
-           ) -> tuple[jax.Array, tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]]:
+           n_new_B: jax.Array | None = None) -> tuple[jax.Array, NewKV]:
     """Run T new tokens per sequence against a cache, without writing it.
 
     Sequence b's tokens sit at positions cache.lengths[b], cache.lengths[b] + 1, ...; only the
@@ -129,18 +134,16 @@ def extend(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, cache: KVCach
     if n_new_B is None:
         n_new_B = jnp.full((B,), T, jnp.int32)
     pos_BT = cache.lengths[:, None] + jnp.arange(T, dtype=jnp.int32)[None, :]
-    new_k, new_v = [], []
     options = layer_options(cfg)
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        new_k.append(k_BTKH)
-        new_v.append(v_BTKH)                 # None for latent attention: no separate values
         return attend_cached(q_BTNH, k_BTKH, v_BTKH, n_new_B, cfg.layer_window(i),
                              cache.k[i], cache.v[i] if cache.v else None, cache.lengths,
                              **options)
 
-    x_BTD = transformer(params, cfg, tokens_BT, rotary_positions(cfg, pos_BT, n_new_B), attend)
-    return unembed(params, cfg, x_BTD), (tuple(new_k), tuple(new_v))
+    x_BTD, new_kv = run_keeping_kv(params, cfg, tokens_BT,
+                                   rotary_positions(cfg, pos_BT, n_new_B), attend)
+    return unembed(params, cfg, x_BTD), new_kv
 
 
 @partial(jax.jit, static_argnames=("cfg",))
@@ -167,25 +170,6 @@ class GenerateResult:
         return out
 
 
-def pad_prompts(prompts: Sequence[Sequence[int]],
-                multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad prompts (with 0) to a common length, rounded up to `multiple`.
-
-    Rounding the padded length to a few sizes means a new prompt length rarely recompiles.
-    Returns tokens [B, T] and lengths [B].
-    """
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("every prompt needs at least one token")
-    if not isinstance(multiple, int) or multiple < 1:
-        raise ValueError(f"the padding multiple must be a positive integer, got {multiple!r}")
-    lengths = np.array([len(p) for p in prompts], np.int32)
-    T = -(-int(lengths.max()) // multiple) * multiple
-    tokens = np.zeros((len(prompts), T), np.int32)
-    for b, p in enumerate(prompts):
-        tokens[b, :len(p)] = p
-    return tokens, lengths
-
-
 def _trim(tokens_BN: np.ndarray, eos_id: int | None) -> GenerateResult:
     out = []
     for row in tokens_BN.tolist():
@@ -196,23 +180,35 @@ def _trim(tokens_BN: np.ndarray, eos_id: int | None) -> GenerateResult:
 
 
 @partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
-def _first_token(params, cfg, tokens_BT, lengths_B, cache, key, sampler, eos):
+def _first_token(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: jax.Array,
+                 cache: KVCache, key: jax.Array, sampler: Sampler, eos: int
+                 ) -> tuple[jax.Array, jax.Array, KVCache]:
+    """Prefill and sample each sequence's first new token; whether it is `eos`."""
     logits_BV, cache = prefill(params, cfg, tokens_BT, lengths_B, cache)
     tok_B = sample(logits_BV, key, sampler)
     return tok_B, tok_B == eos, cache
 
 
 @partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
-def _next_token(params, cfg, tok_B, done_B, cache, key, sampler, eos):
-    """One decode step that samples. It reads the cache; the caller appends new_kv after."""
+def next_token(params: Params, cfg: ModelConfig, tok_B: jax.Array, done_B: jax.Array,
+               cache: KVCache, key: jax.Array, sampler: Sampler, eos: int
+               ) -> tuple[jax.Array, jax.Array, jax.Array, NewKV]:
+    """One decode step of `generate`: feed each sequence's last token, sample the next.
+
+    Returns the sampled tokens [B], which sequences are done (they sampled `eos` now or
+    earlier) [B], the tokens to emit [B] (`eos` as padding once a sequence is done), and the
+    new keys and values. It reads the cache and leaves it as it was: the caller writes the
+    new keys and values afterwards, with `append_in_place`.
+    """
     logits_BTV, new_kv = extend(params, cfg, tok_B[:, None], cache)
     tok_B = sample(logits_BTV[:, 0], key, sampler)
     emitted_B = jnp.where(done_B, eos, tok_B)      # finished sequences emit padding
     return tok_B, done_B | (tok_B == eos), emitted_B, new_kv
 
 
-# Appending in place: the old cache's buffers are donated to the new one.
-_append = jax.jit(kvcache.append, donate_argnames=("cache",))
+# `kvcache.append` compiled on its own, with the old cache's buffers donated to the new one:
+# each step writes its keys and values in place instead of copying the cache.
+append_in_place = jax.jit(kvcache.append, donate_argnames=("cache",))
 
 
 def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
@@ -239,15 +235,18 @@ def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
         # Checking for EOS waits for the device; do it every few steps, not every step.
         if eos_id is not None and step % 8 == 0 and bool(jnp.all(done_B)):
             break
-        tok_B, done_B, out_B, (new_k, new_v) = _next_token(params, cfg, tok_B, done_B, cache,
-                                                            keys[step], sampler, eos)
-        cache = _append(cache, new_k, new_v)
+        tok_B, done_B, out_B, (new_k, new_v) = next_token(params, cfg, tok_B, done_B, cache,
+                                                           keys[step], sampler, eos)
+        cache = append_in_place(cache, new_k, new_v)
         emitted.append(out_B)
     return _trim(np.asarray(jnp.stack(emitted, axis=1)), eos_id)
 
 
 @partial(jax.jit, static_argnames=("cfg",))
-def _last_logits(params, cfg, tokens_BT, lengths_B):
+def last_logits(params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
+                lengths_B: jax.Array) -> jax.Array:
+    """Logits [B, V] at each sequence's last real position, with no cache: the whole forward
+    pass of `decoder.forward` for one new token (a step of `naive_generate`)."""
     logits_BTV = forward(params, cfg, tokens_BT, lengths_B)
     return logits_BTV[jnp.arange(tokens_BT.shape[0]), lengths_B - 1]
 
@@ -271,7 +270,7 @@ def naive_generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[
     out = np.zeros((len(seqs), max_new_tokens), np.int32)
     for step in range(max_new_tokens):
         tokens_BT, _ = pad_prompts(seqs, bucket)
-        logits_BV = _last_logits(params, cfg, tokens_BT, lengths)
+        logits_BV = last_logits(params, cfg, tokens_BT, lengths)
         tok = np.asarray(sample(logits_BV, keys[step], sampler))
         out[:, step] = np.where(done, eos, tok)
         done |= tok == eos

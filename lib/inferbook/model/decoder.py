@@ -9,6 +9,8 @@ Three callers supply three versions of it:
   * `prefill`   — the same, but it also keeps each layer's keys and values for the cache;
   * `extend`    — new tokens that attend to a KV cache written by earlier calls (decoding).
 
+The last two keep each layer's new keys and values for the cache (`run_keeping_kv`).
+
 Shapes use the book's letters: B batch, T new tokens, S cached tokens, D width, F MLP width,
 N query heads, K KV heads, H head dim, V vocabulary. Per layer (Llama):
 
@@ -63,7 +65,7 @@ from inferbook.model.weights import (
 __all__ = ["init_params", "abstract_params", "param_shapes", "cast_params", "rms_norm", "rope",
            "split_heads", "merge_heads", "mlp", "transformer", "unembed", "forward", "Params",
            "Attend", "ACTIVATIONS", "MAX_RANDOM_INIT_BYTES", "attention_options",
-           "special_features", "require_plain_decoder", "embed"]
+           "special_features", "require_plain_decoder", "embed", "run_keeping_kv", "NewKV"]
 
 
 def special_features(cfg: ModelConfig) -> list[str]:
@@ -144,10 +146,35 @@ def transformer(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_BT: 
     return norm(params, "final_norm", x_BTD, cfg)
 
 
-def unembed(params: Params, cfg: ModelConfig, x_xD: jax.Array) -> jax.Array:
+NewKV = tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]
+
+
+def run_keeping_kv(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_BT: jax.Array,
+                   attend: Attend) -> tuple[jax.Array, NewKV]:
+    """`transformer` with `attend`, keeping what each layer computed for the cache.
+
+    Returns the final hidden states [B, T, D] and every layer's new keys and values
+    ([B, T, K, H] each; the values are None for latent attention, whose cache holds one
+    array), in layer order: what `kvcache.append` writes. Every cache variant (the plain
+    cache of `decode`, the windowed, quantized and shared ones of `inferbook.memory`) runs
+    its new tokens through this and differs only in `attend`, what the queries look at.
+    """
+    new_k, new_v = [], []
+
+    def keep(i: int, q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array | None
+             ) -> jax.Array:
+        new_k.append(k_BTKH)
+        new_v.append(v_BTKH)
+        return attend(i, q_BTNH, k_BTKH, v_BTKH)
+
+    x_BTD = transformer(params, cfg, tokens_BT, pos_BT, keep)
+    return x_BTD, (tuple(new_k), tuple(new_v))
+
+
+def unembed(params: Params, cfg: ModelConfig, x_D: jax.Array) -> jax.Array:
     """Hidden states [..., D] to float32 logits [..., V] (soft-capped where the config says)."""
     w_DV = params["embed"].T if cfg.tied_embeddings else params["unembed"]
-    logits = jnp.matmul(x_xD, w_DV, preferred_element_type=jnp.float32)
+    logits = jnp.matmul(x_D, w_DV, preferred_element_type=jnp.float32)
     if cfg.final_softcap is not None:    # Gemma-2: c·tanh(logits / c)
         logits = cfg.final_softcap * jnp.tanh(logits / cfg.final_softcap)
     return logits

@@ -13,7 +13,9 @@ of today's models need more than a letter, so each gets a small frozen record of
   rotary key) instead of K and V.
 
 All are frozen and hashable, like `ModelConfig`, so a config can be a static argument of a
-jitted function. Hugging Face's names for each field are given beside it.
+jitted function. Hugging Face's names for each field are given beside it. `ConfigError`, what
+every check of a configuration raises, is defined here, where the first checks live
+(`config` imports it from here).
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["RopeScaling", "MoE", "MLA", "ROPE_KINDS"]
+__all__ = ["RopeScaling", "MoE", "MLA", "ROPE_KINDS", "ConfigError"]
 
 ROPE_KINDS = ("linear", "dynamic", "llama3", "yarn", "longrope")
 
 
+class ConfigError(ValueError):
+    """A configuration the library cannot build, with a message that names the problem."""
+
+
 def _positive(owner: str, **values: float | int | None) -> None:
-    from inferbook.model.config import ConfigError
     for name, value in values.items():
         if value is None:
             continue
@@ -71,7 +76,6 @@ class RopeScaling:
     long_factor: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        from inferbook.model.config import ConfigError
         if self.kind not in ROPE_KINDS:
             raise ConfigError(f"rope scaling kind must be one of {', '.join(ROPE_KINDS)}, "
                               f"got {self.kind!r}")
@@ -126,7 +130,6 @@ class MoE:
     dense_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        from inferbook.model.config import ConfigError
         for name in ("E", "k", "F", "groups", "topk_groups"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
@@ -172,7 +175,6 @@ class MLA:
     R_q: int | None = None
 
     def __post_init__(self) -> None:
-        from inferbook.model.config import ConfigError
         for name in ("R_kv", "H_nope", "H_rope", "H_v", "R_q"):
             v = getattr(self, name)
             if v is None and name == "R_q":

@@ -1,4 +1,4 @@
-"""What a generation loop must refuse before it starts: the arguments of `generate`.
+"""What a generation loop must refuse before it starts, and the prompts it pads.
 
 A decode loop given a bad argument rarely fails by itself, it answers wrongly:
 
@@ -13,7 +13,8 @@ A decode loop given a bad argument rarely fails by itself, it answers wrongly:
 `check_generate_args` is the public boundary every loop calls first — `decode.generate`,
 `decode.naive_generate`, and any other loop over the same arguments — so that a Python caller
 gets the same one-line `ValueError` the command line turns into exit code 2. The checks run on
-the host, once per call, never inside a compiled step.
+the host, once per call, never inside a compiled step. `pad_prompts` then turns the prompts
+into the arrays a compiled step takes; `random_prompts` makes a ragged batch to try it on.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ import numbers
 import operator
 from typing import Sequence
 
+import jax
+import numpy as np
+
 from inferbook.model.config import ModelConfig
 from inferbook.model.sampling import GREEDY, Sampler
 
-__all__ = ["check_generate_args"]
+__all__ = ["check_generate_args", "pad_prompts", "random_prompts"]
 
 
 def check_generate_args(cfg: ModelConfig, prompts: Sequence[Sequence[int]],
@@ -61,3 +65,32 @@ def check_generate_args(cfg: ModelConfig, prompts: Sequence[Sequence[int]],
     if limit is not None and longest + max_new_tokens > limit:
         raise ValueError(f"a prompt of {longest} tokens plus {max_new_tokens} new tokens "
                          f"exceeds the model's {cfg.max_seq_len} positions")
+
+
+def pad_prompts(prompts: Sequence[Sequence[int]],
+                multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad prompts (with 0) to a common length, rounded up to `multiple`.
+
+    Rounding the padded length to a few sizes means a new prompt length rarely recompiles.
+    Returns tokens [B, T] and lengths [B].
+    """
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    if not isinstance(multiple, int) or multiple < 1:
+        raise ValueError(f"the padding multiple must be a positive integer, got {multiple!r}")
+    lengths = np.array([len(p) for p in prompts], np.int32)
+    T = -(-int(lengths.max()) // multiple) * multiple
+    tokens = np.zeros((len(prompts), T), np.int32)
+    for b, p in enumerate(prompts):
+        tokens[b, :len(p)] = p
+    return tokens, lengths
+
+
+def random_prompts(lengths: Sequence[int], V: int) -> list[list[int]]:
+    """A ragged batch of random prompts: prompt b holds lengths[b] token ids drawn uniformly
+    from [0, V) with `jax.random.key(b)` (the same prompts on every run and device, and
+    prompt b the same whatever the batch around it)."""
+    if any(n < 1 for n in lengths):
+        raise ValueError("every prompt needs at least one token")
+    return [[int(t) for t in jax.random.randint(jax.random.key(b), (n,), 0, V)]
+            for b, n in enumerate(lengths)]

@@ -108,6 +108,10 @@ def append(cache: KVCache, new_k: Sequence[jax.Array], new_v: Sequence[jax.Array
                    lengths=cache.lengths + n_new_B)
 
 
-def cache_bytes(cache: KVCache) -> int:
-    """Bytes held by the keys and values (the lengths vector is not counted)."""
-    return sum(a.size * a.dtype.itemsize for a in cache.k + cache.v)
+def cache_bytes(cache: NamedTuple) -> int:
+    """Bytes held by a cache's arrays, whatever kind of cache it is: every field but the
+    `lengths` vector, summed over its arrays. One definition for every cache of the library —
+    `KVCache` (keys and values, or latents), and the windowed, quantized (codes and scales)
+    and shared caches of `inferbook.memory`."""
+    parts = [part for name, part in cache._asdict().items() if name != "lengths"]
+    return sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(parts))

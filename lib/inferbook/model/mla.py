@@ -101,18 +101,18 @@ def latent_attention(p: dict[str, Any], cfg: ModelConfig, i: int, h_BTD: jax.Arr
     """
     m, N = cfg.mla, cfg.N
     q_nope, q_rope, c_BTR, k_rope = latent_inputs(p, cfg, h_BTD, pos_BT)
-    w_RNX = p["wkv_b"].reshape(m.R_kv, N, m.H_nope + m.H_v)
-    w_uk_RNh, w_uv_RNh = w_RNX[..., :m.H_nope], w_RNX[..., m.H_nope:]
+    w_kv_b = p["wkv_b"].reshape(m.R_kv, N, m.H_nope + m.H_v)       # [R, N, H_nope + H_v]
+    w_uk_RNh, w_uv_RNh = w_kv_b[..., :m.H_nope], w_kv_b[..., m.H_nope:]
     if form == "naive":
-        kv_BTNX = split_heads(c_BTR @ p["wkv_b"], m.H_nope + m.H_v)
-        k_nope, v_BTNH = kv_BTNX[..., :m.H_nope], kv_BTNX[..., m.H_nope:]
+        kv = split_heads(c_BTR @ p["wkv_b"], m.H_nope + m.H_v)        # [B, T, N, H_nope + H_v]
+        k_nope, v_BTNH = kv[..., :m.H_nope], kv[..., m.H_nope:]
         k_BTNH = jnp.concatenate([k_nope, jnp.broadcast_to(k_rope, q_rope.shape)], axis=-1)
         o_BTNH = attend(i, jnp.concatenate([q_nope, q_rope], axis=-1), k_BTNH, v_BTNH)
     elif form == "absorbed":
         q_lat_BTNR = jnp.einsum("BTNh,RNh->BTNR", q_nope, w_uk_RNh)
-        q_BTNX = jnp.concatenate([q_lat_BTNR, q_rope], axis=-1)
-        key_BT1X = jnp.concatenate([c_BTR[:, :, None, :], k_rope], axis=-1)
-        o_lat_BTNR = attend(i, q_BTNX, key_BT1X, None)
+        q_absorbed = jnp.concatenate([q_lat_BTNR, q_rope], axis=-1)   # [B, T, N, R + H_rope]
+        key = jnp.concatenate([c_BTR[:, :, None, :], k_rope], axis=-1)  # [B, T, 1, R + H_rope]
+        o_lat_BTNR = attend(i, q_absorbed, key, None)
         o_BTNH = jnp.einsum("BTNR,RNh->BTNh", o_lat_BTNR, w_uv_RNh)
     else:
         raise ValueError(f"latent attention form must be 'absorbed' or 'naive', got {form!r}")

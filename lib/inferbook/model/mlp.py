@@ -38,11 +38,11 @@ def mlp(p: dict[str, Any], x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
     return _linear(p, "out", act(_linear(p, "in", x_BTD, bias)), bias)
 
 
-def gated_mlp(x_xD: jax.Array, w_gate_DF: jax.Array, w_up_DF: jax.Array, w_down_FD: jax.Array,
+def gated_mlp(x_D: jax.Array, w_gate_DF: jax.Array, w_up_DF: jax.Array, w_down_FD: jax.Array,
               activation: str) -> jax.Array:
     """down(act(x · W_gate) ⊙ (x · W_up)) with the weights given: one expert of a mixture."""
     act = ACTIVATIONS[activation]
-    return (act(x_xD @ w_gate_DF) * (x_xD @ w_up_DF)) @ w_down_FD
+    return (act(x_D @ w_gate_DF) * (x_D @ w_up_DF)) @ w_down_FD
 
 
 def mlp_shapes(cfg: ModelConfig, F: int | None = None) -> dict[str, tuple[int, ...]]:

@@ -141,23 +141,23 @@ def moe_sparse(p: dict[str, Any], x_BTD: jax.Array, cfg: ModelConfig) -> jax.Arr
     first_row_E = jnp.cumsum(count_E) - count_E
     slot_s = first_tile_E[expert_s] * t + jnp.arange(A, dtype=jnp.int32) - first_row_E[expert_s]
     max_tiles = -(-A // t) + min(m.E, A)             # each occupied expert pads < one tile
-    x_PD = jnp.zeros((max_tiles * t, D), x_ND.dtype).at[slot_s].set(x_ND[token_s])
+    x_RD = jnp.zeros((max_tiles * t, D), x_ND.dtype).at[slot_s].set(x_ND[token_s])
     # Tile j belongs to the expert whose run of tiles contains it: count the runs ending at
     # or before j.
     end_tile_E = jnp.cumsum(tiles_E)
     tile_expert = (end_tile_E[None, :] <= jnp.arange(max_tiles)[:, None]).sum(1)
 
-    def one_tile(j, y_PD):
+    def one_tile(j, y_RD):
         e = tile_expert[j]                           # this tile's expert: read its weights
-        rows_tD = jax.lax.dynamic_slice_in_dim(x_PD, j * t, t)
-        out_tD = gated_mlp(rows_tD, p["we_gate"][e], p["we_up"][e], p["we_down"][e],
+        rows_rD = jax.lax.dynamic_slice_in_dim(x_RD, j * t, t)
+        out_rD = gated_mlp(rows_rD, p["we_gate"][e], p["we_up"][e], p["we_down"][e],
                            cfg.activation)
-        return jax.lax.dynamic_update_slice_in_dim(y_PD, out_tD, j * t, 0)
+        return jax.lax.dynamic_update_slice_in_dim(y_RD, out_rD, j * t, 0)
 
     # The loop runs over the occupied tiles only: its trip count is known at run time.
-    y_PD = jax.lax.fori_loop(0, jnp.sum(tiles_E), one_tile, jnp.zeros_like(x_PD))
-    y_sD = y_PD[slot_s].astype(jnp.float32) * weight_s[:, None]
-    y_ND = jnp.zeros((N, D), jnp.float32).at[token_s].add(y_sD)
+    y_RD = jax.lax.fori_loop(0, jnp.sum(tiles_E), one_tile, jnp.zeros_like(x_RD))
+    y_AD = y_RD[slot_s].astype(jnp.float32) * weight_s[:, None]
+    y_ND = jnp.zeros((N, D), jnp.float32).at[token_s].add(y_AD)
     return (y_ND.astype(x_ND.dtype) + _shared(p, x_ND, cfg)).reshape(B, T, D)
 
 

@@ -90,6 +90,10 @@ PRESETS: dict[str, ModelConfig] = {
                             name="tiny-mqa"),
     "small": ModelConfig(L=4, D=256, F=768, N=8, K=4, H=32, V=2048, max_seq_len=2048,
                          name="small"),
+    # The many-chips chapters' model: one grouped-query layer (eight query heads on four KV
+    # heads), small enough to compile on eight emulated devices in seconds; a layer's
+    # collectives repeat identically in every layer, so one shows them all.
+    "demo-gqa": ModelConfig(L=1, D=256, F=1024, N=8, K=4, H=32, V=512, name="demo-gqa"),
     # About 84M parameters: 336 MB in float32, big enough that a CPU decode step is bound by
     # memory bandwidth rather than by dispatch overhead.
     "cpu-336mb": ModelConfig(L=4, D=1024, F=4096, N=16, K=16, H=64, V=8192, max_seq_len=4096,

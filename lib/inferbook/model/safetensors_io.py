@@ -28,6 +28,7 @@ from typing import Any
 
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy: the package reads BF16 through it)
 import numpy as np
+from safetensors import SafetensorError, safe_open
 
 __all__ = ["CheckpointError", "TensorEntry", "read_header", "read_safetensors",
            "write_safetensors", "require_floating", "MAX_HEADER_BYTES"]
@@ -173,7 +174,6 @@ def read_header(path: str | Path) -> dict[str, TensorEntry]:
 
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     """All tensors of one .safetensors file as numpy arrays, after `read_header` checked it."""
-    from safetensors import SafetensorError, safe_open
     path = Path(path)
     entries = read_header(path)
     tensors = {}

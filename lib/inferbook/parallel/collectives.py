@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from inferbook.model.config import ModelConfig
+from inferbook.perf.counts import param_counts
 
 __all__ = ["Comm", "total_bytes", "format_comms", "ws1d_collectives", "ws2d_collectives",
            "weight_gathered_collectives", "ring_attention_collectives",
@@ -146,7 +147,6 @@ def weight_gathered_collectives(cfg: ModelConfig, n: int, kv_heads: int = 0,
     Independent of the batch: that is the point of the layout. Norm gains are replicated and
     not gathered; W_K and W_V are split only over the `kv_heads` devices (default gcd(K, n)).
     """
-    from inferbook.perf.counts import param_counts
     c = param_counts(cfg)
     Y = kv_heads or math.gcd(cfg.K, n)
     kv = cfg.L * 2 * cfg.D * cfg.K * cfg.H

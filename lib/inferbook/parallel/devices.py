@@ -10,6 +10,9 @@ the collectives XLA inserts — but not in speed, so their wall-clock times are 
 On a Colab TPU or GPU runtime the accelerator stays the default device for single-device work
 and timings, and eight CPU devices are still there for meshes when fewer than eight
 accelerators exist (Colab's free TPU is a single v5e chip).
+
+JAX is imported inside each function, never at the top: `import inferbook` imports this module,
+and importing must not start (or even load) JAX before `setup()` has set the device count.
 """
 
 from __future__ import annotations

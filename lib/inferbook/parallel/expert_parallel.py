@@ -99,17 +99,18 @@ def moe_expert_parallel(plan: Plan, p: Params, h_BTD: jax.Array, cfg: ModelConfi
     # Writes to slots past C land outside the buffer and are dropped (mode="drop").
     send_ECD = jnp.zeros((m.E, C, D), x_ND.dtype).at[experts_Nk, slot_Nk].set(
         x_ND[token_Nk], mode="drop")
-    recv_zeCD = _all_to_all(plan, send_ECD.reshape(nz, E_z, C, D), Z, "dispatch")
-    x_eSD = recv_zeCD.transpose(1, 0, 2, 3).reshape(E_z, nz * C, D)  # my experts' slots
+    recv_ZeCD = _all_to_all(plan, send_ECD.reshape(nz, E_z, C, D), Z, "dispatch")
+    # My experts' slots from every device, C per device: [E_Z, Z·C, D].
+    x_eCD = recv_ZeCD.transpose(1, 0, 2, 3).reshape(E_z, nz * C, D)
     w_gate = _gather(plan, p["we_gate"], 1)                          # [E_Z, D, F_Y]
     w_up = _gather(plan, p["we_up"], 1)                              # [E_Z, D, F_Y]
     w_down = _gather(plan, p["we_down"], 2)                          # [E_Z, F_Y, D]
     act = ACTIVATIONS[cfg.activation]
-    h_eSF = act(jnp.einsum("eSD,eDF->eSF", x_eSD, w_gate)) * \
-        jnp.einsum("eSD,eDF->eSF", x_eSD, w_up)
-    y_eSD = jnp.einsum("eSF,eFD->eSD", h_eSF, w_down)                # {partial over Y}
-    y_zeCD = y_eSD.reshape(E_z, nz, C, D).transpose(1, 0, 2, 3)
-    y_ECD = _all_to_all(plan, y_zeCD, Z, "return").reshape(m.E, C, D)
+    h_eCF = act(jnp.einsum("eCD,eDF->eCF", x_eCD, w_gate)) * \
+        jnp.einsum("eCD,eDF->eCF", x_eCD, w_up)
+    y_eCD = jnp.einsum("eCF,eFD->eCD", h_eCF, w_down)                # {partial over Y}
+    y_ZeCD = y_eCD.reshape(E_z, nz, C, D).transpose(1, 0, 2, 3)
+    y_ECD = _all_to_all(plan, y_ZeCD, Z, "return").reshape(m.E, C, D)
     # Combine: each kept assignment's output, weighted by the router; dropped ones add 0.
     out_NkD = y_ECD[experts_Nk, jnp.minimum(slot_Nk, C - 1)].astype(jnp.float32)
     y_ND = jnp.einsum("Nk,NkD->ND", jnp.where(kept_Nk, weights_Nk, 0.0), out_NkD)

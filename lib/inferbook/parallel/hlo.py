@@ -33,18 +33,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+import jax
 import numpy as np
+
+from inferbook.perf.compiled import array_bytes, hlo_arrays
 
 __all__ = ["Collective", "collectives", "summary", "bytes_by_kind", "bytes_by_scope",
            "group_axes", "flops", "compile_fn", "hlo_text", "KINDS", "format_table"]
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
-_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
-                "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8,
-                "c128": 16, "s4": 0.5, "u4": 0.5, "f8e4m3fn": 1, "f8e5m2": 1}
 _OP = re.compile(r"\s(" + "|".join(KINDS) + r")(-start)?\(")
-_ARRAY = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,6 @@ def compile_fn(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     Arguments may be arrays or `jax.ShapeDtypeStruct`s (with a sharding), so programs for
     models that would not fit in memory can be inspected too.
     """
-    import jax
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     return jitted.lower(*args, **kwargs).compile()
 
@@ -135,15 +133,14 @@ def collectives(compiled: Any, include_trivial: bool = False) -> list[Collective
             continue
         lhs, type_text = line[:op.start()].split("=", 1)
         name = lhs.replace("ROOT", "").strip().lstrip("%")
-        arrays = [(dt, tuple(int(v) for v in dims.split(",") if v))
-                  for dt, dims in _ARRAY.findall(type_text) if dt in _DTYPE_BYTES]
+        arrays = hlo_arrays(type_text)
         kind, is_start = op.group(1), bool(op.group(2))
         if is_start and kind == "all-gather" and len(arrays) >= 2:
             arrays = arrays[len(arrays) // 2:]          # (inputs..., outputs...)
         elif is_start and kind == "collective-permute":
             arrays = arrays[:1]                         # (input, output, contexts...)
         groups = _groups(line, num_devices)
-        size = sum(int(np.prod(s, dtype=np.int64)) * _DTYPE_BYTES[dt] for dt, s in arrays)
+        size = sum(array_bytes(dt, s) for dt, s in arrays)
         if kind == "reduce-scatter":
             size *= len(groups[0])
         meta = re.search(r'op_name="([^"]*)"', line)

@@ -15,6 +15,9 @@ collectives in the compiled program are exactly the ones written in the body
 JAX made `shard_map` public as `jax.shard_map` in 0.7 with the same keyword arguments that
 0.10 still has (`mesh`, `in_specs`, `out_specs`, `check_vma`; the older experimental version
 called the last one `check_rep`). `shard_map` below is the single place that knows this.
+
+This module loads JAX only inside its functions: the command line parses `--mesh` with
+`parse_mesh_shape` before JAX starts (the device count must be set first).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 import math
 import re
 from typing import Any, Callable, Sequence
+
+from inferbook.parallel.devices import DeviceSetupError, make_mesh
 
 __all__ = ["AXIS_NAMES", "parse_mesh_shape", "named_mesh", "shard_map", "axis_size",
            "axes_tuple", "MeshError"]
@@ -50,7 +55,6 @@ def named_mesh(shape: Sequence[int] | str, names: Sequence[str] | None = None,
     Uses the accelerators when there are enough, else the emulated CPU devices that
     `inferbook.setup()` provides; asking for more devices than exist raises MeshError.
     """
-    from inferbook.parallel.devices import DeviceSetupError, make_mesh
     if isinstance(shape, str):
         shape = parse_mesh_shape(shape)
     shape = tuple(int(s) for s in shape)
@@ -60,7 +64,7 @@ def named_mesh(shape: Sequence[int] | str, names: Sequence[str] | None = None,
     try:
         return make_mesh(shape, names, devices=devices)
     except DeviceSetupError:
-        import jax
+        import jax  # started already by make_mesh; imported lazily like all of JAX here
         have = max(len(jax.devices()), len(jax.devices("cpu")))
         raise MeshError(f"a {'x'.join(map(str, shape))} mesh needs {math.prod(shape)} devices "
                         f"but only {have} exist") from None

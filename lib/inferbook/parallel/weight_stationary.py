@@ -83,12 +83,12 @@ def _psum_scatter(plan: Plan, x, axes, axis, name):
         return jax.lax.psum_scatter(x, axes, scatter_dimension=axis, tiled=True)
 
 
-def rms_norm_sharded(plan: Plan, x_xd: jax.Array, gain_d: jax.Array, eps: float,
+def rms_norm_sharded(plan: Plan, x_d: jax.Array, gain_d: jax.Array, eps: float,
                      axes: tuple[str, ...], D: int) -> jax.Array:
     """RMSNorm of activations split over D: one AllReduce of the sums of squares [.., 1]."""
-    x32 = x_xd.astype(jnp.float32)
+    x32 = x_d.astype(jnp.float32)
     ss = psum(plan, jnp.sum(x32 * x32, axis=-1, keepdims=True), axes, "norm")   # [..., 1]
-    return gain_d * (x32 * jax.lax.rsqrt(ss / D + eps)).astype(x_xd.dtype)
+    return gain_d * (x32 * jax.lax.rsqrt(ss / D + eps)).astype(x_d.dtype)
 
 
 # 1D weight-stationary -------------------------------------------------------------------------
@@ -110,10 +110,10 @@ def transformer_1d(plan: Plan, params: Params, cfg: ModelConfig, tokens_BT: jax.
     for i, p in enumerate(params["layers"]):
         h_BTD = rms_norm(x_BTD, p["attn_norm"], cfg.norm_eps)           # [B, T, D]
         q_BTNH = rope(split_heads(h_BTD @ p["wq"], H), pos_BT, cfg.rope_theta)  # [B, T, N_M, H]
-        h_zTD, pos_zT = batch_block(plan, h_BTD, Z), batch_block(plan, pos_BT, Z)
-        k_zTKH = rope(split_heads(h_zTD @ p["wk"], H), pos_zT, cfg.rope_theta)  # [B_Z, T, K_Y, H]
-        v_zTKH = split_heads(h_zTD @ p["wv"], H)                        # [B_Z, T, K_Y, H]
-        o_BTNH = attend(i, q_BTNH, k_zTKH, v_zTKH)                      # [B, T, N_M, H]
+        h_BzTD, pos_BzT = batch_block(plan, h_BTD, Z), batch_block(plan, pos_BT, Z)
+        k_BzTKH = rope(split_heads(h_BzTD @ p["wk"], H), pos_BzT, cfg.rope_theta)
+        v_BzTKH = split_heads(h_BzTD @ p["wv"], H)                      # [B_Z, T, K_Y, H]
+        o_BTNH = attend(i, q_BTNH, k_BzTKH, v_BzTKH)                    # [B, T, N_M, H]
         out_BTD = merge_heads(o_BTNH) @ p["wo"]                         # [B, T, D]{U_M}
         x_BTD = x_BTD + psum(plan, out_BTD, M, "attn_out")              # AllReduce_M
         h_BTD = rms_norm(x_BTD, p["mlp_norm"], cfg.norm_eps)
@@ -154,14 +154,14 @@ def transformer_2d(plan: Plan, params: Params, cfg: ModelConfig, tokens_BT: jax.
         h_BTd = _all_gather(plan, h_BTd, YZ, 2, "block_in")             # [B, T, D_X]
         # Projections reduce over X and scatter the batch over X at once: attention and
         # the cache are split over the batch on X (never copied), over heads on YZ.
-        q_xTNH = _psum_scatter(plan, split_heads(h_BTd @ p["wq"], H), X, 0, "q_proj")
-        q_xTNH = rope(q_xTNH, batch_block(plan, pos_BT, X), cfg.rope_theta)   # [B_X, T, N_YZ, H]
-        h_rTd, pos_zT = _kv_rows(plan, h_BTd), batch_block(plan, pos_BT, X + Z)
-        k_zTKH = _psum_scatter(plan, split_heads(h_rTd @ p["wk"], H), X, 0, "kv_proj")
-        k_zTKH = rope(k_zTKH, pos_zT, cfg.rope_theta)                   # [B_XZ, T, K_Y, H]
-        v_zTKH = _psum_scatter(plan, split_heads(h_rTd @ p["wv"], H), X, 0, "kv_proj")
-        o_xTNH = attend(i, q_xTNH, k_zTKH, v_zTKH)                      # [B_X, T, N_YZ, H]
-        o_BTNH = _all_gather(plan, o_xTNH, X, 0, "attn_gather")         # [B, T, N_YZ, H]
+        q_BxTNH = _psum_scatter(plan, split_heads(h_BTd @ p["wq"], H), X, 0, "q_proj")
+        q_BxTNH = rope(q_BxTNH, batch_block(plan, pos_BT, X), cfg.rope_theta)  # [B_X, T, N_YZ, H]
+        h_BxzTd, pos_BxzT = _kv_rows(plan, h_BTd), batch_block(plan, pos_BT, X + Z)
+        k_BxzTKH = _psum_scatter(plan, split_heads(h_BxzTd @ p["wk"], H), X, 0, "kv_proj")
+        k_BxzTKH = rope(k_BxzTKH, pos_BxzT, cfg.rope_theta)             # [B_XZ, T, K_Y, H]
+        v_BxzTKH = _psum_scatter(plan, split_heads(h_BxzTd @ p["wv"], H), X, 0, "kv_proj")
+        o_BxTNH = attend(i, q_BxTNH, k_BxzTKH, v_BxzTKH)                # [B_X, T, N_YZ, H]
+        o_BTNH = _all_gather(plan, o_BxTNH, X, 0, "attn_gather")         # [B, T, N_YZ, H]
         out_BTd = merge_heads(o_BTNH) @ p["wo"]                         # [B, T, D_X]{U_YZ}
         x_BTd = x_BTd + _psum_scatter(plan, out_BTd, YZ, 2, "block_out")   # [B, T, D_XYZ]
 

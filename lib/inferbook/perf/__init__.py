@@ -20,9 +20,13 @@ against measurement on the reader's device.
     pareto_plot.py  the latency-throughput figure of an estimate sweep
     phase_time.py   prefill, generate-step and KV-transfer times of a serving system
     speculation.py  expected tokens and speedup of speculative decoding
-    timing.py       timing a function honestly: warm-up, medians, compile time apart
-    calibration.py  measuring a device's bandwidth and FLOP/s, and the calibrated estimator
+    timing.py       timing functions honestly: warm-up, medians, compile time apart
+    compiled.py     what XLA says about a compiled program: FLOPs, bytes, memory, arrays
+    microbench.py   the device's two roofs measured: read bandwidth and matmul FLOP/s
+    calibration.py  the model's matmuls, attention and step timed apart; the calibrated
+                    estimator's sweep
     bench.py        `inferbook bench`: MBU and MFU of the decode step, saved for chapter 2
+    bench_results.py  the benchmark's records: where they are saved and found
     hf_peer.py      the same decode measured with Hugging Face transformers, as a peer
 
 Importing this package starts no JAX.

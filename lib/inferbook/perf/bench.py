@@ -1,16 +1,18 @@
 """Benchmarks: the library's decode step and prefill measured against the roofline, on the device
-it runs on, and saved as data files the book plots (`inferbook bench`, chapter 2).
+it runs on, and saved as data files the book plots (`inferbook bench`, chapter 2; the records
+and where they are kept: `bench_results`).
 
 Three kinds of measurement, each a row of the result:
 
-* microbenchmarks — the device's achieved read bandwidth W (`calibration.measure_bandwidth`) and
-  matmul throughput C (`calibration.peak_matmul_flops`): the two roofs, measured;
+* microbenchmarks — the device's achieved read bandwidth W and matmul throughput C
+  (`inferbook.perf.microbench`): the two roofs, measured;
 * decode — one step of `decode.generate` at each batch size and context length, timed in
-  alternation with the model's matmuls alone and its attention alone (`calibrate`), so that
+  alternation with the model's matmuls alone and its attention alone (`calibration`), so that
   the calibrated prediction (matmuls + attention + a tiny model's step) sits beside it;
 * prefill — `decode.prefill` of one prompt per length: tokens per second and MFU.
 
-Utilisation, as the sources define it (the scaling book, part 7; kipply's MBU):
+Utilisation, as the sources define it (the scaling book, part 7; "Transformer Inference
+Arithmetic" for MBU):
 
     MBU = bytes a step must move / step time / bandwidth
     MFU = FLOPs a step must do  / step time / peak FLOP/s
@@ -27,24 +29,31 @@ and errors: the calibrated one, and the roofline with measured W and C (and the 
 from __future__ import annotations
 
 import datetime
-import json
 import os
-import re
 import statistics
-import time
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
+import jax
+import jax.numpy as jnp
+
+from inferbook import __version__
+from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
+from inferbook.model.decoder import init_params
 from inferbook.perf import calibration, counts, roofline, timing
+from inferbook.perf.bench_results import DEFAULT_BATCHES, bandwidth_bytes
+from inferbook.perf.hardware import chip_for_device
+from inferbook.perf.microbench import (
+    Read,
+    default_dtype,
+    measured_chip,
+    peak_matmul_flops,
+    read_programs,
+    read_rates,
+)
 
-__all__ = ["DEFAULT_BATCHES", "mbu", "mfu", "decode_bytes", "decode_flops", "default_model",
-           "bandwidth_programs", "bandwidth_bytes", "read_bandwidth", "microbenchmarks",
-           "run_benchmark", "summary", "results_name", "results_directory",
-           "save", "load_results"]
-
-DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-RESULTS_DIR = "bench"                  # under book/data/
+__all__ = ["mbu", "mfu", "decode_bytes", "decode_flops", "microbenchmarks", "run_benchmark",
+           "summary"]
 
 
 def mbu(nbytes: float, seconds: float, bytes_per_s: float | None) -> float | None:
@@ -70,80 +79,43 @@ def decode_flops(cfg: ModelConfig, batch: int, context: int) -> float:
             + counts.attention_flops(cfg, batch, 1, context + 1))
 
 
-def default_model(platform: str) -> str:
-    """The benchmark model: 336 MB of float32 weights on a CPU, LLaMA-3.2-1B elsewhere."""
-    return "cpu-336mb" if platform == "cpu" else "llama-3.2-1b"
-
-
-def bandwidth_programs(platform: str, quick: bool = False) -> list[tuple[Callable, float]]:
-    """Two reads of cold memory, as (zero-argument function, bytes it reads): a reduction over
-    a large array, and [1, 1024]·[1024, 4096] products streaming distinct weight matrices (on
-    some CPUs XLA sums with one thread but multiplies with all; `calibration.measure_bandwidth`)."""
-    import jax
-    import jax.numpy as jnp
-    nbytes = bandwidth_bytes(platform, quick)
-    x = jnp.ones((nbytes // 4,), jnp.float32)
-    total = jax.jit(jnp.sum)
-    n = nbytes // 2 // (1024 * 4096 * 4)
-    ws = [jnp.full((1024, 4096), i, jnp.float32) for i in range(n)]
-    v = jnp.ones((1, 1024), jnp.float32)
-    products = jax.jit(lambda v, ws: [v @ w for w in ws])
-    return [(lambda: total(x), nbytes), (lambda: products(v, ws), n * 1024 * 4096 * 4)]
-
-
-def bandwidth_bytes(platform: str, quick: bool = False) -> int:
-    """Bytes the reduction of `bandwidth_programs` reads (the streamed weights are half that)."""
-    return (1 << 26 if quick else 1 << 28) * (1 if platform == "cpu" else 4)
-
-
-def read_bandwidth(programs: list[tuple[Callable, float]],
-                   times: Sequence[float]) -> dict[str, float]:
-    """Bytes per second of each `bandwidth_programs` read, and the better of the two."""
-    reduction, streaming = (nbytes / t for (_, nbytes), t in zip(programs, times))
-    return {"read_bytes_per_s": max(reduction, streaming), "reduction_bytes_per_s": reduction,
-            "streaming_bytes_per_s": streaming}
-
-
-def microbenchmarks(platform: str, programs: list[tuple[Callable, float]], quick: bool = False,
+def microbenchmarks(platform: str, reads: Sequence[Read], quick: bool = False,
                     repeats: int = 5) -> dict[str, float]:
     """The device's two roofs, measured: read bandwidth (B/s) and matmul throughput (FLOP/s).
 
     Matmul shapes are sized to the device: a CPU reaches its peak with 1024×4096 products of
     a few hundred rows, a GPU needs 8192×8192 products of thousands.
     """
-    times = calibration._interleaved_medians([fn for fn, _ in programs], repeats)
+    times = timing.time_alternating([read.run for read in reads], repeats)
     D, F, rows = ((512, 1024, (256,)) if quick else (1024, 4096, (256, 512))) \
         if platform == "cpu" else ((4096, 4096, (2048,)) if quick else (8192, 8192, (4096, 8192)))
-    return {**read_bandwidth(programs, times),
-            "microbenchmark_flops_per_s": calibration.peak_matmul_flops(D, F, rows)}
+    return {**read_rates(reads, [t.median_s for t in times]).as_record(),
+            "microbenchmark_flops_per_s": peak_matmul_flops(D, F, rows)}
 
 
-def _decode_row(params, cfg, batch, context, programs, overhead, repeats) -> dict[str, Any]:
+def _decode_row(params: dict, cfg: ModelConfig, batch: int, context: int,
+                reads: Sequence[Read], overhead: float, repeats: int) -> dict[str, Any]:
     """One decode configuration. The step, the model's matmuls alone, its attention alone and
     the two bandwidth reads run in alternation: whatever else loads the machine falls on all
     of them alike, so MBU compares the step with the bandwidth available at the same time."""
     itemsize = params["embed"].dtype.itemsize
-    stepper = calibration.decode_stepper(params, cfg, batch, context)
-    t0 = time.perf_counter()
-    timing._block(stepper())                     # compiles
-    first = time.perf_counter() - t0
-    matmul, attention_layer, step, *reads = calibration._interleaved_medians(
+    matmul, attention_layer, step, *read_times = timing.time_alternating(
         [calibration.model_matmul_program(params, cfg, batch),
          calibration.attention_program(cfg, batch, context, params["embed"].dtype, layers=1),
-         stepper, *(fn for fn, _ in programs)], repeats)
-    predicted = matmul + cfg.L * attention_layer + overhead
-    return dict(kind="decode", batch=batch, context=context, measured_s=step,
-                compile_s=max(first - step, 0.0), **read_bandwidth(programs, reads),
+         calibration.decode_stepper(params, cfg, batch, context),
+         *(read.run for read in reads)], repeats)
+    predicted = matmul.median_s + cfg.L * attention_layer.median_s + overhead
+    return dict(kind="decode", batch=batch, context=context, measured_s=step.median_s,
+                compile_s=step.compile_s,
+                **read_rates(reads, [t.median_s for t in read_times]).as_record(),
                 bytes=decode_bytes(cfg, batch, context, itemsize),
-                flops=decode_flops(cfg, batch, context), matmul_s=matmul,
-                attention_s=cfg.L * attention_layer, overhead_s=overhead,
-                predicted_s=predicted, error=predicted / step - 1)
+                flops=decode_flops(cfg, batch, context), matmul_s=matmul.median_s,
+                attention_s=cfg.L * attention_layer.median_s, overhead_s=overhead,
+                predicted_s=predicted, error=predicted / step.median_s - 1)
 
 
-def _prefill_row(params, cfg, length, repeats) -> dict[str, Any]:
-    import jax.numpy as jnp
-
-    from inferbook.model import decode, kvcache
+def _prefill_row(params: dict, cfg: ModelConfig, length: int, repeats: int) -> dict[str, Any]:
+    """Prefill of one prompt of `length` tokens: time, tokens per second, bytes and FLOPs."""
     tokens = jnp.zeros((1, length), jnp.int32)
     lengths = jnp.full((1,), length, jnp.int32)
     cache = kvcache.init_cache(cfg, 1, length, params["embed"].dtype)
@@ -155,8 +127,8 @@ def _prefill_row(params, cfg, length, repeats) -> dict[str, Any]:
                 flops=counts.forward_flops(cfg, 1, length, logits_for=1))
 
 
-def _utilisation(row: dict[str, Any], W: float, C: float, spec, P: int,
-                 weight_bytes: float) -> None:
+def _utilisation(row: dict[str, Any], W: float, C: float,
+                 spec: tuple[float, float, str] | None, P: int, weight_bytes: float) -> None:
     """Add achieved rates, MBU, MFU and the rooflines' predictions to a measured row. W is the
     row's own read bandwidth where it has one; a decode step's roofline is the estimator's
     `step_time`, prefill's max(FLOPs / C, bytes / W)."""
@@ -165,8 +137,8 @@ def _utilisation(row: dict[str, Any], W: float, C: float, spec, P: int,
     row.update(bytes_per_s=nbytes / t, flops_per_s=flops / t,
                mbu_measured=mbu(nbytes, t, W), mbu_spec=mbu(nbytes, t, spec and spec[0]),
                mfu_measured=mfu(flops, t, C), mfu_spec=mfu(flops, t, spec and spec[1]))
-    for key, chip in [("roofline", calibration.measured_chip(W, C)),
-                      ("spec_roofline", spec and calibration.measured_chip(spec[0], spec[1]))]:
+    for key, chip in [("roofline", measured_chip(W, C)),
+                      ("spec_roofline", spec and measured_chip(spec[0], spec[1]))]:
         if chip is None:
             row.update({f"{key}_s": None, f"{key}_error": None})
             continue
@@ -180,7 +152,6 @@ def _utilisation(row: dict[str, Any], W: float, C: float, spec, P: int,
 
 def _spec_chip(device_kind: str) -> tuple[float, float, str] | None:
     """(bandwidth, bf16 FLOP/s, name) from `inferbook.perf.hardware` for this device, or None."""
-    from inferbook.kernels.kernel_bench import chip_for_device
     chip = chip_for_device(device_kind)
     return None if chip is None else (chip.hbm_bytes_per_s, chip.bf16_flops_per_s, chip.name)
 
@@ -195,12 +166,7 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
     elsewhere). Every timing is a median over `repeats` runs after compilation and a warm-up;
     compile time is reported apart. A progress bar goes to stderr unless show_progress=False.
     """
-    import jax
-    import jax.numpy as jnp
-
-    from inferbook import __version__
-    from inferbook.model.decoder import init_params
-    dtype = calibration.default_dtype() if dtype is None else dtype
+    dtype = default_dtype() if dtype is None else dtype
     dev = jax.devices()[0]
     spec = _spec_chip(dev.device_kind) if dev.platform != "cpu" else None
     load_before = _load()
@@ -212,11 +178,11 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
     params = init_params(cfg, seed, dtype)
     for kind, B, S in tasks:
         if kind == "micro":
-            programs = bandwidth_programs(dev.platform, quick)
-            micro = microbenchmarks(dev.platform, programs, quick, repeats)
+            reads = read_programs(bandwidth_bytes(dev.platform, quick))
+            micro = microbenchmarks(dev.platform, reads, quick, repeats)
             overhead = calibration.step_overhead(cfg, repeats=repeats)
         elif kind == "decode":
-            rows.append(_decode_row(params, cfg, B, S, programs, overhead, repeats))
+            rows.append(_decode_row(params, cfg, B, S, reads, overhead, repeats))
         else:
             rows.append(_prefill_row(params, cfg, S, repeats))
     # C: the best FLOP/s any matmul reached, the microbenchmark's or the model's own (an
@@ -266,47 +232,3 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
             "mbu_measured": first["mbu_measured"], "mbu_microbenchmark": alone,
             "mbu_spec": first["mbu_spec"],
             "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors)}
-
-
-def results_name(record: dict[str, Any]) -> str:
-    """The file name for a record: its device, date and JAX version, e.g.
-    cpu-amd-epyc-2-cores_2025-01-31_jax-0.7.2.json (runs under two JAX versions on the same
-    day are two files; a record without a version keeps the device and date alone)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", record["device"].lower()).strip("-")
-    version = record.get("jax_version")
-    return f"{slug}_{record['date'][:10]}" + (f"_jax-{version}" if version else "") + ".json"
-
-
-def results_directory(directory: str | Path | None = None) -> Path:
-    """Where `save` writes: `directory`, else book/data/bench/ of the checkout we run in
-    (FileNotFoundError on Colab, where only the library is)."""
-    if directory is not None:
-        return Path(directory)
-    from inferbook.book.bookdata import _candidates
-    for path in _candidates(RESULTS_DIR):
-        if path.parent.is_dir():
-            return path.parent / RESULTS_DIR
-    raise FileNotFoundError("no book/data/ here: pass a directory (--out)")
-
-
-def save(record: dict[str, Any], directory: str | Path | None = None) -> Path:
-    """Write the record under book/data/bench/ (or `directory`) and list it in index.json."""
-    directory = results_directory(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / results_name(record)
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    names = sorted(p.name for p in directory.glob("*.json") if p.name != "index.json")
-    (directory / "index.json").write_text(json.dumps(names, indent=1) + "\n")
-    return path
-
-
-def load_results(directory: str | Path | None = None) -> list[dict[str, Any]]:
-    """Every results file on record, oldest first: from `directory`, the checkout's
-    book/data/bench/, or (on Colab) the repository, through the file index.json lists."""
-    if directory is not None:
-        paths = sorted(Path(directory).glob("*.json"))
-        return [json.loads(p.read_text()) for p in paths if p.name != "index.json"]
-    from inferbook.book import bookdata
-    names = bookdata.load(f"{RESULTS_DIR}/index.json")
-    records = [bookdata.load(f"{RESULTS_DIR}/{name}") for name in names]
-    return sorted(records, key=lambda r: r["date"])

@@ -6,12 +6,7 @@ measured here, and the library's real decode step is timed beside the prediction
 
 What is measured, and how:
 
-* `measure_bandwidth` — achieved read bandwidth W, the better of two reads: summing a large
-  array (`timing.memory_bandwidth`) and streaming weights through a matrix–vector product
-  (one row). On some CPUs XLA sums with one thread but multiplies with all of them, so the
-  second is faster, and it is the one a decode step's weight reads resemble.
-* `measure_matmul` — achieved FLOP/s of one [rows, D]·[D, F] product on weights too large to
-  stay in cache; `peak_matmul_flops` takes the best over large row counts as C.
+* the two roofs, read bandwidth W and matmul FLOP/s C, come from `inferbook.perf.microbench`;
 * `model_matmul_program` — *all* the weight matmuls of one decode step of a model (its own
   weights, its own shapes, its own order, in one compiled program) and nothing else; timed at
   each batch it gives the achieved matmul throughput at the model's shapes as a function of
@@ -20,8 +15,8 @@ What is measured, and how:
   reading the cache achieves at the model's shapes.
 * `step_overhead` — the cost of a step that moves almost no bytes: the decode step of a model
   with the same layers and operations but tiny widths (dispatch, launches, small ops).
-* `time_decode_step` — the library's decode step as `decode.generate` runs it: `_next_token`
-  (read the cache, sample), then the in-place `_append` of the new keys and values.
+* `time_decode_step` — the library's decode step as `decode.generate` runs it: `next_token`
+  (read the cache, sample), then `append_in_place`, the new keys and values written.
 
 Two predictions come out of `decode_sweep`:
 
@@ -36,112 +31,23 @@ Two predictions come out of `decode_sweep`:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Sequence
 
+import jax
+import jax.numpy as jnp
+
+from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
+from inferbook.model.decoder import init_params
 from inferbook.perf import timing
 from inferbook.perf.counts import kv_cache_bytes, matmul_params
-from inferbook.perf.hardware import Chip
+from inferbook.perf.microbench import default_dtype, measure_bandwidth
 
-__all__ = ["measure_bandwidth", "MatmulTiming", "measure_matmul", "peak_matmul_flops",
-           "model_matmuls", "model_matmul_program", "model_matmul_time", "attention_program", "step_overhead", "decode_stepper",
-           "time_decode_step", "measured_chip", "SweepPoint", "Sweep", "decode_sweep",
-           "default_dtype"]
-
-
-def default_dtype() -> Any:
-    """float32 on a CPU (XLA:CPU's bfloat16 matmuls are ~20× slower), bfloat16 elsewhere."""
-    import jax
-    import jax.numpy as jnp
-    return jnp.float32 if jax.devices()[0].platform == "cpu" else jnp.bfloat16
-
-
-def _best(fn: Callable[[], Any], repeats: int) -> float:
-    """Fastest of `repeats` timed runs after compilation and one warm-up. Other work on the
-    machine can only slow a run down, so the minimum is the least disturbed measurement."""
-    return timing.time_fn(fn, repeats=repeats).min_s
-
-
-def _interleaved_medians(fns: Sequence[Callable[[], Any]], rounds: int) -> list[float]:
-    """The median time of each function over `rounds` rounds that run every function once.
-
-    Each function is compiled first (its first call, not timed). Timing them in alternation
-    means that whatever else the machine is doing falls on all of them alike, and the median
-    of each is then comparable with the others' even on a busy machine — where the minimum
-    would pick a different stroke of luck for each function.
-    """
-    import statistics
-    import time
-
-    import jax
-    for fn in fns:
-        jax.block_until_ready(fn())         # compile
-    runs: list[list[float]] = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn())
-            runs[i].append(time.perf_counter() - t0)
-    return [statistics.median(r) for r in runs]
-
-
-def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5, D: int = 1024,
-                      F: int = 4096) -> float:
-    """Achieved memory-read bandwidth of the default device, in bytes per second: the better of
-    a large reduction and a [1, D]·[D, F] product streaming cold weights."""
-    reduction = timing.memory_bandwidth(nbytes, repeats)[0]
-    streaming = measure_matmul(1, D, F, total_bytes=nbytes // 2, repeats=repeats)
-    return max(reduction, streaming.weight_bytes_per_s)
-
-
-@dataclass(frozen=True)
-class MatmulTiming:
-    """One matmul shape, timed: seconds per [rows, D]·[D, F] product and what that achieves."""
-
-    rows: int
-    D: int
-    F: int
-    seconds: float
-    weight_bytes: float
-
-    @property
-    def flops_per_s(self) -> float:
-        return 2 * self.rows * self.D * self.F / self.seconds
-
-    @property
-    def weight_bytes_per_s(self) -> float:
-        """Weight bytes streamed per second: the bandwidth the product achieves when B is small."""
-        return self.D * self.F * self.weight_bytes / self.seconds
-
-
-def measure_matmul(rows: int, D: int, F: int, dtype: Any = None, total_bytes: int = 1 << 27,
-                   repeats: int = 3) -> MatmulTiming:
-    """Time [rows, D]·[D, F] on distinct weight matrices of `total_bytes` together.
-
-    One compiled program multiplies the same input by n = total_bytes / (D·F·bytes) separate
-    matrices (at most 16), so the weights come from memory rather than cache (as in a real
-    model, whose weights are far larger than any cache) and one dispatch is shared by n products.
-    """
-    import jax
-    import jax.numpy as jnp
-    dtype = default_dtype() if dtype is None else dtype
-    itemsize = jnp.dtype(dtype).itemsize
-    n = int(min(max(1, total_bytes // (D * F * itemsize)), 16))   # a few programs' worth
-    keys = jax.random.split(jax.random.key(0), n + 1)
-    ws = [jax.random.normal(k, (D, F), dtype) for k in keys[1:]]
-    x = jax.random.normal(keys[0], (rows, D), dtype)
-    products = jax.jit(lambda x, ws: [x @ w for w in ws])
-    seconds = _best(lambda: products(x, ws), repeats) / n
-    return MatmulTiming(rows, D, F, seconds, itemsize)
-
-
-def peak_matmul_flops(D: int = 1024, F: int = 4096, rows: Sequence[int] = (256, 512),
-                      dtype: Any = None) -> float:
-    """C: the best FLOP/s over large row counts, where a product is compute-bound."""
-    return max(measure_matmul(r, D, F, dtype, total_bytes=1 << 25).flops_per_s for r in rows)
+__all__ = ["model_matmuls", "model_matmul_program", "model_matmul_time", "attention_program",
+           "step_overhead", "decode_stepper", "time_decode_step", "SweepPoint", "Sweep",
+           "decode_sweep"]
 
 
 def model_matmuls(params: dict, cfg: ModelConfig) -> list[Any]:
@@ -163,8 +69,6 @@ def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable
     no attention, no norms, no rotary embedding, no sampling. A residual add and a zero-weighted
     sum stand in for what was left out, so that no product can be skipped or reordered.
     """
-    import jax
-    import jax.numpy as jnp
     dtype = params["embed"].dtype
     x = jax.random.normal(jax.random.key(0), (batch, cfg.D), dtype)
     zero = jnp.zeros((), dtype)           # an argument, so the compiler cannot fold it away
@@ -198,10 +102,6 @@ def attention_program(cfg: ModelConfig, batch: int, context: int, dtype: Any = N
     reads the KV cache. Layers are alike, so one layer's time times L is the step's.
     """
     layers = cfg.L if layers is None else layers
-    import jax
-    import jax.numpy as jnp
-
-    from inferbook.model import decode, kvcache
     dtype = default_dtype() if dtype is None else dtype
     cache = kvcache.init_cache(cfg.replace(L=layers), batch, context, dtype)
     cache = cache._replace(lengths=jnp.full((batch,), context, jnp.int32))
@@ -218,14 +118,14 @@ def attention_program(cfg: ModelConfig, batch: int, context: int, dtype: Any = N
 
 def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:
     """Seconds for all weight matmuls of one decode step at `batch` rows (fastest of `repeats`)."""
-    return _best(model_matmul_program(params, cfg, batch), repeats)
+    return timing.time_fn(model_matmul_program(params, cfg, batch), repeats=repeats).min_s
 
 
 def decode_stepper(params: dict, cfg: ModelConfig, batch: int, context: int) -> Callable[[], Any]:
     """A function that runs one decode step of `batch` sequences with `context` cached tokens.
 
-    It calls what `decode.generate` calls for every new token — `_next_token` (read the cache,
-    compute logits, sample greedily), then `_append` (write the new keys and values in place)
+    It calls what `decode.generate` calls for every new token — `next_token` (read the cache,
+    compute logits, sample greedily), then `append_in_place` (write the new keys and values)
     — through `timing.decode_step_timer`, which rewinds the cache after each call so that every
     step attends to the same `context` tokens plus its own.
     """
@@ -243,18 +143,9 @@ def step_overhead(cfg: ModelConfig, batch: int = 1, context: int = 16,
     """Seconds of a decode step that moves almost nothing: same layers, same operations, tiny
     widths. What a step costs beyond its bytes and FLOPs (dispatch, kernel launches, small ops).
     """
-    from inferbook.model.decoder import init_params
     tiny = cfg.replace(D=16, F=16, N=cfg.G, K=1, H=8, V=16, name=f"{cfg.name}-skeleton")
     params = init_params(tiny, 0, default_dtype())
     return time_decode_step(params, tiny, batch, context, repeats).median_s
-
-
-def measured_chip(bandwidth: float, flops: float, name: str | None = None,
-                  memory_bytes: float = math.inf) -> Chip:
-    """The current device as a `Chip`, for the estimator's functions."""
-    return Chip(name=name or timing.device_name(), hbm_bytes=memory_bytes,
-                hbm_bytes_per_s=bandwidth, bf16_flops_per_s=flops, int8_ops_per_s=None,
-                source="measured by inferbook.perf.calibration")
 
 
 @dataclass(frozen=True)
@@ -318,11 +209,10 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     keeps the median of `repeats` rounds of each. The step overhead is measured once.
 
     The roofline's two constants come from the same measurements, as an empirical roofline
-    does: W is the better of a large reduction (`timing.memory_bandwidth`) and the weight bytes
-    the matmuls stream per second at the smallest batch; C is the best FLOP/s the matmuls
-    reach at any batch. Returns a `Sweep`.
+    does: W is the better of the device's plain reads (`microbench.measure_bandwidth`) and the
+    weight bytes the matmuls stream per second at the smallest batch; C is the best FLOP/s the
+    matmuls reach at any batch. Returns a `Sweep`.
     """
-    from inferbook.model.decoder import init_params
     dtype = default_dtype() if dtype is None else dtype
     params = init_params(cfg, seed, dtype)
     P = matmul_params(cfg)
@@ -330,13 +220,13 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     overhead = step_overhead(cfg)
     timed = []
     for B in batches:
-        matmul, attention_layer, step = _interleaved_medians(
+        matmul, attention_layer, step = (t.median_s for t in timing.time_alternating(
             [model_matmul_program(params, cfg, B),
              attention_program(cfg, B, context, dtype, layers=1),
-             decode_stepper(params, cfg, B, context)], repeats)
+             decode_stepper(params, cfg, B, context)], repeats))
         timed.append((B, matmul, cfg.L * attention_layer, step))
     smallest = min(timed)                 # the batch with the fewest rows
-    W = max(timing.memory_bandwidth(1 << 28, repeats)[0], P * itemsize / smallest[1])
+    W = max(measure_bandwidth(1 << 28, repeats).best, P * itemsize / smallest[1])
     C = max(2 * B * P / matmul for B, matmul, _, _ in timed)
     sweep = Sweep(cfg.name, context, timing.device_name(), W, C, P * itemsize, P, overhead)
     for B, matmul, attention, measured in timed:

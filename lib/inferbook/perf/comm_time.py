@@ -22,13 +22,14 @@ from __future__ import annotations
 import math
 
 from inferbook.model.config import ModelConfig
+from inferbook.perf.hardware import Chip
 
 __all__ = ["ici_bandwidth", "ws1d_comm_time", "ws2d_comm_time", "ws2d_optimal_x",
            "ws2d_best_split", "ws2d_crossover_chips", "model_parallel_limit",
            "prefill_model_parallel_limit", "collective_time", "latency_bound_bytes"]
 
 
-def ici_bandwidth(chip, axes: int = 1) -> float:
+def ici_bandwidth(chip: Chip, axes: int = 1) -> float:
     """W_ici over `axes` mesh axes: each axis a bidirectional ring (2 × one link, one way)."""
     if chip.link_bytes_per_s is None:
         raise ValueError(f"{chip.name} has no interconnect bandwidth in the registry")
@@ -65,7 +66,7 @@ def ws2d_optimal_x(n: float, D: int, F: int, x_axes: int = 1, yz_axes: int = 2) 
     return math.sqrt(n * D * x_axes / (F * yz_axes))
 
 
-def ws2d_best_split(n: int, D: int, F: int, **kw) -> tuple[int, int]:
+def ws2d_best_split(n: int, D: int, F: int, **kw: float) -> tuple[int, int]:
     """The integer split X·YZ = n with the least ws2d_comm_time (X dividing n)."""
     return min(((x, n // x) for x in range(1, n + 1) if n % x == 0),
                key=lambda s: ws2d_comm_time(1, D, F, s[0], s[1], 1.0, **kw))
@@ -87,14 +88,14 @@ def ws2d_crossover_chips(D: int, F: int, axes_1d: int = 3, x_axes: int = 1,
     return 4 * g * r / t1 ** 2
 
 
-def model_parallel_limit(F: int, batch: int, chip, axes: int = 1) -> float:
+def model_parallel_limit(F: int, batch: int, chip: Chip, axes: int = 1) -> float:
     """How far 1D model parallelism goes in decode before the AllReduce outlasts the weight
     load: T_HBM = 2DF/(Y·W_hbm) < T_ICI = 2BD/W_ici when Y > F/(B·β), β = W_hbm / W_ici."""
     beta = chip.hbm_bytes_per_s / ici_bandwidth(chip, axes)
     return F / (batch * beta)
 
 
-def prefill_model_parallel_limit(cfg: ModelConfig, chip, axes: int = 1,
+def prefill_model_parallel_limit(cfg: ModelConfig, chip: Chip, axes: int = 1,
                                  bytes_per_element: float = 2) -> float:
     """Model-parallel degree beyond which a prefill MLP block waits for the interconnect.
 
@@ -108,7 +109,7 @@ def prefill_model_parallel_limit(cfg: ModelConfig, chip, axes: int = 1,
     return matrices * cfg.F * W / (bytes_per_element * chip.bf16_flops_per_s)
 
 
-def collective_time(nbytes: float, chip, shards: int, kind: str = "all-gather",
+def collective_time(nbytes: float, chip: Chip, shards: int, kind: str = "all-gather",
                     axes: int = 1) -> float:
     """Appendix C's model of one collective on a bidirectional ring of `shards` devices:
     max(t_hop · shards/2, bytes / W_ici) — a fixed cost per hop, or bandwidth, whichever is
@@ -120,7 +121,7 @@ def collective_time(nbytes: float, chip, shards: int, kind: str = "all-gather",
     return factor * max(latency, nbytes / ici_bandwidth(chip, axes))
 
 
-def latency_bound_bytes(chip, shards: int, reading: str = "whole") -> float:
+def latency_bound_bytes(chip: Chip, shards: int, reading: str = "whole") -> float:
     """Below this size a collective over `shards` devices is latency-bound (appendix C).
 
     Each hop costs at least `chip.hop_latency_s`; a hop moves one shard, bytes / shards, over

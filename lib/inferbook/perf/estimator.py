@@ -29,7 +29,7 @@ from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
 from inferbook.perf.hardware import Chip
 from inferbook.perf.layout_comms import LayoutComms, layout_candidates, layout_comms
-from inferbook.perf.roofline import batches_that_fit, peak_flops_per_s
+from inferbook.perf.roofline import DecodeEstimate, batches_that_fit, peak_flops_per_s
 
 __all__ = ["Estimate", "estimate", "decode_attention_flops", "weight_bytes_read",
            "critical_batch_moe", "MAX_COUNT"]
@@ -38,8 +38,13 @@ MAX_COUNT = 2 ** 40           # batch, tokens and chips beyond this describe no 
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """One row of `inferbook estimate`; book/estimate_reference.md defines every field."""
+class Estimate(DecodeEstimate):
+    """One row of `inferbook estimate`; book/estimate_reference.md defines every field.
+
+    The fields of the sources' decode estimate (`roofline.DecodeEstimate`: parameters, bytes,
+    whether they fit, critical batch, step time, throughput), then what the command adds:
+    the setting, formats, experts, communication and prefill.
+    """
 
     model: str
     hardware: str
@@ -54,22 +59,10 @@ class Estimate:
     kv: str
     weight_bytes: float
     kv_bytes_per_element: float
-    params: int
     active_params: int
-    param_bytes: float
-    kv_bytes_per_token: float
-    kv_bytes: float
-    total_bytes: float
-    hbm_bytes: float
-    fits: bool
-    max_batch: int
-    critical_batch: float
     experts_touched: float | None
     weight_bytes_read: float
     comm_time_s: float
-    step_time_lower_bound_s: float
-    step_time_s: float
-    tokens_per_s: float
     tokens_per_s_per_user: float
     tokens_per_s_per_chip: float
     prefill_time_s: float

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Chip", "CHIPS", "get_chip", "chip_from_json", "HardwareError"]
+__all__ = ["Chip", "CHIPS", "get_chip", "chip_for_device", "chip_from_json",
+           "HardwareError"]
 
 
 class HardwareError(ValueError):
@@ -157,6 +158,20 @@ def get_chip(name: str) -> Chip:
     if key in _ALIASES:
         return CHIPS[_ALIASES[key]]
     raise HardwareError(f"unknown hardware {name!r}; known: {', '.join(CHIPS)}")
+
+
+def chip_for_device(device_kind: str) -> Chip | None:
+    """The registry's entry for a JAX device kind (`jax.devices()[0].device_kind`), or None
+    where the registry has no such chip (CPUs, unknown accelerators)."""
+    kind = device_kind.lower()
+    if "h100" in kind and "pcie" in kind:       # not in the registry (less bandwidth than SXM)
+        return None
+    for key, name in [("h200", "H200"), ("h100", "H100 SXM"), ("a100", "A100 80GB"),
+                      ("l4", "L4"), ("a10", "A10"), ("v5 lite", "TPU v5e"), ("v5e", "TPU v5e"),
+                      ("v6", "TPU v6e"), ("v5p", "TPU v5p"), ("v4", "TPU v4")]:
+        if key in kind:
+            return CHIPS[name]
+    return None
 
 
 def _refuse_constant(name: str) -> float:

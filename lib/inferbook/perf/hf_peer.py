@@ -15,11 +15,15 @@ transformers (`ImportError` otherwise); on a GPU both run there, elsewhere on th
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Any, Callable
 
+import jax.numpy as jnp
+import numpy as np
+
+from inferbook.model import decode
 from inferbook.model.config import ModelConfig
+from inferbook.model.decoder import init_params
+from inferbook.perf.timing import time_fn
 
 __all__ = ["hf_config", "per_token_seconds", "hf_generate_timer", "library_generate_timer",
            "compare"]
@@ -27,7 +31,7 @@ __all__ = ["hf_config", "per_token_seconds", "hf_generate_timer", "library_gener
 
 def hf_config(cfg: ModelConfig) -> Any:
     """The transformers `LlamaConfig` of the same architecture (as `checkpoint` writes it)."""
-    import transformers
+    import transformers  # optional dependencies, here and below: only the peer needs them
     if cfg.mlp != "gated" or cfg.window:
         raise ValueError(f"{cfg.name} is not a Llama architecture")
     return transformers.LlamaConfig(
@@ -40,15 +44,9 @@ def hf_config(cfg: ModelConfig) -> Any:
 
 def per_token_seconds(generate: Callable[[int], Any], new_tokens: int, repeats: int) -> float:
     """(median time of generate(new_tokens + 1) - median time of generate(1)) / new_tokens,
-    after one warm-up call of each (which compiles)."""
+    each median over `repeats` runs after the first call (which compiles)."""
     def median(n: int) -> float:
-        generate(n)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            generate(n)
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        return time_fn(generate, n, repeats=repeats, warmup=0).median_s
     return (median(new_tokens + 1) - median(1)) / new_tokens
 
 
@@ -94,11 +92,6 @@ def hf_generate_timer(cfg: ModelConfig, batch: int, prompt: int, dtype: str = "b
 def library_generate_timer(cfg: ModelConfig, batch: int, prompt: int,
                            dtype: str = "bfloat16") -> Callable[[int], Any]:
     """A function n -> `decode.generate` of n new tokens with the library (greedy)."""
-    import jax.numpy as jnp
-    import numpy as np
-
-    from inferbook.model import decode
-    from inferbook.model.decoder import init_params
     params = init_params(cfg, 0, jnp.dtype(dtype))
     prompts = np.random.default_rng(0).integers(0, cfg.V, (batch, prompt)).tolist()
 

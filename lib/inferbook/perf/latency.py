@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from inferbook.model.config import ModelConfig
 from inferbook.perf.counts import kv_bytes_per_token, param_bytes, param_count
 from inferbook.perf.hardware import Chip
-from inferbook.perf.roofline import peak_flops_per_s
+from inferbook.perf.roofline import peak_flops_per_s, step_time
 
 __all__ = ["kv_projection_flops", "kv_projection_times", "break_even_tokens",
            "kv_flops_saved", "kv_capacity_tokens", "min_chips_for_weights",
@@ -172,7 +172,6 @@ def tensor_parallel_step_time(cfg: ModelConfig, chip: Chip, chips: int, batch: i
     small batches it is kipply's small-batch latency plus the KV read; for large ones her
     large-batch latency plus the KV read.
     """
-    from inferbook.perf.roofline import step_time
     P = param_count(cfg)
     kv = batch * context * kv_bytes_per_token(cfg, kv_bytes)
     roof = step_time(P, param_bytes(cfg, weight_bytes), kv, batch, chip, chips, compute)

@@ -105,7 +105,7 @@ def moe_decode_step(cfg: ModelConfig, chip: Chip, chips: int, batch: int, layout
 
 
 def crossover_batch(cfg: ModelConfig, chip: Chip, chips: int, *, max_batch: int = 2 ** 20,
-                    **step_options) -> int | None:
+                    **step_options: float) -> int | None:
     """The smallest batch (a multiple of `chips`, so that every chip serves whole sequences)
     from which the expert-parallel step is no slower than the tensor-parallel one; None if
     tensor parallelism stays faster up to `max_batch`.

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from matplotlib.figure import Figure
+
 from inferbook.perf.roofline import pareto_frontier
 
 __all__ = ["pareto_figure"]
 
 
-def pareto_figure(rows: Sequence, title: str | None = None):
+def pareto_figure(rows: Sequence, title: str | None = None) -> Figure:
     """A `matplotlib.figure.Figure` of `rows` (`estimator.Estimate`s of one model and chip)."""
-    from matplotlib.figure import Figure
     if not rows:
         raise ValueError("nothing to plot: no rows")
     fig = Figure(figsize=(7, 4.5))

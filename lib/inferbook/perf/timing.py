@@ -2,8 +2,10 @@
 
 A JAX function's first call compiles it, which can take far longer than running it; later
 calls reuse the compiled program. JAX also dispatches asynchronously, so a timer must wait for
-the result (`block_until_ready`). Every timing in the book goes through `time_fn`, which does
-both, repeats the measurement, and reports the median together with the device it ran on.
+the result (`jax.block_until_ready`). Every timing in the library goes through one loop,
+`time_alternating`: each function's first (compiling) call is timed apart, then the functions
+run in rounds, and each one's median is reported with the device it ran on. `time_fn` is the
+loop for one function.
 
 Wall-clock time on emulated CPU devices (the mesh chapters) measures nothing a reader cares
 about and is never reported; these helpers time single-device work.
@@ -16,10 +18,22 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-__all__ = ["Timing", "time_fn", "device_name", "memory_bandwidth", "progress", "compiled_cost",
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+from inferbook.book.present import fmt_seconds
+from inferbook.model import decode, kvcache
+from inferbook.model.config import ModelConfig
+from inferbook.model.sampling import GREEDY
+
+__all__ = ["Timing", "timed_call", "time_fn", "time_alternating", "device_name", "progress",
            "decode_step_timer"]
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -38,17 +52,44 @@ class Timing:
 
     @property
     def min_s(self) -> float:
+        """The fastest run: on a shared machine, the least disturbed one."""
         return min(self.times_s)
 
     def describe(self) -> str:
-        from inferbook.book.present import fmt_seconds
+        """One line for the reader: median, runs, device and compile time."""
         return (f"{fmt_seconds(self.median_s)} (median of {len(self.times_s)} runs on "
                 f"{self.device}; compile {fmt_seconds(self.compile_s)})")
 
 
-def _block(out: Any) -> Any:
-    import jax
-    return jax.block_until_ready(out)
+def timed_call(fn: Callable[[], R]) -> tuple[R, float]:
+    """Run `fn()`, wait until the device has finished, and return its result and the seconds
+    it took (dispatch is asynchronous: without the wait a timer measures only the launch)."""
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - t0
+
+
+def time_alternating(fns: Sequence[Callable[[], Any]], rounds: int, warmup: int = 0,
+                     min_time_s: float = 0.0) -> list[Timing]:
+    """Time several zero-argument functions in alternation: one `Timing` each.
+
+    Each function's first call (which compiles it) is timed apart, then `warmup` untimed
+    rounds, then `rounds` timed rounds that run every function once — more while any
+    function's timed runs add up to less than `min_time_s`. In alternation, whatever else the
+    machine is doing falls on all of them alike, so their medians stay comparable even on a
+    busy machine, where each one's minimum would pick a different stroke of luck.
+    """
+    first = [timed_call(fn)[1] for fn in fns]
+    for _ in range(warmup):
+        for fn in fns:
+            jax.block_until_ready(fn())
+    runs: list[list[float]] = [[] for _ in fns]
+    while len(runs[0]) < rounds or min(sum(r) for r in runs) < min_time_s:
+        for fn, times in zip(fns, runs):
+            times.append(timed_call(fn)[1])
+    device = device_name()
+    return [Timing(statistics.median(times), tuple(times), f, device)
+            for times, f in zip(runs, first)]
 
 
 def time_fn(fn: Callable[..., Any], *args: Any, repeats: int = 10, warmup: int = 1,
@@ -57,17 +98,7 @@ def time_fn(fn: Callable[..., Any], *args: Any, repeats: int = 10, warmup: int =
 
     Keeps repeating until at least `min_time_s` has been measured (for very fast functions).
     """
-    t0 = time.perf_counter()
-    _block(fn(*args, **kwargs))
-    first = time.perf_counter() - t0
-    for _ in range(warmup):
-        _block(fn(*args, **kwargs))
-    times: list[float] = []
-    while len(times) < repeats or sum(times) < min_time_s:
-        t0 = time.perf_counter()
-        _block(fn(*args, **kwargs))
-        times.append(time.perf_counter() - t0)
-    return Timing(statistics.median(times), tuple(times), first, device_name())
+    return time_alternating([lambda: fn(*args, **kwargs)], repeats, warmup, min_time_s)[0]
 
 
 def _cpu_model() -> str:
@@ -83,52 +114,18 @@ def _cpu_model() -> str:
 
 def device_name() -> str:
     """The default device, e.g. 'NVIDIA H100 80GB HBM3' or 'CPU: <model> (2 cores)'."""
-    import jax
     dev = jax.devices()[0]
     if dev.platform == "cpu":
         return f"CPU: {_cpu_model()} ({os.cpu_count()} cores)"
     return dev.device_kind
 
 
-def memory_bandwidth(nbytes: int = 1 << 29, repeats: int = 10) -> tuple[float, Timing]:
-    """Achieved memory-read bandwidth (B/s): the time to sum a large float32 array.
-
-    A reduction reads every byte once and writes almost nothing, so bytes / time is the read
-    bandwidth the device actually delivers — the number a memory-bound decode step is held to.
-    Returns (bytes per second, the timing).
-    """
-    import jax
-    import jax.numpy as jnp
-    x = jnp.ones((nbytes // 4,), jnp.float32)
-    timing = time_fn(jax.jit(jnp.sum), x, repeats=repeats)
-    return x.nbytes / timing.median_s, timing
-
-
-def progress(iterable, desc: str = "", total: int | None = None):
+def progress(iterable: Iterable[R], desc: str = "", total: int | None = None) -> Iterator[R]:
     """A text progress bar (tqdm) for long measurements; plain text, no widgets."""
-    from tqdm import tqdm
     return tqdm(iterable, desc=desc, total=total, leave=False, ascii=True, mininterval=1.0)
 
 
-def compiled_cost(fn: Callable[..., Any], *args: Any, optimized: bool = True,
-                  **kwargs: Any) -> dict[str, float]:
-    """XLA's own count of FLOPs and bytes accessed for the program of a jitted `fn`.
-
-    These are exact properties of the program (not measurements), the same on every run; they
-    are what the book compares its formulas against. With optimized=False the count is taken
-    before XLA's optimisations, without compiling: the FLOPs are the same to a fraction of a
-    percent and it is several times faster, but bytes are counted before fusion (too high).
-    Returns {"flops", "bytes_accessed"}.
-    """
-    lowered = fn.lower(*args, **kwargs)
-    analysis = (lowered.compile() if optimized else lowered).cost_analysis()
-    if isinstance(analysis, (list, tuple)):       # older JAX: one dict per computation
-        analysis = analysis[0]
-    return {"flops": float(analysis.get("flops", 0.0)),
-            "bytes_accessed": float(analysis.get("bytes accessed", 0.0))}
-
-
-def decode_step_timer(params: Any, cfg: Any, batch: int, cache_len: int,
+def decode_step_timer(params: Any, cfg: ModelConfig, batch: int, cache_len: int,
                       filled: int | None = None) -> Callable[[], Any]:
     """A zero-argument callable that runs one decode step exactly as `decode.generate` does.
 
@@ -136,12 +133,6 @@ def decode_step_timer(params: Any, cfg: Any, batch: int, cache_len: int,
     each call samples the next token (greedy) and appends its keys and values in place, then
     rewinds the lengths so that every call does the same work. Use with `time_fn`.
     """
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from inferbook.model import decode, kvcache
-    from inferbook.model.sampling import GREEDY
     filled = cache_len - 1 if filled is None else filled
     lengths = np.full((batch,), filled, np.int32)    # host copy: the device one is donated
     state = {"cache": kvcache.init_cache(cfg, batch, cache_len, params["embed"].dtype)
@@ -150,10 +141,10 @@ def decode_step_timer(params: Any, cfg: Any, batch: int, cache_len: int,
     key = jax.random.key(0)
 
     def step():
-        tok, done, _, (new_k, new_v) = decode._next_token(params, cfg, state["tok"],
-                                                          state["done"], state["cache"], key,
-                                                          GREEDY, -1)
-        state["cache"] = decode._append(state["cache"], new_k, new_v)._replace(
+        tok, done, _, (new_k, new_v) = decode.next_token(params, cfg, state["tok"],
+                                                         state["done"], state["cache"], key,
+                                                         GREEDY, -1)
+        state["cache"] = decode.append_in_place(state["cache"], new_k, new_v)._replace(
             lengths=jnp.asarray(lengths))
         state["tok"], state["done"] = tok, done
         return tok

@@ -35,14 +35,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+from inferbook.memory.kv_usage import Usage, contiguous_usage, paged_usage
 from inferbook.serving.api import Engine
-from inferbook.serving.block_manager import (
-    BlockManager,
-    OutOfBlocks,
-    Usage,
-    contiguous_usage,
-    paged_usage,
-)
+from inferbook.serving.block_manager import BlockManager, OutOfBlocks
 from inferbook.serving.clocks import (
     CostTimer,
     LinearCost,

@@ -31,17 +31,17 @@ from inferbook.model.sampling import Sampler, filter_logits
 __all__ = ["probabilities", "accept", "verify"]
 
 
-def probabilities(logits_xV: jax.Array, sampler: Sampler) -> jax.Array:
+def probabilities(logits_V: jax.Array, sampler: Sampler) -> jax.Array:
     """The distribution the sampler draws from: temperature, then top-k / top-p, softmax.
 
     Speculative sampling reproduces *this* distribution, so target and draft both use it.
     A greedy sampler's distribution is one-hot on the argmax.
     """
     if sampler.greedy:
-        return jax.nn.one_hot(jnp.argmax(logits_xV, -1), logits_xV.shape[-1])
-    flat = logits_xV.reshape(-1, logits_xV.shape[-1]).astype(jnp.float32) / sampler.temperature
+        return jax.nn.one_hot(jnp.argmax(logits_V, -1), logits_V.shape[-1])
+    flat = logits_V.reshape(-1, logits_V.shape[-1]).astype(jnp.float32) / sampler.temperature
     flat = filter_logits(flat, sampler.top_k, sampler.top_p)
-    return jax.nn.softmax(flat, -1).reshape(logits_xV.shape)
+    return jax.nn.softmax(flat, -1).reshape(logits_V.shape)
 
 
 def verify(drafts: jax.Array, q: jax.Array, p: jax.Array, n_draft: jax.Array,

@@ -23,20 +23,19 @@ a running sequence: give back its blocks and recompute them when it is readmitte
 This class does bookkeeping only — integers on the host. Where the keys and values physically
 live is the engine's business (a [num_blocks, K, block_size, H] pool per layer, addressed
 through the block table by a paged attention kernel, or a contiguous slot as in this library's
-decode path).
+decode path). What a layout reserves against what it holds is counted by
+`inferbook.memory.kv_usage`.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
-from inferbook.kernels.paged import blocks_for
+from inferbook.memory.kv_usage import blocks_for
 from inferbook.serving.checks import positive_int
 
-__all__ = ["BlockManager", "OutOfBlocks", "Evictor", "Usage", "blocks_for", "paged_usage",
-           "contiguous_usage"]
+__all__ = ["BlockManager", "OutOfBlocks", "Evictor"]
 
 
 class OutOfBlocks(RuntimeError):
@@ -146,34 +145,3 @@ class BlockManager:
         for b, r in enumerate(self._refs):
             assert r >= 0, f"block {b} has a negative count"
             assert (r == 0) == (b in free), f"block {b}: count {r} but free={b in free}"
-
-
-# Fragmentation accounting ---------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Usage:
-    """KV memory reserved for a set of sequences versus what they actually hold."""
-
-    tokens: int           # tokens whose keys and values are stored
-    reserved: int         # token slots set aside for them
-
-    @property
-    def waste(self) -> float:
-        """Fraction of the reservation that holds nothing: 1 - tokens / reserved."""
-        return 1 - self.tokens / self.reserved if self.reserved else 0.0
-
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(self.tokens + other.tokens, self.reserved + other.reserved)
-
-
-def paged_usage(lengths: Iterable[int], block_size: int) -> Usage:
-    """Paged allocation: each sequence reserves only whole blocks, ceil(n / block_size)."""
-    lengths = list(lengths)
-    return Usage(sum(lengths), sum(blocks_for(n, block_size) * block_size for n in lengths))
-
-
-def contiguous_usage(lengths: Sequence[int], max_len: int) -> Usage:
-    """Contiguous allocation: every sequence reserves the maximum length up front."""
-    if any(n > max_len for n in lengths):
-        raise ValueError("a sequence is longer than the contiguous reservation")
-    return Usage(sum(lengths), len(lengths) * max_len)

@@ -27,15 +27,13 @@ latency + bytes / bandwidth of the link (disaggregated.py).
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, TypeVar
-
-import jax
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, phase_time
 from inferbook.perf.hardware import Chip
+from inferbook.perf.timing import timed_call
 from inferbook.serving.checks import finite_number
 
 __all__ = ["Op", "Timer", "WallClock", "MedianClock", "CostTimer", "LinearCost",
@@ -71,9 +69,7 @@ class WallClock:
     measured = True
 
     def __call__(self, op: Op, fn: Callable[[], T]) -> tuple[T, float]:
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(fn())
-        return out, time.perf_counter() - t0
+        return timed_call(fn)
 
 
 class MedianClock(WallClock):

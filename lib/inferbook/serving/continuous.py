@@ -31,8 +31,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from inferbook.memory.kv_usage import Usage, blocks_for
 from inferbook.serving.api import DecodeState, Engine, Params
-from inferbook.serving.block_manager import BlockManager, Usage, blocks_for
+from inferbook.serving.block_manager import BlockManager
 from inferbook.serving.checks import optional_positive_int, positive_int
 from inferbook.serving.clocks import Op
 from inferbook.serving.hash_chain_cache import HashChainCache

@@ -19,17 +19,17 @@ BLOCK, MAX_LEN = 16, 2048
 
 
 def _blocks() -> int:
-    from inferbook.kernels.paged import blocks_for
+    from inferbook.memory.kv_usage import blocks_for
     return sum(blocks_for(n, BLOCK) for n in LENGTHS)
 
 
 def _paged_waste() -> float:
-    from inferbook.serving import paged_usage
+    from inferbook.memory.kv_usage import paged_usage
     return paged_usage(LENGTHS, BLOCK).waste
 
 
 def _contiguous_waste() -> float:
-    from inferbook.serving import contiguous_usage
+    from inferbook.memory.kv_usage import contiguous_usage
     return contiguous_usage(LENGTHS, MAX_LEN).waste
 
 

@@ -46,19 +46,19 @@ def _acceptance() -> float:
 def _accept_cases(rng):
     import jax.numpy as jnp
     cases = []
-    for G, V, kind in [(4, 8, "mixed"), (4, 8, "mixed"), (4, 8, "same"), (4, 8, "far"),
-                       (1, 5, "mixed"), (6, 8, "mixed")]:
+    for gamma, V, kind in [(4, 8, "mixed"), (4, 8, "mixed"), (4, 8, "same"), (4, 8, "far"),
+                           (1, 5, "mixed"), (6, 8, "mixed")]:
         while True:
-            p = rng.dirichlet(np.ones(V), G + 1).astype(np.float32)
+            p = rng.dirichlet(np.ones(V), gamma + 1).astype(np.float32)
             # A draft close to the target, as a good small model is: half its mass from p.
-            q = (0.5 * p[:G] + 0.5 * rng.dirichlet(np.ones(V), G)).astype(np.float32)
+            q = (0.5 * p[:gamma] + 0.5 * rng.dirichlet(np.ones(V), gamma)).astype(np.float32)
             if kind == "same":          # the draft is the target: every draft is accepted
-                q = p[:G].copy()
+                q = p[:gamma].copy()
             if kind == "far":           # the draft favours what the target does not
-                q = rng.dirichlet(np.full(V, 0.2), G).astype(np.float32)
+                q = rng.dirichlet(np.full(V, 0.2), gamma).astype(np.float32)
             drafts = np.array([rng.choice(V, p=q_i / q_i.sum()) for q_i in q], np.int32)
-            u = rng.random(G).astype(np.float32)
-            pos = np.arange(G)
+            u = rng.random(gamma).astype(np.float32)
+            pos = np.arange(gamma)
             gap = u * q[pos, drafts] - p[pos, drafts]
             if np.all(np.abs(gap) > 1e-4):      # no coin flip decided by rounding
                 break
@@ -74,8 +74,8 @@ def _accept_compiled():
     return jax.jit(accept)          # one compilation per shape, not one per operation
 
 
-def _accept_reference(drafts_G, q_GV, p_G1V, u_G):
-    return _accept_compiled()(drafts_G, q_GV, p_G1V, drafts_G.shape[0], u_G)
+def _accept_reference(drafts, q, p, u):
+    return _accept_compiled()(drafts, q, p, drafts.shape[0], u)
 
 
 def _describe_accept(args):
