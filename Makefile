@@ -1,13 +1,15 @@
 # Inference by the Numbers — two commands:
 #
-#   make book   build the site into _build/html, executing every chapter on the CPU
+#   make book   build the site into _build/html (English) and _build/html/zh (Chinese),
+#               executing every chapter once, on the CPU
 #   make test   run every test: the linter first, then library (newest and oldest JAX),
 #               notebooks (newest JAX, and the Colab twins under the oldest), book, browser
 #
 # Each creates or refreshes what it needs from the lock file: uv (in .tools), the project
 # environment (.venv), a second environment with the oldest supported JAX (.venv-jax072),
-# torch for the Hugging Face parity tests, Debian's chromium for the browser test, and
-# Debian's bubblewrap, the sandbox of sealed grading (its tests fall back without it).
+# torch for the Hugging Face parity tests, Debian's chromium for the browser test, Debian's
+# Noto CJK fonts for the Chinese edition's figures and pages, and Debian's bubblewrap, the
+# sandbox of sealed grading (its tests fall back without it).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -47,7 +49,7 @@ endif
 # PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
-.PHONY: help book test lint venv test-venv oldjax-venv chromium bwrap notebooks check-notebooks \
+.PHONY: help book test lint venv test-venv oldjax-venv chromium bwrap fonts notebooks check-notebooks \
         test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench
 
 help:
@@ -83,6 +85,13 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# Chinese characters for the Chinese edition: its figures (matplotlib) and its pages (chromium).
+fonts:
+	@fc-list :lang=zh family 2>/dev/null | grep -q . || { \
+	  echo "installing Debian's Noto CJK fonts for the Chinese edition"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq fonts-noto-cjk >/dev/null; }
+
 bwrap:
 	@command -v bwrap >/dev/null || { \
 	  echo "installing Debian's bubblewrap for sealed grading"; \
@@ -93,18 +102,25 @@ bwrap:
 notebooks: venv
 	$(PY) -m inferbook.book.notebooks sync
 
-book: venv
+book: venv fonts
 	@# Execute the pages the cache lacks, $(JOBS) at a time (the cache is emptied when the
 	@# library changes), then render them all from the cache.
 	$(PY) tests/book_cache.py execute --jobs $(JOBS)
 	$(VENV)/bin/jupyter-book build . --builder html --warningiserror --keep-going
+	@# The Chinese edition: the same sources and the same cache (it executes nothing: `verify`
+	@# fails first if a page would), its own configuration, its pages copied under html/zh.
+	$(PY) -m inferbook.book.editions prepare zh
+	$(PY) tests/book_cache.py verify --language zh
+	$(VENV)/bin/jupyter-book build . --config _build/zh/_config.yml --toc _build/zh/_toc.yml \
+	  --path-output _build/zh --builder html --warningiserror --keep-going
+	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
 
 # ruff over the whole repository (the rules and their per-file exceptions: pyproject.toml).
 # A few seconds: `make test` runs it first, so a lint error fails before anything is built.
 lint: venv
 	$(VENV)/bin/ruff check .
 
-test-unit: test-venv
+test-unit: test-venv fonts
 	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) -q
 
 test-oldjax: oldjax-venv
@@ -114,7 +130,7 @@ test-oldjax: oldjax-venv
 # Every chapter, front-matter notebook and exercise, executed from its source. The notebooks
 # that pass are handed to the book's cache (tests/book_cache.py), so `book` below renders
 # them without executing them again.
-test-notebooks: venv
+test-notebooks: venv fonts
 	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
 	  -n $(JOBS) --dist loadfile -q book chapters exercises
 
@@ -123,10 +139,10 @@ test-notebooks: venv
 test-colab: colab-venv
 	$(COLAB)/bin/python tests/colab_notebooks.py --jobs $(JOBS)
 
-test-browser: chromium
+test-browser: chromium fonts
 	$(PY) -m pytest tests/browser -q
 
-test: lint test-venv oldjax-venv chromium bwrap
+test: lint test-venv oldjax-venv chromium fonts bwrap
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-oldjax
 	$(MAKE) --no-print-directory test-notebooks

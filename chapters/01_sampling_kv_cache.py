@@ -27,6 +27,19 @@
 # Everything below runs on your device. The first cell prepares JAX; it must run before any
 # other JAX work (see [How to run this book](../book/how_to_run.md)).
 
+# %% [markdown] tags=["lang-zh"]
+# # 采样与 KV 缓存
+#
+# 训练好的语言模型只做一件事：给它一串词元，它为每一个位置返回下一个词元的概率分布。生成文本就是
+# 绕着这个函数转的一个循环——读出最后一个位置的分布，选一个词元，把它接到末尾，再问一次。本章把
+# 这个循环写两遍。第一版是最直白的写法，每一步都把所有东西重新算一遍。第二版把过去词元的键和值
+# 保存在 **KV 缓存**里，只做新增的那部分工作。一路上我们会看到：为什么缓存是正确的（因果掩码）；
+# 为什么生成会分成两种代价迥异的工作负载（*预填充*和*解码*）；我们要优化的是什么（首个词元的延迟、
+# 每个词元的时间、吞吐量）；以及缓存要在内存上付出什么代价。
+#
+# 下面的一切都在你的设备上运行。第一个代码单元负责准备 JAX，它必须在任何其他 JAX 操作之前运行
+# （见[如何运行本书](../book/how_to_run.md)）。
+
 # %%
 import inferbook
 
@@ -47,6 +60,7 @@ DEVICE = timing.device_name()
 
 # %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -65,6 +79,12 @@ from inferbook.book.present import (
 # We use a small LLaMA-style model with random weights: the library's `small` preset. Random
 # weights produce gibberish, but gibberish costs exactly as much to compute as prose, and every
 # question in this chapter is about cost and correctness, not quality.
+
+# %% [markdown] tags=["lang-zh"]
+# ## 一个用来采样的模型
+#
+# 我们使用一个权重随机的小型 LLaMA 式模型：库中的 `small` 预设。随机权重只会生成胡言乱语，但胡言乱语
+# 的计算代价与正经文字完全一样，而本章的每一个问题关心的都是代价和正确性，而不是质量。
 
 # %%
 cfg = get_preset("small")
@@ -85,6 +105,12 @@ print(cfg)
 # one short function. Its only moving part is `attend`, a callback that decides what the
 # queries of each layer look at; the rest of this chapter is about choosing it well.
 
+# %% [markdown] tags=["lang-zh"]
+# 它有 {glue:text}`ch1_L` 层，宽度 $D =$ {glue:text}`ch1_D`；{glue:text}`ch1_N` 个查询头共享
+# {glue:text}`ch1_K` 个键/值头；词表有 {glue:text}`ch1_V` 个词元；参数共 {glue:text}`ch1_params`。
+# 整个前向计算就是一个简短的函数。它唯一可变的部分是 `attend`：一个回调函数，决定每一层的查询去看
+# 哪些内容；本章余下的部分讲的就是如何选好它。
+
 # %%
 show_source(decoder.transformer)
 
@@ -93,6 +119,12 @@ show_source(decoder.transformer)
 #
 # The loop reads the model's distribution at the last position, takes the most likely token
 # (greedy decoding; any other sampling rule would cost the same), appends it and repeats:
+
+# %% [markdown] tags=["lang-zh"]
+# ## 朴素的采样
+#
+# 循环读出模型在最后一个位置的分布，取最可能的词元（贪心解码；换成任何别的采样规则，代价都一样），
+# 把它接到末尾，然后重复：
 
 # %%
 def sample_naively(params, cfg, prompt, n_new):
@@ -128,6 +160,23 @@ naive_tokens
 # layer, since each layer's input at position $i$ also depends only on those tokens. Appending a
 # token changes nothing that was already computed. We can check that directly, by capturing
 # every layer's keys and values for a text and for the same text one token longer:
+
+# %% [markdown] tags=["lang-zh"]
+# 它能用，但在两方面都很浪费。每一步都把*整个*序列重新送进模型，尽管只用到最后一个位置的输出。而且
+# 每一步的长度都不同，JAX 要为它编译一个新程序（库里的 `naive_generate` 把长度补齐到 64 的倍数，
+# 以减少编译的次数）。
+#
+# 浪费多少？在 $p$ 个词元的提示词之后生成第 $t$ 步，要让模型处理 $p + t$ 个词元。对 $P$ 个权重而言，
+# 矩阵乘法每个词元大约花 $2P$ FLOPs，所以每步 $2P(p + t)$，$n$ 步的总量按 $n^2$ 增长。注意力要把每个
+# 词元与它之前的每个词元比较：每步约 $4 L N H (p+t)^2$ FLOPs，总量按 $n^3$ 增长。生成的词元数翻一番，
+# 代价就是原来的 $2^2$ 到 $2^3$ 倍。
+#
+# ## 过去不会改变
+#
+# 出路藏在注意力掩码里。一个词元只关注它自己和它之前的词元。所以在位置 $i$ 算出的键和值只依赖于词元
+# $0 \dots i$——每一层都是如此，因为每一层在位置 $i$ 的输入同样只依赖于这些词元。追加一个词元，不会
+# 改变任何已经算好的东西。我们可以直接验证这一点：对一段文本，以及多一个词元的同一段文本，分别捕获
+# 每一层的键和值：
 
 # %%
 @jax.jit
@@ -174,6 +223,24 @@ print(f"largest change in any past key or value after appending a token: {change
 # identity FlashAttention and Flash-Decoding rest on (chapters 6 and 7); here it lets a step read
 # the cache without writing it, and the new keys and values are appended afterwards.
 
+# %% [markdown] tags=["lang-zh"]
+# 过去的东西一点也没动（浮点噪声除外）。于是我们边算边把每一层的键和值存下来——这就是
+# **KV 缓存**——每个新词元只需要算出它自己的查询、键和值，再加上它之前所有词元缓存好的键和值。
+#
+# ## 先预填充，再解码
+#
+# 有了缓存，生成就分为两个阶段 {cite:p}`austin2025scaling,lienhart2023kvcache`：
+#
+# - **预填充**一次性把整个提示词送进模型，与朴素的前向计算完全一样，但保留每一层的键和值。它的输出是
+#   第一个新词元的分布，以及一个填好的缓存。
+# - **解码**步骤每次为每个序列输入*一个*词元。这个词元的查询关注缓存中的键和值以及它自己的键和值；
+#   随后它的键和值被追加到缓存中。
+#
+# 在库中，`prefill` 和 `extend`（每个序列针对缓存输入一个或多个新词元）共用 `attend_cached`：它在两组
+# 键上计算注意力——缓存里的键和新来的键——再用两部分各自的对数和指数（log-sum-exp）把两个部分结果
+# 合并起来。FlashAttention 和 Flash-Decoding 依赖的也正是这个恒等式（第 6 章和第 7 章）；在这里，它让
+# 一步计算只读缓存而不写缓存，新的键和值在之后才追加进去。
+
 # %%
 show_source(decode.attend_cached, kvcache.append)
 
@@ -181,6 +248,10 @@ show_source(decode.attend_cached, kvcache.append)
 # The claim that matters is that the cache changes the cost and nothing else. We check it on a
 # *ragged* batch — prompts of different lengths decoded together — against recomputation:
 # first the logits of every step, then the generated tokens.
+
+# %% [markdown] tags=["lang-zh"]
+# 要紧的论断是：缓存只改变代价，别的什么都不改变。我们在一个*参差不齐*的批次上检验它——长度不同的
+# 提示词一起解码——并与重新计算对比：先比较每一步的 logits，再比较生成的词元。
 
 # %%
 prompts = [prompt, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7], [271, 828]]
@@ -224,6 +295,18 @@ print(f"largest logit difference over {n_new} steps: {worst:.1e}; tokens identic
 # intensity**, FLOPs per byte — decides which resource runs out first; chapter 2 develops the
 # idea. Here we read both numbers from XLA's analysis of the two compiled programs: a prefill of
 # 512 tokens and one decode step, both at batch 1.
+
+# %% [markdown] tags=["lang-zh"]
+# 在 {glue:text}`ch1_n_new` 步中，带缓存的 logits 与重新计算的结果之差从未超过
+# {glue:text}`ch1_logit_error`，生成的词元也完全相同——对这个参差批次中的每一个提示词都是如此。
+#
+# ## 两种工作负载
+#
+# 预填充和解码使用同样的权重，却是两个不同的问题。预填充把每个权重矩阵乘以一个 $[T, D]$ 的激活块：
+# 从内存读出的每个权重参与 $T$ 次乘加，即 $2T$ FLOPs。解码步骤把它乘以每个序列的一行：对 $B$ 个序列
+# 的批次，每个权重 $2B$ FLOPs。算术量与内存流量之比——**算术强度**，即每字节的 FLOPs——决定哪种资源
+# 先耗尽；第 2 章会展开这个概念。这里我们从 XLA 对两个编译后程序的分析中读出这两个数：一次 512 个
+# 词元的预填充，和一个解码步骤，两者的批次都只有一个序列。
 
 # %%
 T_prompt = 512
@@ -272,6 +355,23 @@ glue("ch1_int_matmul_prefill", f"{2 * T_prompt / 4:,.0f}")
 # programs, for the naive step (a forward pass over all $t$ tokens) and the cached step (one
 # token against a cache of $t$ slots), at several lengths.
 
+# %% [markdown] tags=["lang-zh"]
+# 解码步骤每搬运一个字节只做 {glue:text}`ch1_int_decode` 次浮点运算：它把每个权重和缓存各读一遍，
+# 却几乎不拿它们做什么。预填充则达到 {glue:text}`ch1_int_prefill`，是解码的
+# {glue:text}`ch1_int_ratio`。（仅看矩阵乘法，预填充每个 float32 权重字节能达到 $2T / 4 =$
+# {glue:text}`ch1_int_matmul_prefill` FLOPs；编译后程序的平均值更低，是因为这种直白的注意力实现把
+# $T \times T$ 的分数矩阵写进内存再读回来——第 6 章的 FlashAttention 消除的正是这部分流量。）现代
+# 加速器从内存读一个字节的时间里，可以做几百次浮点运算，所以预填充能让算力忙起来，解码却让算力闲着，
+# 等待权重一点点流进来。解码步骤是**内存受限**的：它的时间近似等于必须读取的字节数除以内存带宽。
+# 这一个事实驱动着本书余下的大部分内容。
+#
+# ## 数一数工作量
+#
+# 库的估算器把一次前向计算的 FLOP 数写成一个公式：每个词元 $2 \times$（参与矩阵乘积的权重数），
+# 再加上两次注意力乘积中每个查询–键对的 $4 L N H$。在信任它之前，我们在几个长度上把它与 XLA 对
+# 编译后程序的计数作比较：朴素的步骤（对全部 $t$ 个词元做一次前向计算）和带缓存的步骤（一个词元，
+# 对着有 $t$ 个槽位的缓存）。
+
 # %%
 lengths = [256, 512, 1024]
 naive_flops = {t: compiled.compiled_cost(decode.last_logits, params, cfg,
@@ -293,6 +393,10 @@ for t in lengths:
 # The formula agrees with the compiler to within a few percent at every length (XLA also counts
 # the normalisations and the softmax, which the formula leaves out). Summing the per-step counts
 # gives the total work of generating $n$ tokens from a short prompt with each method:
+
+# %% [markdown] tags=["lang-zh"]
+# 在每个长度上，公式与编译器的计数都只差几个百分点（XLA 还计入了归一化和 softmax，公式没有算它们）。
+# 把每一步的计数加起来，就得到两种方法从一个很短的提示词出发、生成 $n$ 个词元的总工作量：
 
 # %%
 n_axis = np.unique(np.geomspace(16, 4096, 40).astype(int))
@@ -326,9 +430,14 @@ ax.set_ylabel("total FLOPs")
 ax.set_title(f"Work to generate n tokens ({cfg.name} model, {p0}-token prompt)")
 ax.legend()
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch1_work_figure", fig, zh=dict(
+    title=f"生成 n 个词元的工作量（{cfg.name} 模型，提示词 {p0} 个词元）",
+    xlabel="生成的词元数 n", ylabel="总 FLOPs", legend=["朴素（重算前缀）", "KV 缓存"]))
 
 # %% [markdown]
+# ```{glue:figure} ch1_work_figure
+# ```
+#
 # Generating 1,024 tokens naively costs {glue:text}`ch1_flops_ratio_1024` the FLOPs of cached
 # generation. Going from 1,024 to 2,048 tokens multiplies the naive work by
 # {glue:text}`ch1_growth_naive` but the cached work by only {glue:text}`ch1_growth_cached`:
@@ -341,6 +450,20 @@ plt.show()
 # and one cached decode step with $t$ tokens in the cache, run exactly as `generate` runs it —
 # at the same lengths. Each timing is the median of several runs after a warm-up, with
 # compilation excluded.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch1_work_figure
+# ```
+#
+# 朴素地生成 1,024 个词元，FLOPs 是带缓存生成的 {glue:text}`ch1_flops_ratio_1024`。从 1,024 个词元
+# 增加到 2,048 个，朴素方法的工作量乘以 {glue:text}`ch1_growth_naive`，带缓存的只乘以
+# {glue:text}`ch1_growth_cached`：有了缓存，矩阵乘法在每一步的代价都相同，只有注意力随上下文线性增长。
+#
+# ## 在这台设备上测量
+#
+# FLOPs 不等于时间。我们在同样的长度上为两种步骤计时——对 $t$ 个词元做一次朴素的前向计算，以及缓存
+# 中已有 $t$ 个词元时的一个解码步骤（完全按 `generate` 的方式运行）。每个计时都是预热之后多次运行的
+# 中位数，不含编译时间。
 
 # %%
 naive_time, cached_time = {}, {}
@@ -381,9 +504,14 @@ ax.set_ylabel("time per new token (ms)")
 ax.set_title(f"Measured on {DEVICE}", fontsize=9)
 ax.legend()
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch1_time_figure", fig, zh=dict(
+    title=f"在 {DEVICE} 上测得", xlabel="序列中已有的词元数 t", ylabel="每个新词元的时间（ms）",
+    legend=["朴素的步骤", "带缓存的解码步骤"]))
 
 # %% [markdown]
+# ```{glue:figure} ch1_time_figure
+# ```
+#
 # With 1,024 tokens in the sequence, the naive step takes {glue:text}`ch1_naive_1024` and the
 # cached step {glue:text}`ch1_cached_1024` on {glue:text}`ch1_device`:
 # {glue:text}`ch1_speedup_1024` faster per token.
@@ -396,6 +524,20 @@ plt.show()
 # test needs weights large enough that reading them dominates the fixed costs of a step, so we
 # use the library's `cpu-336mb` preset: {glue:text}`ch1_big_params` parameters,
 # {glue:text}`ch1_big_weights` in float32.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch1_time_figure
+# ```
+#
+# 序列中有 1,024 个词元时，在 {glue:text}`ch1_device` 上，朴素的步骤耗时 {glue:text}`ch1_naive_1024`，
+# 带缓存的步骤耗时 {glue:text}`ch1_cached_1024`：每个词元快了 {glue:text}`ch1_speedup_1024`。
+#
+# ### 解码步骤最快能有多快？
+#
+# 如果解码步骤是内存受限的，它的下限就是把每个权重（以及缓存）读一遍的时间。我们可以测出这台设备读
+# 内存有多快——对一个大数组求和所需的时间，这个操作除了读什么也不做——再拿解码步骤与它比较。要让测试
+# 有意义，权重必须足够大，使读取它们的时间压过一步中的固定开销，所以我们用库中的 `cpu-336mb` 预设：
+# 参数共 {glue:text}`ch1_big_params`，float32 下占 {glue:text}`ch1_big_weights`。
 
 # %%
 big = get_preset("cpu-336mb")
@@ -459,6 +601,26 @@ if info.platform == "cpu":
 # latency the hardware allows. Batching is the main lever, and it pulls throughput and latency
 # apart: decoding several sequences together reads the weights once for all of them.
 
+# %% [markdown] tags=["lang-zh"]
+# 解码步骤在 {glue:text}`ch1_big_step` 内搬运了 {glue:text}`ch1_big_bytes`，有效速率为
+# {glue:text}`ch1_step_bw`——是这台设备单纯读取时所达到的 {glue:text}`ch1_read_bw` 的
+# {glue:text}`ch1_utilisation`。一阶近似下，一个解码步骤就是把权重从内存里拷贝一遍。（在 CPU 上，本章
+# 期望至少达到 {glue:text}`ch1_floor`；在 GPU 或 TPU 上，这个小模型的时间主要花在内核启动的开销上，
+# 第 2 章会讨论这一点。）
+#
+# ## 我们优化什么
+#
+# 训练只关心一个数：吞吐量。推理服务至少关心三个 {cite:p}`austin2025scaling`：
+#
+# - **首个词元延迟（TTFT）**——提示词的预填充，加上在队列中的等待；
+# - **每个输出词元的时间（TPOT）**——一个解码步骤，它决定文字流出的速度；
+# - **吞吐量**——每块芯片每秒产出的词元数，它决定成本。
+#
+# 不同的用途看重的方面不同。*离线*的批次任务（评测、合成数据）只关心吞吐量。*聊天*服务既要以快于人
+# 阅读的速度输出文字，又要便宜地服务大量用户。笔记本电脑上的*端侧*推理只服务一个用户，希望延迟低到
+# 硬件所能允许的极限。批处理是主要的杠杆，它把吞吐量和延迟拉向两头：把几个序列放在一起解码，所有
+# 序列只需把权重读一遍。
+
 # %%
 ttft = timing.time_fn(decode.prefill, params, cfg, tok_1T, jnp.array([T_prompt]), cache_1,
                      repeats=5).median_s
@@ -502,6 +664,23 @@ for B in tpot:
 #
 # The library's cache holds exactly that:
 
+# %% [markdown] tags=["lang-zh"]
+# 对于我们在 {glue:text}`ch1_device` 上的小模型，一个 {glue:text}`ch1_T_prompt` 个词元的提示词经过
+# {glue:text}`ch1_ttft` 的预填充后得到第一个词元。之后，单个序列以每个词元 {glue:text}`ch1_tpot1` 的
+# 速度解码（{glue:text}`ch1_tput1`）；八个序列一起时，每步需要 {glue:text}`ch1_tpot8`，产出
+# {glue:text}`ch1_tput8`，每秒的词元数是前者的 {glue:text}`ch1_tput_gain`，而没有哪一个序列变快。
+# （在加速器上，批处理带来的增益接近批量大小之比；CPU 的矩阵单元处理小批次的效率很低，第 2 章会测量
+# 这一点。）第 2 章和第 3 章把这种取舍写成方程，第 11 章则把它做成一个推理服务引擎。
+#
+# ## 代价：内存
+#
+# 缓存是用内存换 FLOPs。每个序列的每个词元，都要为 $L$ 层中每一层的 $K$ 个 KV 头各存一个键向量和
+# 一个值向量：
+#
+# $$\text{每个词元的 KV 字节数} = 2 \cdot L \cdot K \cdot H \cdot \text{每个元素的字节数}.$$
+#
+# 库中的缓存存的正是这么多：
+
 # %%
 small_cache = kvcache.init_cache(cfg, 4, 1000)
 assert kvcache.cache_bytes(small_cache) == counts.kv_cache_bytes(cfg, 4, 1000, 4)
@@ -542,3 +721,20 @@ print(f"LLaMA-2 13B, bfloat16: {fmt_bytes(per_token)} per token, {fmt_bytes(per_
 #   trades against each other.
 # - The cache costs $2 L K H$ elements per token, which for real models quickly rivals the
 #   weights.
+
+# %% [markdown] tags=["lang-zh"]
+# 对 bfloat16 的 LLaMA-2 13B 来说，每个词元要 {glue:text}`ch1_13b_per_token`，一个 8,192 个词元的
+# 序列要 {glue:text}`ch1_13b_8k`。权重占 {glue:text}`ch1_13b_weights`，所以只要
+# {glue:text}`ch1_13b_n_caches` 个这样的序列，所需内存就超过了模型本身。而且每个解码步骤都要把缓存
+# 完整读一遍，所以它既占容量也耗带宽：一段长对话会让它的每一个词元都变慢。第 5 章会为常见模型测量
+# 这部分代价，并逐一剖析缩小缓存的办法——共享 KV 头、局部注意力、量化、淘汰、分页。
+#
+# ## 小结
+#
+# - 朴素采样为每个词元重新计算整个前缀：生成 $n$ 个词元，矩阵计算量为 $O(n^2)$，注意力计算量为
+#   $O(n^3)$。
+# - 因果掩码意味着过去的键和值永远不变，因此可以缓存；有了缓存，每一步的矩阵计算量为 $O(1)$，注意力
+#   计算量为 $O(n)$，结果不变。
+# - 生成是两种工作负载：预填充（一次处理许多词元，计算受限）和解码（每个序列一个词元，内存受限）。
+# - 推理服务要优化首个词元延迟、每个输出词元的时间和吞吐量，批处理让它们此消彼长。
+# - 缓存每个词元要占 $2 L K H$ 个元素，对真实模型来说，它很快就能与权重比肩。

@@ -13,6 +13,11 @@ the library it was filled with: `refresh` empties it whenever the library's sour
 refreshes the cache, then executes every page of the table of contents that the cache lacks,
 several at a time (Jupyter Book 1 executes one after another), and stores them. A page that
 fails stops the build with the error of its failing cell.
+
+The Chinese edition is rendered from the same cache: a page read in Chinese has the English
+page's code cells, hence its hash. Before building it, `make book` runs
+`python tests/book_cache.py verify --language zh`, which fails if any page of that edition
+would miss the cache — i.e. if the second build would execute anything.
 """
 
 from __future__ import annotations
@@ -82,9 +87,28 @@ def toc_sources() -> list[Path]:
     return [ROOT / f"{f}.py" for f in files if (ROOT / f"{f}.py").exists()]
 
 
-def _read(source: Path):
+def _read(source: Path, lang: str = "en"):
     from inferbook.grading.generate import book_reads
-    return book_reads(source.read_text(encoding="utf-8"))
+    return book_reads(source.read_text(encoding="utf-8"), lang=lang)
+
+
+def uncached(lang: str) -> list[tuple[Path, str]]:
+    """The pages of the table of contents that, read in `lang`, have no cached execution, and
+    why: the English page is not cached either, or the two readings' code cells differ."""
+    from jupyter_cache import get_cache
+    cache = get_cache(str(CACHE))
+    missing = []
+    for source in toc_sources():
+        try:
+            cache.match_cache_notebook(_read(source, lang))
+        except KeyError:
+            try:
+                cache.match_cache_notebook(_read(source))
+                why = "its code cells differ from the English page's"
+            except KeyError:
+                why = "the English page was not executed either (run `execute` first)"
+            missing.append((source, why))
+    return missing
 
 
 def _execute(source: Path, timeout: int):
@@ -136,7 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("execute", help="execute and cache the pages the cache lacks")
     run.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    verify = sub.add_parser("verify", help="fail if a page in this language would execute")
+    verify.add_argument("--language", required=True)
     args = parser.parse_args(argv)
+    if args.command == "verify":
+        missing = uncached(args.language)
+        for source, why in missing:
+            print(f"{source.relative_to(ROOT)} read in {args.language!r} misses the execution "
+                  f"cache: {why}", file=sys.stderr)
+        return 1 if missing else 0
     return 1 if execute(args.jobs) else 0
 
 

@@ -31,10 +31,15 @@ TWIN_DIRS = ("book", "chapters", "exercises")
 
 
 def twins(names: list[str]) -> list[Path]:
-    """The committed twins (an .ipynb beside a .py source), optionally filtered by name."""
+    """The committed twins (an .ipynb beside a .py source), optionally filtered by name; and
+    the Chinese twins (zh/...) of the pages translated into Chinese. (An untranslated page's
+    Chinese twin has the English twin's code: running it again would test nothing new.)"""
+    from inferbook.book.bilingual import UNTRANSLATED
     found = sorted(p for d in TWIN_DIRS for p in (ROOT / d).glob("*.ipynb")
                    if p.with_suffix(".py").is_file())
-    return [p for p in found if not names or any(n in p.name for n in names)]
+    found += sorted(p for d in TWIN_DIRS for p in (ROOT / "zh" / d).glob("*.ipynb")
+                    if UNTRANSLATED["zh"].splitlines()[1] not in p.read_text(encoding="utf-8"))
+    return [p for p in found if not names or any(n in str(p.relative_to(ROOT)) for n in names)]
 
 
 def displayed_text(nb) -> list[str]:
@@ -105,7 +110,7 @@ def run_twin(path: Path, cache: Path, timeout: int, save: Path | None = None
         shutil.rmtree(work, ignore_errors=True)
         if save is not None:
             save.mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, save / path.name)
+            nbformat.write(nb, save / path.relative_to(ROOT).as_posix().replace("/", "__"))
     seconds = time.perf_counter() - start
     cells = []
     for cell in nb.cells:

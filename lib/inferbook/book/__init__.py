@@ -8,4 +8,13 @@
     colab_markdown.py  MyST rewritten as the Markdown Colab renders (for the twins)
     citations.py       author–year citations from book/references.bib
     prose.py           a twin's prose cells: text shown with the values this kernel glued
+
+The two editions (English and Chinese) from one set of sources:
+
+    language.py        the book's languages and this kernel's (INFERBOOK_LANGUAGE)
+    bilingual.py       a source's prose in two languages (cells tagged lang-zh), one selected
+    chinese_numbers.py glued values in Chinese form (万, 亿) — the same numbers
+    figures.py         `glue_figure`: a figure drawn and glued once per language
+    editions.py        each edition's Jupyter Book configuration (_config.zh.yml overlay)
+    sphinx_editions.py the Sphinx extension: Markdown pages' language, links between twins
 """

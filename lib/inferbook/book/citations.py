@@ -99,14 +99,19 @@ def load_bibliography(path: str | Path) -> dict[str, Reference]:
     return parse_bibtex(Path(path).read_text(encoding="utf-8"))
 
 
-def author_year_names(ref: Reference) -> str:
+# "et al." and "and" in each language's author–year label (Chinese: "Austin 等", "Dao 和 Fu").
+_WORDS = {"en": ("et al.", "and"), "zh": ("等", "和")}
+
+
+def author_year_names(ref: Reference, lang: str = "en") -> str:
     """"Chen", "Dao and Fu", "Austin et al." — the site's author–year label."""
+    others, both = _WORDS[lang]
     names = list(ref.authors)
     if not names:
         return ref.title or ref.key
     if len(names) > 2 or names[-1].lower() == "others":
-        return f"{names[0]} et al."
-    return " and ".join(names)
+        return f"{names[0]} {others}"
+    return f" {both} ".join(names)
 
 
 def _lookup(keys: str, bib: dict[str, Reference]) -> list[Reference]:
@@ -118,12 +123,14 @@ def _lookup(keys: str, bib: dict[str, Reference]) -> list[Reference]:
     return refs
 
 
-def cite_parenthetical(keys: str, bib: dict[str, Reference], url: str) -> str:
+def cite_parenthetical(keys: str, bib: dict[str, Reference], url: str,
+                       lang: str = "en") -> str:
     """Markdown for {cite:p}: "([Austin et al., 2025](url); [Lienhart, 2023](url))"."""
-    return "(" + "; ".join(f"[{author_year_names(r)}, {r.year}]({url})"
+    return "(" + "; ".join(f"[{author_year_names(r, lang)}, {r.year}]({url})"
                            for r in _lookup(keys, bib)) + ")"
 
 
-def cite_textual(keys: str, bib: dict[str, Reference], url: str) -> str:
+def cite_textual(keys: str, bib: dict[str, Reference], url: str, lang: str = "en") -> str:
     """Markdown for {cite:t}: "[Austin et al. (2025)](url)", several joined by commas."""
-    return ", ".join(f"[{author_year_names(r)} ({r.year})]({url})" for r in _lookup(keys, bib))
+    return ", ".join(f"[{author_year_names(r, lang)} ({r.year})]({url})"
+                     for r in _lookup(keys, bib))

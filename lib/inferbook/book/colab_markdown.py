@@ -36,6 +36,10 @@ TARGET = re.compile(r"^\s*\((?P<label>[\w.:-]+)\)=\s*$")
 LINK = re.compile(r"\]\((?P<path>(?!https?:|mailto:|#)[^)\s]+?)(?P<anchor>#[^)\s]*)?\)")
 ADMONITIONS = {"admonition", "note", "tip", "hint", "important", "warning", "caution",
                "attention", "danger", "error", "seealso"}
+# Sphinx's titles of the admonitions, in the Chinese edition (the English is the name's).
+TITLES_ZH = {"note": "注", "tip": "提示", "hint": "提示", "important": "重要", "warning": "警告",
+             "caution": "当心", "attention": "注意", "danger": "危险", "error": "错误",
+             "seealso": "另见"}
 FORM_TITLE = "# @title"                  # Colab shows the output and folds the code away
 
 
@@ -47,6 +51,7 @@ class Site:
     raw_url: str                                # raw files of the repository, for images
     bibliography: dict[str, Reference]
     labels: dict[str, str] = field(default_factory=dict)   # (label)= target -> page path
+    lang: str = "en"                            # the edition: citations in its words
 
     def page(self, path: str, anchor: str = "") -> str:
         """The site URL of a page given as a repository path (`book/errata`, with or without a
@@ -86,9 +91,9 @@ def _role(m: re.Match, site: Site, page: str, glued: list[str]) -> str:
         glued.append(body)
         return "${{" + body + "}}$"
     if role in ("cite", "cite:p", "cite:ps"):
-        return cite_parenthetical(body, site.bibliography, site.references)
+        return cite_parenthetical(body, site.bibliography, site.references, site.lang)
     if role in ("cite:t", "cite:ts"):
-        return cite_textual(body, site.bibliography, site.references)
+        return cite_textual(body, site.bibliography, site.references, site.lang)
     if role == "math":
         return f"${body}$"
     explicit = re.fullmatch(r"(?P<text>.+?)\s*<(?P<target>[^>]+)>", body)
@@ -131,7 +136,8 @@ def _directive(name: str, argument: str, body: list[str], site: Site, page: str,
         options[m[1]] = m[2]
         body = body[1:]
     if name in ADMONITIONS:
-        title = argument if name == "admonition" else name.capitalize()
+        title = argument if name == "admonition" else (
+            TITLES_ZH[name] if site.lang == "zh" else name.capitalize())
         inner = convert_markdown("\n".join(body), site, page, glued)
         quoted = "\n".join(f"> {line}" if line else ">" for line in inner.splitlines())
         blocks.append(f"> **{_inline(title, site, page, glued)}**\n>\n{quoted}"

@@ -15,6 +15,13 @@ numbers becomes a hidden form cell that displays its text with the numbers the r
 run computed (`inferbook.book.prose`). Code cells the site hides (tagged ``remove-input`` or
 ``hide-input``) are folded as forms too.
 
+Every source has a twin per language (`inferbook.book.bilingual`): the English one beside it
+(`chapters/01_x.ipynb`), the Chinese one at the same path under `zh/`
+(`zh/chapters/01_x.ipynb`), which the Chinese site's Colab button opens. A Chinese twin holds
+the Chinese prose, sets the kernel's language in its first cell (so exercise feedback and
+figures are in Chinese) and, on Colab, installs a CJK font for the figures. A page not yet
+translated gets a Chinese twin with its English prose under a note saying so.
+
     python -m inferbook.book.notebooks sync     # (re)write every .ipynb twin
     python -m inferbook.book.notebooks check    # exit 1 if any twin is missing or stale
 
@@ -29,29 +36,56 @@ import re
 import sys
 from pathlib import Path
 
-__all__ = ["install_cell_source", "site", "colab_notebook", "sources", "sync", "stale"]
+__all__ = ["install_cell_source", "site", "colab_notebook", "sources", "twin_path", "sync",
+           "stale"]
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE_DIRS = ("book", "chapters", "exercises")
+EDITION_DIR = "zh"          # the Chinese twins: zh/<same path as the English twin>
 
 
-def install_cell_source(root: Path = ROOT) -> str:
-    """The first cell of every Colab notebook: pip-install the library on Colab only."""
+def install_cell_source(root: Path = ROOT, lang: str = "en") -> str:
+    """The first cell of every Colab notebook: pip-install the library on Colab only.
+
+    A Chinese twin's cell also sets the kernel's language and installs a CJK font (Debian's
+    Noto CJK) for the figures' labels on Colab."""
     import yaml
     config = yaml.safe_load((root / "_config.yml").read_text())
     repo = config["repository"]
     url = f"git+{repo['url'].rstrip('/')}@{repo.get('branch', 'main')}"
+    pip = (f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", "
+           f"\"inferbook @ {url}\"], check=True)")
+    if lang == "en":
+        return (
+            "# On Colab, install the book's library first; anywhere else this cell does nothing.\n"
+            "import sys\n"
+            "if \"google.colab\" in sys.modules:\n"
+            "    import subprocess\n"
+            f"{pip}"
+        )
+    from inferbook.book.language import ENV, check_language
     return (
-        "# On Colab, install the book's library first; anywhere else this cell does nothing.\n"
+        "# 本笔记本用中文：练习的反馈和图中的文字都是中文。在 Colab 上，这个单元还会安装本书的库\n"
+        "# 和图表用的中文字体；在其他环境中，它只设置语言。\n"
+        "import os\n"
         "import sys\n"
+        f"os.environ[{ENV!r}] = {check_language(lang)!r}\n"
         "if \"google.colab\" in sys.modules:\n"
         "    import subprocess\n"
-        f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", "
-        f"\"inferbook @ {url}\"], check=True)"
+        f"{pip}\n"
+        "    subprocess.run(\"apt-get -qq update && apt-get -qq install -y fonts-noto-cjk \"\n"
+        "                   \"> /dev/null\", shell=True,\n"
+        "                   check=False)"
     )
 
 
-def site(root: Path = ROOT):
+def twin_path(source: Path, lang: str = "en", root: Path = ROOT) -> Path:
+    """Where the Colab twin of `source` in `lang` is committed."""
+    twin = source.with_suffix(".ipynb")
+    return twin if lang == "en" else root / EDITION_DIR / twin.relative_to(root)
+
+
+def site(root: Path = ROOT, lang: str = "en"):
     """Where the twins link to: the site (`html.baseurl` in `_config.yml`, else the
     repository's GitHub Pages address), its bibliography, and every page's (label)= targets."""
     import yaml
@@ -62,6 +96,7 @@ def site(root: Path = ROOT):
     repo = config["repository"]
     owner, name = repo["url"].removeprefix("https://github.com/").strip("/").split("/")[:2]
     url = (config.get("html") or {}).get("baseurl") or f"https://{owner}.github.io/{name}"
+    url = url.rstrip("/") + ("" if lang == "en" else f"/{EDITION_DIR}")
     raw = f"https://raw.githubusercontent.com/{owner}/{name}/{repo.get('branch', 'main')}"
     labels = {}
     for page in [*sources(root), *sorted((root / "book").glob("*.md"))]:
@@ -69,7 +104,7 @@ def site(root: Path = ROOT):
             if m := TARGET.match(re.sub(r"^# ?", "", line) if page.suffix == ".py" else line):
                 labels[m["label"]] = page.relative_to(root).with_suffix("").as_posix()
     return Site(url.rstrip("/"), raw, load_bibliography(root / "book" / "references.bib"),
-                labels)
+                labels, lang)
 
 
 def _colab_cells(nb, page: str, where) -> list:
@@ -95,18 +130,21 @@ def _colab_cells(nb, page: str, where) -> list:
     return cells
 
 
-def colab_notebook(source: Path, root: Path = ROOT, where=None) -> str:
-    """The .ipynb text for one py:percent source, deterministic so it can be diffed."""
+def colab_notebook(source: Path, root: Path = ROOT, where=None, lang: str = "en") -> str:
+    """The .ipynb text for one py:percent source in `lang`, deterministic so it can be
+    diffed."""
     import jupytext
     import nbformat
 
+    from inferbook.book.bilingual import edition
     nb = jupytext.read(source)
+    nb.cells = edition(nb.cells, lang, nbformat.v4.new_markdown_cell)
     if source.parent.name == "exercises":     # students get stubs, not the solutions
         from inferbook.grading.generate import student_notebook
-        nb = student_notebook(nb)
+        nb = student_notebook(nb, lang)
     page = source.relative_to(root).with_suffix("").as_posix()
-    nb.cells = _colab_cells(nb, page, where or site(root))
-    nb.cells.insert(0, nbformat.v4.new_code_cell(install_cell_source(root)))
+    nb.cells = _colab_cells(nb, page, where or site(root, lang))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(install_cell_source(root, lang)))
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i}"
         if cell.cell_type == "code":
@@ -124,21 +162,31 @@ def sources(root: Path = ROOT) -> list[Path]:
                   if not p.name.startswith("_"))
 
 
+def _expected(root: Path):
+    """(twin path, its text) for every source in every language."""
+    from inferbook.book.language import LANGUAGES
+    for lang in LANGUAGES:
+        where = site(root, lang)
+        for src in sources(root):
+            yield twin_path(src, lang, root), lambda src=src, w=where, lang=lang: \
+                colab_notebook(src, root, w, lang)
+
+
 def stale(root: Path = ROOT) -> list[Path]:
     """Twins that are missing or differ from what their source generates."""
-    out, where = [], site(root)
-    for src in sources(root):
-        twin = src.with_suffix(".ipynb")
-        if not twin.is_file() or twin.read_text() != colab_notebook(src, root, where):
-            out.append(twin)
-    return out
+    return [twin for twin, text in _expected(root)
+            if not twin.is_file() or twin.read_text() != text()]
 
 
 def sync(root: Path = ROOT) -> list[Path]:
     """Rewrite the twins that are stale; returns them."""
-    changed, where = stale(root), site(root)
-    for twin in changed:
-        twin.write_text(colab_notebook(twin.with_suffix(".py"), root, where))
+    changed = []
+    for twin, text in _expected(root):
+        new = text()
+        if not twin.is_file() or twin.read_text() != new:
+            twin.parent.mkdir(parents=True, exist_ok=True)
+            twin.write_text(new)
+            changed.append(twin)
     return changed
 
 

@@ -7,6 +7,11 @@ value is also kept in this kernel (`inferbook.book.prose`), where the Colab twin
 read it: Colab has no myst-nb, and its notebooks show the same sentences with the numbers that
 the reader's own run computed.
 
+The book has an English and a Chinese edition, rendered from one execution
+(`inferbook.book.language`): `glue` stores each value once per language, under ``name`` and
+``name__zh``, the second in Chinese form ("13.0 million" becomes "1,300 万",
+`inferbook.book.chinese_numbers`; a `bilingual` word its Chinese form).
+
 Formatting is decimal and explicit about units, as the sources are: 1 GB = 1e9 bytes.
 """
 
@@ -16,23 +21,39 @@ import math
 from typing import Any
 
 from inferbook.book import prose
+from inferbook.book.chinese_numbers import to_chinese
+from inferbook.book.language import LANGUAGES, Bilingual, bilingual, glued_name, localized
 
-__all__ = ["glue", "fmt_bytes", "fmt_seconds", "fmt_count", "fmt_flops", "fmt_rate",
+__all__ = ["glue", "bilingual", "fmt_bytes", "fmt_seconds", "fmt_count", "fmt_flops", "fmt_rate",
            "fmt_tokens_per_s", "fmt_ratio", "fmt_percent"]
 
 
 def glue(name: str, value: Any) -> None:
     """Record `value` under `name` for the book (myst-nb) and for this kernel's Colab prose;
-    shows nothing in the notebook.
+    shows nothing in the notebook. Each language's form goes under its own name (see above).
 
     Strings are inserted as they are, so pre-format numbers with the helpers below.
     """
-    prose.record(name, value)
     try:
         from myst_nb import glue as myst_glue
     except ImportError:      # Colab or a bare kernel: no book build to glue into
-        return
-    myst_glue(name, value, display=False)
+        myst_glue = None
+    for lang in LANGUAGES:
+        key, shown = glued_name(name, lang), _in_language(value, lang)
+        prose.record(key, shown)
+        if myst_glue is not None:
+            myst_glue(key, shown, display=False)
+
+
+def _in_language(value: Any, lang: str) -> Any:
+    """A glued value as `lang`'s edition shows it: text translated, other objects as they
+    are (a figure is drawn per language by `inferbook.book.figures`)."""
+    if not isinstance(value, str):
+        return value
+    text = localized(value, lang)
+    if lang == "zh" and not (isinstance(value, Bilingual) and "zh" in value.forms):
+        text = to_chinese(text)
+    return str(text)
 
 
 def _scaled(value: float, units: list[tuple[float, str]], digits: int) -> str:

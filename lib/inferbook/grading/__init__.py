@@ -14,6 +14,7 @@ The pieces, one concept per module:
   registry    where the questions live: one module per chapter in `grading/chapters/`
   timelimit   calling a student's function with a time limit inside a live kernel
   feedback    `check()`, `summary()`, and the log the grader reads
+  localize    the checker's words in the notebook's language (English, Chinese)
   generate    exercise sources -> student notebooks (solutions replaced by stubs) and the
               book's pages (solutions behind toggles)
 

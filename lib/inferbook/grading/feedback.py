@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from . import capture
+from .localize import say, status_word
 from .questions import Result
 
 __all__ = ["check", "evaluate", "summary", "results", "LOG_ENV"]
@@ -43,18 +44,19 @@ def evaluate(question_id: str, answer: Any) -> Result:
     question = registry.get(question_id) if isinstance(question_id, str) else None
     if question is None:
         return Result(str(question_id), "failed", 0.0,
-                      f"there is no question {question_id!r}: check the spelling of the id")
+                      say("there is no question {id}: check the spelling of the id",
+                          id=repr(question_id)))
     try:
         if question.requires == "accelerator" and _platform() == "cpu":
-            return question.result("blocked", "this criterion is measured on a GPU or TPU; "
-                                              "this runtime has only a CPU, so it is not graded "
-                                              "here")
+            return question.result("blocked", say("this criterion is measured on a GPU or TPU; "
+                                                  "this runtime has only a CPU, so it is not "
+                                                  "graded here"))
         return question.grade(answer)
     except KeyboardInterrupt:
         raise
     except BaseException as err:  # noqa: BLE001 - feedback, never a traceback
-        return question.result("failed", f"could not check this answer "
-                                         f"({type(err).__name__}: {err})")
+        return question.result("failed", say("could not check this answer ({error})",
+                                             error=f"{type(err).__name__}: {err}"))
 
 
 def _log(event: dict[str, Any]) -> None:
@@ -90,29 +92,41 @@ def results() -> dict[str, Result]:
 def summary(set_id: str | None = None) -> None:
     """Print this session's score on one question set (default: the last one checked)."""
     if capture.sealed():
-        print("Graded sealed: the grader scores the recorded answers after the notebook has run.")
+        print(say("Graded sealed: the grader scores the recorded answers after the notebook has "
+                  "run."))
         return
     from . import registry
     if set_id is None:
         checked = [registry.set_of(i) for i in _RESULTS if registry.set_of(i)]
         if not checked:
-            print("No question has been checked yet.")
+            print(say("No question has been checked yet."))
             return
         set_id = checked[-1]
     try:
         questions = registry.questions_in(set_id)
     except (KeyError, ValueError) as err:
-        print(f"summary: {err}")
+        print(say("summary: {error}", error=err))
         return
     width = max(len(q.id) for q in questions)
-    tol = max(len(q.tolerance) for q in questions)
+    tol = max(_width(q.tolerance) for q in questions)
     score = total = 0.0
-    print(f"{'question':<{width}}  {'score':>7}  {'tolerance':<{tol}}  status")
+    print(f"{_pad(say('question'), width)}  {_pad(say('score'), 7, right=True)}  "
+          f"{_pad(say('tolerance'), tol)}  {say('status')}")
     for q in questions:
         r = _RESULTS.get(q.id) or q.result("not attempted")
         if r.status != "blocked":
             total += q.points
             score += r.score
-        print(f"{q.id:<{width}}  {f'{r.score:g} / {q.points:g}':>7}  {q.tolerance:<{tol}}  "
-              f"{r.status}")
-    print(f"{'total':<{width}}  {f'{score:g} / {total:g}':>7}")
+        print(f"{q.id:<{width}}  {f'{r.score:g} / {q.points:g}':>7}  {_pad(q.tolerance, tol)}  "
+              f"{status_word(r.status)}")
+    print(f"{_pad(say('total'), width)}  {f'{score:g} / {total:g}':>7}")
+
+
+def _width(text: str) -> int:
+    """Columns `text` takes in a monospaced font: a CJK character takes two."""
+    return sum(2 if "\u2e80" <= ch <= "\uffef" else 1 for ch in text)
+
+
+def _pad(text: str, width: int, right: bool = False) -> str:
+    space = " " * max(width - _width(text), 0)
+    return space + text if right else text + space

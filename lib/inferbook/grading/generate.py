@@ -45,6 +45,9 @@ END = re.compile(r"^[ \t]*#\s*END SOLUTION\s*$")
 SOLUTION_TAG = "solution"
 CHECK_CALL = re.compile(r"""\bcheck\(\s*(?P<q>["'])(?P<id>[^"']+)(?P=q)""")
 STUDENT_ANSWER_CELL = "*Your answer:* "
+# The words this module writes into a page, per language (the prose itself is the source's).
+WORDS = {"en": {"answer": STUDENT_ANSWER_CELL, "solution": "Solution"},
+         "zh": {"answer": "*你的答案：* ", "solution": "解答"}}
 
 
 def solution_regions(source: str) -> list[tuple[int, int, str]]:
@@ -163,8 +166,11 @@ def validate(nb: Any) -> None:
                              "put the check in the next cell")
 
 
-def student_notebook(nb: Any) -> Any:
-    """The notebook students get: solutions replaced by stubs (a new notebook)."""
+def student_notebook(nb: Any, lang: str = "en") -> Any:
+    """The notebook students get: solutions replaced by stubs (a new notebook).
+
+    `nb` holds the prose of one language (`inferbook.book.bilingual.select`); `lang` names it,
+    for the words this adds and for the notebook's metadata (the grader reads it there)."""
     validate(nb)
     nb = copy.deepcopy(nb)
     used = _names_outside_solutions(nb)
@@ -172,17 +178,23 @@ def student_notebook(nb: Any) -> Any:
         if cell.cell_type == "code" and solution_regions(cell.source):
             cell.source = student_source(cell.source, used)
         elif _is_solution_markdown(cell):
-            cell.source = STUDENT_ANSWER_CELL
+            cell.source = WORDS[lang]["answer"]
             cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != SOLUTION_TAG]
             if not cell.metadata["tags"]:
                 del cell.metadata["tags"]
     sets = sorted({s for s in map(registry.set_of, question_ids(nb.cells)) if s})
     nb.metadata["inferbook"] = {"exercises": sets}
+    if lang != "en":
+        nb.metadata["inferbook"]["language"] = lang
     return nb
 
 
-def book_notebook(nb: Any) -> Any:
-    """The book's page: solutions shown behind toggles (a new notebook)."""
+def book_notebook(nb: Any, lang: str = "en") -> Any:
+    """The book's page: solutions shown behind toggles (a new notebook).
+
+    The code cells are the same in every language (the book executes them once); the
+    Chinese edition's "Show solution" is set when the page is rendered
+    (`inferbook.book.sphinx_editions`)."""
     validate(nb)
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
@@ -194,7 +206,8 @@ def book_notebook(nb: Any) -> Any:
             cell.metadata["mystnb"] = {"code_prompt_show": "Show solution",
                                        "code_prompt_hide": "Hide solution"}
         elif _is_solution_markdown(cell):
-            cell.source = f":::{{admonition}} Solution\n:class: dropdown\n\n{cell.source}\n:::"
+            cell.source = (f":::{{admonition}} {WORDS[lang]['solution']}\n:class: dropdown\n\n"
+                           f"{cell.source}\n:::")
     return nb
 
 
@@ -204,8 +217,16 @@ def _has_solutions(nb: Any) -> bool:
                for c in nb.cells)
 
 
-def book_reads(text: str, fmt: str = "py:percent") -> Any:
-    """Sphinx's reader for .py sources: jupytext, plus toggles where there are solutions."""
+def book_reads(text: str, fmt: str = "py:percent", lang: str = "en") -> Any:
+    """Sphinx's reader for .py sources: jupytext, the prose of one language
+    (`inferbook.book.bilingual`), and toggles where there are solutions.
+
+    `_config.yml` gives it to Sphinx; the Chinese edition's configuration adds ``lang: zh``.
+    """
     import jupytext
+    import nbformat
+
+    from inferbook.book.bilingual import edition
     nb = jupytext.reads(text, fmt=fmt)
-    return book_notebook(nb) if _has_solutions(nb) else nb
+    nb.cells = edition(nb.cells, lang, nbformat.v4.new_markdown_cell)
+    return book_notebook(nb, lang) if _has_solutions(nb) else nb

@@ -31,6 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from inferbook.book import language
+
 from . import generate, registry
 from .execution import run_cells
 from .feedback import LOG_ENV
@@ -106,6 +108,13 @@ def question_sets(nb: Any, path: Path) -> list[str]:
 
 
 # Running it ---------------------------------------------------------------------------------
+
+def notebook_language(nb: Any) -> str:
+    """The language a student notebook was written in (its metadata; English if unknown)."""
+    meta = nb.metadata.get("inferbook") if isinstance(nb.metadata, dict) else None
+    lang = meta.get("language") if isinstance(meta, dict) else None
+    return lang if lang in language.LANGUAGES else language.DEFAULT
+
 
 def copy_submission(folder: Path, into: Path) -> Path:
     """A scratch copy of the submission's folder: plain files, within a size limit.
@@ -219,11 +228,12 @@ def grade_notebook(path: str | Path, timeout_s: float = 600.0, *, sealed: bool =
         log = box.runtime / "checks.jsonl"
         env = box.env() if sealed else box.env(**{LOG_ENV: str(log)})
         run = run_cells(nb, Kernel(box, sealed, env), reaper, cell_timeout_s, timeout_s)
-        if sealed:
-            grades = score_sealed(
-                questions, nb, run, seed=seed, setup_limit_s=cell_timeout_s,
-                run_jobs=lambda jobs, blocked: run_functions(jobs, blocked,
-                                                             sandbox("functions"), reaper))
+        if sealed:      # scored here: feedback in the notebook's language, as in its kernel
+            with language.using(notebook_language(nb)):
+                grades = score_sealed(
+                    questions, nb, run, seed=seed, setup_limit_s=cell_timeout_s,
+                    run_jobs=lambda jobs, blocked: run_functions(jobs, blocked,
+                                                                 sandbox("functions"), reaper))
         else:
             run.log = _read_log(log)
             grades = score(questions, nb, run)

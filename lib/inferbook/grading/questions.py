@@ -13,7 +13,8 @@ with the question), a hint for a wrong answer, and its points. Three kinds cover
   are compared by the question's `compare`.
 
 `grade(answer)` returns a `Result`. It may raise only on a bug in the question itself;
-`inferbook.grading.check` turns even that into feedback.
+`inferbook.grading.check` turns even that into feedback. Its message is in the kernel's
+language (`inferbook.grading.localize`); its id, status and points are the same in all.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .compare import Compare, allclose, as_numpy, describe, error_line
+from .localize import question_text, say, status_word
 from .timelimit import Outcome, call_with_time_limit
 
 __all__ = ["Result", "Question", "Numeric", "Mistake", "Exact", "Function"]
@@ -51,8 +53,8 @@ class Result:
         """The feedback shown in the notebook."""
         mark = {"passed": "✔", "failed": "✘", "not attempted": "…", "blocked": "⏸"}[self.status]
         pts = f"{_pts(self.score)}/{_pts(self.points)}"
-        return f"{mark} {self.id} — {self.status} ({pts})" + (f": {self.message}"
-                                                              if self.message else "")
+        return f"{mark} {self.id} — {status_word(self.status)} ({pts})" + (
+            f": {self.message}" if self.message else "")
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "status": self.status, "score": self.score,
@@ -81,13 +83,18 @@ class Question:
     def result(self, status: str, message: str = "") -> Result:
         return Result(self.id, status, self.points, message)
 
+    def text(self, english: str) -> str:
+        """One of this question's texts (its hint, a mistake's message) in the kernel's
+        language, from its set's table of translations."""
+        return question_text(self.id, english)
+
     def grade(self, answer: Any) -> Result:  # pragma: no cover - every kind overrides it
         raise NotImplementedError
 
     @property
     def tolerance(self) -> str:
         """The tolerance in words, for the score table and the exercise pages."""
-        return "exact"
+        return say("exact")
 
 
 # Numbers ------------------------------------------------------------------------------------
@@ -103,9 +110,10 @@ class Mistake:
 def as_number(answer: Any) -> float | str:
     """The answer as a float, or a message saying why it is not a number."""
     if isinstance(answer, bool):
-        return f"expected a number, got {answer!r}"
+        return say("expected a number, got {got}", got=repr(answer))
     if isinstance(answer, str):
-        return f"expected a number, got the text {answer[:40]!r} (leave out the quotes)"
+        return say("expected a number, got the text {got} (leave out the quotes)",
+                   got=repr(answer[:40]))
     if isinstance(answer, numbers.Real):
         return float(answer)
     try:
@@ -114,7 +122,7 @@ def as_number(answer: Any) -> float | str:
         arr = None
     if arr is not None and arr.size == 1 and arr.dtype.kind in "iuf":
         return float(arr.reshape(()))
-    return f"expected a single number, got {describe(answer)}"
+    return say("expected a single number, got {got}", got=describe(answer))
 
 
 @dataclass(frozen=True)
@@ -128,31 +136,33 @@ class Numeric(Question):
 
     @property
     def tolerance(self) -> str:
-        parts = [f"within {self.rel_tol * 100:g}%"] if self.rel_tol else []
+        parts = [say("within {percent}%", percent=f"{self.rel_tol * 100:g}")] if self.rel_tol \
+            else []
         if self.abs_tol:
             parts.append(f"± {self.abs_tol:g}")
-        return " or ".join(parts) or "exact"
+        return say(" or ").join(parts) or say("exact")
 
     def close(self, got: float, want: float) -> bool:
         return abs(got - want) <= max(self.rel_tol * abs(want), self.abs_tol)
 
     def grade(self, answer: Any) -> Result:
         if unanswered(answer):
-            return self.result("not attempted", "replace the `...` with your answer")
+            return self.result("not attempted", say("replace the `...` with your answer"))
         got = as_number(answer)
         if isinstance(got, str):
             return self.result("failed", got)
         if not math.isfinite(got):
-            return self.result("failed", f"your answer is {got}")
+            return self.result("failed", say("your answer is {got}", got=got))
         want = float(self.reference())
         if self.close(got, want):
             return self.result("passed")
         for mistake in self.mistakes:
             if self.close(got, float(mistake.value(want))):
-                return self.result("failed", mistake.message)
-        side = "large" if got > want else "small"
-        return self.result("failed", f"{got:,.6g} is too {side} (tolerance: {self.tolerance}). "
-                                     f"Hint: {self.hint}")
+                return self.result("failed", self.text(mistake.message))
+        template = ("{got} is too large (tolerance: {tolerance}). Hint: {hint}" if got > want
+                    else "{got} is too small (tolerance: {tolerance}). Hint: {hint}")
+        return self.result("failed", say(template, got=f"{got:,.6g}", tolerance=self.tolerance,
+                                         hint=self.text(self.hint)))
 
 
 # Exact answers ------------------------------------------------------------------------------
@@ -174,19 +184,20 @@ class Exact(Question):
 
     def grade(self, answer: Any) -> Result:
         if unanswered(answer):
-            return self.result("not attempted", "replace the `...` with your answer")
+            return self.result("not attempted", say("replace the `...` with your answer"))
         got = self._norm(answer)
         if self.choices is not None:
             allowed = [self._norm(c) for c in self.choices]
             if not any(type(got) is type(a) and got == a for a in allowed):
-                return self.result("failed", "answer with one of "
-                                   + ", ".join(repr(c) for c in self.choices))
+                return self.result("failed", say("answer with one of {choices}", choices=", ".join(
+                    repr(c) for c in self.choices)))
         want = self._norm(self.reference())
         if type(got) is bool or type(want) is bool:
             ok = type(got) is type(want) and got == want
         else:
             ok = got == want
-        return self.result("passed") if ok else self.result("failed", f"Hint: {self.hint}")
+        return self.result("passed") if ok else self.result(
+            "failed", say("Hint: {hint}", hint=self.text(self.hint)))
 
 
 # Functions ----------------------------------------------------------------------------------
@@ -212,7 +223,7 @@ class Function(Question):
 
     @property
     def tolerance(self) -> str:
-        return f"each call ≤ {self.time_limit_s:g} s"
+        return say("each call ≤ {seconds} s", seconds=f"{self.time_limit_s:g}")
 
     def rng(self, salt: int | None = None) -> np.random.Generator:
         """The same inputs on every run (so a grade can be reproduced), different per question.
@@ -224,13 +235,15 @@ class Function(Question):
     def _case(self, i: int, n: int, args: tuple) -> str:
         text = self.describe_case(args) if self.describe_case else \
             ", ".join(describe(a) for a in args)
-        return f"test {i + 1} of {n} ({text})"
+        return say("test {i} of {n} ({case})", i=i + 1, n=n, case=text)
 
     def grade(self, answer: Any) -> Result:
         if unanswered(answer):
-            return self.result("not attempted", "write the function, then run this cell again")
+            return self.result("not attempted", say("write the function, then run this cell "
+                                                    "again"))
         if not callable(answer):
-            return self.result("failed", f"expected a function, got {describe(answer)}")
+            return self.result("failed", say("expected a function, got {got}",
+                                             got=describe(answer)))
         return self.judge(self.cases(self.rng()), lambda i, args: call_with_time_limit(
             lambda *a: as_numpy(answer(*a)), args, seconds=self.time_limit_s))
 
@@ -241,19 +254,25 @@ class Function(Question):
             want = as_numpy(self.reference(*args))
             outcome = call(i, args)
             case = self._case(i, len(cases), args)
+            hint = self.text(self.hint)
             if outcome.timed_out:
-                msg = f"did not return within {self.time_limit_s:g} s on {case}"
+                msg = say("did not return within {seconds} s on {case}",
+                          seconds=f"{self.time_limit_s:g}", case=case)
                 if outcome.abandoned:
-                    msg += (" and is still running in the background; if this notebook "
-                            "becomes slow, restart the runtime")
-                return self.result("failed", msg + f". Hint: {self.hint}")
+                    msg += say(" and is still running in the background; if this notebook "
+                               "becomes slow, restart the runtime")
+                return self.result("failed", say("{message}. Hint: {hint}", message=msg,
+                                                 hint=hint))
             if isinstance(outcome.error, NotImplementedError) and i == 0:
-                return self.result("not attempted", "write the function, then run this cell "
-                                                    "again")
+                return self.result("not attempted", say("write the function, then run this "
+                                                        "cell again"))
             if outcome.error is not None:
-                return self.result("failed", f"raised {error_line(outcome.error)} on {case}. "
-                                             f"Hint: {self.hint}")
+                return self.result("failed", say("raised {error} on {case}. Hint: {hint}",
+                                                 error=error_line(outcome.error), case=case,
+                                                 hint=hint))
             problem = self.compare(outcome.value, want)
             if problem:
-                return self.result("failed", f"{problem} on {case}. Hint: {self.hint}")
-        return self.result("passed", f"agrees with the library on {len(cases)} random tests")
+                return self.result("failed", say("{problem} on {case}. Hint: {hint}",
+                                                 problem=problem, case=case, hint=hint))
+        return self.result("passed", say("agrees with the library on {n} random tests",
+                                         n=len(cases)))

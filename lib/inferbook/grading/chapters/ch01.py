@@ -5,6 +5,9 @@ Llama-2-7B and BLOOM-176B, what fits on an A10 beside the weights, the price of 
 prompt — the FLOPs of a naive and a cached step, and three functions at the heart of the
 library: writing new keys and values into the cache, merging two partial attentions by their
 log-sum-exps, and top-k/top-p filtering. Every reference is computed by the library.
+
+`ZH` holds the Chinese of every title, hint and message of this set, keyed by the English
+(`inferbook.grading.localize`); messages with fields are templates, filled by `_say`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 from inferbook.model.presets import get_preset
 
 from ..compare import allclose, compare_arrays, describe
+from ..localize import question_text
 from ..questions import Exact, Function, Mistake, Numeric
 
 LLAMA, BLOOM, A10 = "llama-2-7b", "bloom-176b", "A10"
@@ -88,6 +92,11 @@ def _write_reference(cache_BKSH, new_BTKH, start_B):
     return write(cache_BKSH, new_BTKH, start_B)
 
 
+def _say(question: str, template: str, **values: object) -> str:
+    """A message of question `ch01.<question>` in the kernel's language, fields filled in."""
+    return question_text(f"ch01.{question}", template).format(**values)
+
+
 def _describe_write(args):
     cache, new, start = args
     return f"cache {list(cache.shape)}, new {list(new.shape)}, start_B {np.asarray(start).tolist()}"
@@ -117,7 +126,8 @@ def _merge_reference(out1_BTNH, lse1_BTN, out2_BTNH, lse2_BTN):
 
 def _describe_merge(args):
     lse = np.concatenate([np.ravel(args[1]), np.ravel(args[3])])
-    return f"out {list(args[0].shape)}, lse from {lse.min():.3g} to {lse.max():.3g}"
+    return _say("merge_attention", "out {shape}, lse from {low} to {high}",
+                shape=list(args[0].shape), low=f"{lse.min():.3g}", high=f"{lse.max():.3g}")
 
 
 def _filter_cases(rng):
@@ -147,18 +157,21 @@ def _compare_filtered(got, want):
     try:
         got = np.asarray(got, dtype=np.float64)
     except Exception:  # noqa: BLE001
-        return f"return an array of shape {want.shape}, not {describe(got)}"
+        return _say("filter_logits", "return an array of shape {want}, not {got}",
+                    want=want.shape, got=describe(got))
     if got.shape != want.shape:
-        return f"the output has shape {got.shape}; expected {want.shape}"
+        return _say("filter_logits", "the output has shape {got}; expected {want}",
+                    got=got.shape, want=want.shape)
     removed_got, removed_want = got < -1e20, np.isneginf(want)    # -inf, or "minus huge"
     for row in range(want.shape[0]):
         if (removed_got[row] != removed_want[row]).any():
             n_got, n_want = int((~removed_got[row]).sum()), int((~removed_want[row]).sum())
-            what = (f"keeps {n_got} tokens where {n_want} should stay" if n_got != n_want
-                    else f"keeps {n_got} tokens, the right number but not the right ones")
-            return f"row {row} {what}"
+            template = ("row {row} keeps {got} tokens where {want} should stay"
+                        if n_got != n_want else
+                        "row {row} keeps {got} tokens, the right number but not the right ones")
+            return _say("filter_logits", template, row=row, got=n_got, want=n_want)
     return compare_arrays(np.where(removed_got, 0, got), np.where(removed_want, 0, want),
-                          1e-5, 1e-5, "the logits you keep")
+                          1e-5, 1e-5, _say("filter_logits", "the logits you keep"))
 
 
 def _describe_filter(args):
@@ -238,3 +251,85 @@ QUESTIONS = [
 def _flops_per_token() -> int:
     from inferbook.perf import counts
     return counts.flops_per_token(get_preset(LLAMA))
+
+
+ZH = {
+    # titles
+    "KV-cache bytes per token, Llama-2-7B": "Llama-2-7B 每个词元的 KV 缓存字节数",
+    "KV-cache bytes per token, BLOOM-176B": "BLOOM-176B 每个词元的 KV 缓存字节数",
+    "Tokens of cache that fit on an A10": "A10 上放得下的缓存词元数",
+    "Tokens whose cache weighs as much as the weights": "缓存与权重一样重时的词元数",
+    "Cache bytes of a 1,000-token prompt": "1,000 个词元的提示词的缓存字节数",
+    "FLOPs to prefill a 1,000-token prompt (2P rule)":
+        "预填充 1,000 个词元的提示词的 FLOPs（2P 法则）",
+    "FLOPs of a naive step at 1,000 tokens": "1,000 个词元时朴素步骤的 FLOPs",
+    "FLOPs of a cached step at 1,000 tokens": "1,000 个词元时带缓存步骤的 FLOPs",
+    "Naive ÷ cached FLOPs for 1,000 new tokens": "生成 1,000 个新词元：朴素 ÷ 带缓存的 FLOPs",
+    "Is a batch-1 decode step memory-bound on an A10?":
+        "批量大小为 1 的解码步骤在 A10 上是内存受限的吗？",
+    "Write new keys at per-sequence positions": "把新的键写到各序列自己的位置",
+    "Merge two partial attentions by log-sum-exp": "用对数和指数合并两个部分注意力",
+    "Top-k, then top-p, filtering": "先 top-k、再 top-p 的过滤",
+    # hints
+    "2 · L · K · H elements per token, 2 bytes each; read L, K, H from the preset":
+        "每个词元 2 · L · K · H 个元素，每个 2 字节；从预设中读出 L、K、H",
+    "the same formula with BLOOM-176B's L, K and H": "同一个公式，换成 BLOOM-176B 的 L、K 和 H",
+    "(memory − bytes of the bfloat16 weights) / cache bytes per token, rounded down; count the "
+    "parameters exactly with counts.param_count, and read the A10's memory from "
+    "inferbook.perf.hardware (decimal bytes: 24 GB = 24e9 B)":
+        "（内存 − bfloat16 权重的字节数）/ 每个词元的缓存字节数，向下取整；用 counts.param_count "
+        "精确地数出参数，A10 的内存从 inferbook.perf.hardware 读取（十进制字节：24 GB = 24e9 B）",
+    "bytes of the bfloat16 weights / cache bytes per token; the article's '14 GB / 0.5 MB = "
+    "28k' rounds both numbers":
+        "bfloat16 权重的字节数 / 每个词元的缓存字节数；文章里的“14 GB / 0.5 MB = 28k”把两个数"
+        "都凑了整",
+    "1,000 tokens × the bytes per token of the first question":
+        "1,000 个词元 × 第一题的每词元字节数",
+    "2 FLOPs per multiplying parameter per token: P counts every weight matrix including the "
+    "output projection (counts.matmul_params), not the norms":
+        "每个参与乘法的参数、每个词元 2 FLOPs：P 计入每一个权重矩阵，包括输出投影"
+        "（counts.matmul_params），但不计归一化层",
+    "2·(attention + MLP weights)·T + 4·L·N·H·T·S + 2·D·V for one unembedded position, with "
+    "T = S = 1,000":
+        "2·（注意力 + MLP 权重）·T + 4·L·N·H·T·S + 2·D·V（只反嵌入一个位置），其中 "
+        "T = S = 1,000",
+    "the same formula with T = 1 new token and S = 1,000 keys; do not forget the attention "
+    "term 4·L·N·H·T·S":
+        "同一个公式，T = 1 个新词元、S = 1,000 个键；别忘了注意力项 4·L·N·H·T·S",
+    "naive step i runs over 100 + i tokens; cached generation is one prefill of 100 tokens, "
+    "then steps i = 1 … 999 with one token against 100 + i keys":
+        "朴素的第 i 步处理 100 + i 个词元；带缓存的生成先对 100 个词元做一次预填充，然后第 "
+        "i = 1 … 999 步用一个词元对着 100 + i 个键",
+    "compare the FLOPs per byte of weights read (2 FLOPs per 2-byte weight) with the A10's "
+    "FLOP/s divided by its bytes/s":
+        "把每读一个权重字节的 FLOPs（每个 2 字节的权重 2 FLOPs）与 A10 的 FLOP/s 除以它的 "
+        "bytes/s 作比较",
+    "sequence b's T new entries go to slots start_B[b] … start_B[b] + T − 1 of axis 2 (S); "
+    "note new_BTKH is [B, T, K, H] while the cache is [B, K, S, H]; JAX arrays are immutable: "
+    "use .at[...].set(...) or lax.dynamic_update_slice":
+        "序列 b 的 T 个新条目放进第 2 轴（S）的槽位 start_B[b] … start_B[b] + T − 1；注意 "
+        "new_BTKH 是 [B, T, K, H]，而缓存是 [B, K, S, H]；JAX 数组不可修改：用 "
+        ".at[...].set(...) 或 lax.dynamic_update_slice",
+    "lse = log(e^lse1 + e^lse2), computed as m + log(e^(lse1−m) + e^(lse2−m)) with m = "
+    "max(lse1, lse2); each output is weighted by e^(lse_part − lse)":
+        "lse = log(e^lse1 + e^lse2)，按 m + log(e^(lse1−m) + e^(lse2−m)) 计算，其中 "
+        "m = max(lse1, lse2)；每个输出的权重是 e^(lse_part − lse)",
+    "top-k keeps the k largest logits; top-p then keeps, in decreasing order, each token while "
+    "the probability mass before it (after top-k) is below p; removed tokens become -inf":
+        "top-k 保留最大的 k 个 logits；top-p 接着按从大到小的顺序，只要某个词元之前的概率质量"
+        "（top-k 之后）仍小于 p，就保留它；去掉的词元设为 -inf",
+    # known mistakes
+    _ONLY_KEYS: "这只是答案的一半：缓存在每个键向量旁边还存着一个值向量",
+    _FLOAT32: "这是 float32 的大小；题目问的是 2 字节（bfloat16）的元素",
+    "you used 24 GiB (24·2³⁰ bytes); the datasheet's 24 GB are 24e9 bytes":
+        "你用的是 24 GiB（24·2³⁰ 字节）；数据手册上的 24 GB 是 24e9 字节",
+    # messages of the checks
+    "out {shape}, lse from {low} to {high}": "out {shape}，lse 的取值从 {low} 到 {high}",
+    "return an array of shape {want}, not {got}": "请返回形状为 {want} 的数组，而不是 {got}",
+    "the output has shape {got}; expected {want}": "输出的形状是 {got}；应为 {want}",
+    "row {row} keeps {got} tokens where {want} should stay":
+        "第 {row} 行保留了 {got} 个词元，应保留 {want} 个",
+    "row {row} keeps {got} tokens, the right number but not the right ones":
+        "第 {row} 行保留了 {got} 个词元，个数对了，但保留的不是那些词元",
+    "the logits you keep": "你保留的 logits",
+}
