@@ -72,6 +72,22 @@ def test_generate_refuses_a_config_with_values_of_the_wrong_type(checkpoint, tmp
     refused(["generate", "--checkpoint", d, "--prompt-ids", "1,2"], key)
 
 
+@pytest.mark.parametrize("model_type", [5, ["llama"], {"a": 1}])
+def test_generate_refuses_a_model_type_that_is_not_a_string(checkpoint, tmp_path, model_type):
+    """Was a TypeError from the family lookup (a list or dict cannot be hashed)."""
+    d = with_config(checkpoint, tmp_path, model_type=model_type)
+    refused(["generate", "--checkpoint", d, "--prompt-ids", "1,2"], "model_type")
+
+
+def test_generate_and_estimate_refuse_a_config_nested_past_the_parser(checkpoint, tmp_path):
+    """Was a RecursionError traceback from json's parser (generate) or a CLI-only check."""
+    d = tmp_path / "deep"
+    shutil.copytree(checkpoint, d)
+    (d / "config.json").write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    refused(["generate", "--checkpoint", d, "--prompt-ids", "1,2"], "nests too deeply")
+    refused(["estimate", "--config", d, "--hardware", "h100"], "nests too deeply")
+
+
 def test_generate_names_file_and_tensor_of_a_truncated_checkpoint(checkpoint, tmp_path):
     """Issue 14: 'cannot reshape array of size 4767 into shape (64,160)' became one line."""
     d = tmp_path / "cut"

@@ -120,12 +120,7 @@ def _model(args):
     path = Path(args.config)
     if not (path.is_file() or (path / "config.json").is_file()):
         raise UsageError(f"--config: no config file at {args.config!r}")
-    try:
-        raw = read_hf_config(args.config)
-    except RecursionError:
-        raise UsageError(f"--config: {args.config!r} nests too deeply to be a config") from None
-    if not isinstance(raw.get("model_type", ""), str):     # hf_config would hash it
-        raise UsageError(f"--config: model_type must be a string, got {raw['model_type']!r}")
+    raw = read_hf_config(args.config)
     for key in ("num_hidden_layers", "n_layer"):
         value = raw.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) \

@@ -121,7 +121,7 @@ def _weight_files(directory: Path) -> list[Path]:
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
             raise CheckpointError(f"cannot read {index}: {err}") from None
         files = [directory / f for f in dict.fromkeys(weight_map.values())]
     else:

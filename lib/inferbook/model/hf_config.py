@@ -40,6 +40,8 @@ def read_hf_config(path: str | Path) -> dict[str, Any]:
         hf = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise ConfigError(f"cannot read {path} as JSON: {str(err).splitlines()[0]}") from None
+    except RecursionError:                  # json's parser recurses once per nesting level
+        raise ConfigError(f"{path} nests too deeply to be a config") from None
     if not isinstance(hf, dict):
         raise ConfigError(f"{path} does not hold a JSON object")
     return hf
@@ -211,6 +213,8 @@ def from_hf_config(source: str | Path | dict[str, Any], *, name: str | None = No
         label = name or (path if path.is_dir() else path.parent).name or "hf-config"
     keys = ConfigKeys(hf)
     model_type = hf.get("model_type", "llama")
+    if not isinstance(model_type, str):             # a list or dict could not even be looked up
+        raise ConfigError(f"model_type must be a string, got {model_type!r}")
     if model_type not in _FAMILIES:
         raise ConfigError(f"unsupported architecture model_type={model_type!r}; "
                           f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
