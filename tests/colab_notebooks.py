@@ -9,7 +9,7 @@ strict (the Makefile sets INFERBOOK_STRICT_CLAIMS). A twin fails if a cell raise
 the prose it displays still holds a placeholder ("…" for a value never computed, "{{") or any
 MyST syntax — what a reader would see as broken text.
 
-    .venv-colab/bin/python tests/colab_notebooks.py [--jobs 2] [NAME ...]
+    .venv-colab/bin/python tests/colab_notebooks.py [--jobs 2] [--all-languages] [NAME ...]
 
 NAME selects twins by substring (e.g. `01_` or `errata`). Prints each twin's time and its
 slowest cells; exit status 1 if any failed. --save DIR keeps the executed notebooks.
@@ -30,15 +30,26 @@ ROOT = Path(__file__).resolve().parents[1]
 TWIN_DIRS = ("book", "chapters", "exercises")
 
 
-def twins(names: list[str]) -> list[Path]:
+# The Chinese twins run by default: a chapter and an exercise. A Chinese twin's code cells are
+# its English twin's (tests/book/test_zh_pages.py checks the sources cell by cell), so running
+# every one again under jax 0.7.2 would repeat the English run; what is new in a Chinese twin —
+# its language cell, the prose cells showing Chinese-form values, figures with Chinese labels,
+# the checker answering in Chinese — these two exercise end to end. --all-languages runs all.
+CHINESE_SAMPLE = ("chapters/01_", "exercises/01_")
+
+
+def twins(names: list[str], all_languages: bool = False) -> list[Path]:
     """The committed twins (an .ipynb beside a .py source), optionally filtered by name; and
-    the Chinese twins (zh/...) of the pages translated into Chinese. (An untranslated page's
-    Chinese twin has the English twin's code: running it again would test nothing new.)"""
+    the Chinese twins (zh/...) of translated pages: those of CHINESE_SAMPLE, or with
+    `all_languages` every one. (An untranslated page's Chinese twin has the English twin's
+    code and prose: running it would test nothing new.)"""
     from inferbook.book.bilingual import UNTRANSLATED
     found = sorted(p for d in TWIN_DIRS for p in (ROOT / d).glob("*.ipynb")
                    if p.with_suffix(".py").is_file())
     found += sorted(p for d in TWIN_DIRS for p in (ROOT / "zh" / d).glob("*.ipynb")
-                    if UNTRANSLATED["zh"].splitlines()[1] not in p.read_text(encoding="utf-8"))
+                    if UNTRANSLATED["zh"].splitlines()[1] not in p.read_text(encoding="utf-8")
+                    and (all_languages or any(f"zh/{s}" in p.relative_to(ROOT).as_posix()
+                                              for s in CHINESE_SAMPLE)))
     return [p for p in found if not names or any(n in str(p.relative_to(ROOT)) for n in names)]
 
 
@@ -131,12 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     parser.add_argument("--save", type=Path, help="write the executed notebooks here")
+    parser.add_argument("--all-languages", action="store_true",
+                        help="run every translated page's Chinese twin, not only a sample")
     args = parser.parse_args(argv)
     import inferbook
     if Path(inferbook.__file__).resolve().is_relative_to(ROOT / "lib"):
         sys.exit("the library must be installed, not imported from the checkout: use "
                  "`make test-colab`")
-    todo = twins(args.names)
+    todo = twins(args.names, args.all_languages)
     if not todo:
         sys.exit(f"no twin matches {args.names}")
     # The download cache as a Colab session fills it: every data file, fetched by name.
