@@ -474,8 +474,8 @@ print({d: f"{u:.0%}" for d, u in util.items()})
 
 # %% [markdown] tags=["lang-zh"]
 # 在 {glue:text}`ch11_device` 上，静态批处理的吞吐量是 {glue:text}`ch11_tput_static`，连续批处理是
-# {glue:text}`ch11_tput_continuous`：槽位相同、模型相同，吞吐量却是前者的 {glue:text}`ch11_gain`。（交
-# 错式服务，也就是不带分页内存的连续批处理，达到 {glue:text}`ch11_gain_inter`：在这份轨迹上，两者只差
+# {glue:text}`ch11_tput_continuous`：槽位相同、模型相同，后者的吞吐量却是前者的 {glue:text}`ch11_gain`。（交
+# 错式服务，也就是不带分页内存的连续批处理，吞吐量是静态批处理的 {glue:text}`ch11_gain_inter`：在这份轨迹上，两者只差
 # 测量噪声。）原因在于槽位利用率，它由事件日志统计，即产生了所需词元的“槽位·步”所占的比例：静态批处理
 # 让 {glue:text}`ch11_util_static` 的槽位保持忙碌，连续批处理则是 {glue:text}`ch11_util_continuous`。
 # 无论槽位是否忙碌，一个生成步骤的代价都一样——它的瓶颈是读取权重——所以空闲的槽位纯属损失。首个词元延迟

@@ -435,7 +435,7 @@ print({c: fmt_seconds(v) for c, v in lookup_s.items()})
 # 不带缓存时，服务器预填充了 {glue:text}`ch12_prefill_none` 个提示词词元；带任一种缓存时，只有
 # {glue:text}`ch12_prefill_cached` 个，前者是后者的 {glue:text}`ch12_prefill_cut`：在第一个请求之后，
 # 只有问题是新的。在 {glue:text}`ch12_device` 上，平均首个词元延迟从 {glue:text}`ch12_ttft_none` 降到
-# {glue:text}`ch12_ttft_hash`（哈希链）和 {glue:text}`ch12_ttft_radix`（基数树），前者至少是后者的
+# {glue:text}`ch12_ttft_hash`（哈希链）和 {glue:text}`ch12_ttft_radix`（基数树），不带缓存时的延迟至少是带缓存时的
 # {glue:text}`ch12_ttft_cut`：每次预填充都更短了，而更短的预填充也缩短了排在它们后面的队列。两种设计找
 # 到的块完全相同；在主机上，查找一个提示词在哈希链中要 {glue:text}`ch12_lookup_hash`，在基数树中要
 # {glue:text}`ch12_lookup_radix`，与一次预填充相比可以忽略，所以两者首个词元延迟的差异来自这台共享机器
