@@ -26,6 +26,17 @@
 # device, and — as the KV-caching article insists {cite:p}`lienhart2023kvcache` — both are
 # memory management in the server, not changes to attention.
 
+# %% [markdown] tags=["lang-zh"]
+# # 分页 KV 内存与前缀缓存
+#
+# 服务引擎最稀缺的资源通常不是算力，而是存放 KV 缓存的内存：它决定了有多少序列能一起解码，从而决定了吞
+# 吐量（第 3 章和第 5 章）。本章讲的是如何用好这块内存。前半部分讲*分页*：随着序列增长，以固定大小的小
+# 块分配 KV 内存，而不是为每个请求预留一整段最大长度的连续区域，这样几乎不会有浪费
+# {cite:p}`kwon2023pagedattention`。后半部分讲*前缀缓存*：保留先前请求的 KV 块，交给提示词开头相同的后
+# 续请求，这样共享的系统提示词、少样本示例和对话历史只需预填充一次 {cite:p}`zheng2024sglang`。两者都在
+# 库的引擎中实现，都在这台设备上测量；而且正如那篇关于 KV 缓存的文章所强调的
+# {cite:p}`lienhart2023kvcache`，两者都是服务器中的内存管理，而不是对注意力的改动。
+
 # %%
 import timeit
 
@@ -64,6 +75,7 @@ DEVICE = timing.device_name()
 
 # %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import fmt_bytes, fmt_percent, fmt_ratio, fmt_seconds, glue
 
 glue("ch12_device", DEVICE)
@@ -82,6 +94,18 @@ glue("ch12_device", DEVICE)
 #
 # The library's `BlockManager` keeps that bookkeeping: a free list, and a reference count per
 # block (a block can belong to several sequences, as we will see).
+
+# %% [markdown] tags=["lang-zh"]
+# ## 块表
+#
+# 第 1 章的连续缓存给每个序列一行 `max_len` 个槽位。谁也不知道回答会有多长，所以这一行必须和服务器接受
+# 的最长回答一样长，而回答没用到的每个槽位都白白预留着。分页用一个*块*列表取代这一行，每块 $b$ 个词元，
+# 只在序列需要时才从共享池中取出。这个列表就是该序列的*块表*：词元 $t$ 位于块 `table[t // b]` 中偏移
+# `t % b` 处。一个序列最多浪费它最后一个块中没填满的尾部；而且所有块大小相同，任何空闲块都能满足任何请
+# 求，所以块池永远不会碎裂成小得用不上的空洞。
+#
+# 库中的 `BlockManager` 负责这些账目：一个空闲列表，以及每个块的引用计数（一个块可以属于多个序列，我们
+# 后面会看到）。
 
 # %%
 show_source(BlockManager.grow)
@@ -129,6 +153,23 @@ assert blocks.all_free()
 # the waste down to almost nothing {cite:p}`kwon2023pagedattention,lienhart2023kvcache`. Their
 # figures are kept in a data file with their source:
 
+# %% [markdown] tags=["lang-zh"]
+# 序列 `a` 开始时拿到块 0，增长时拿到块 4：它的块并不相邻，也不必相邻。读取缓存的一方——注意力内核——顺
+# 着块表去读。这就是 *PagedAttention* 的全部：一个通过块表收集键和值的注意力内核（第 7 章写了一个），
+# 再加上这个分配器。它计算的注意力与通常的注意力完全相同。
+#
+# 说一说库中的引擎是怎么用它的。引擎的解码批次把每个正在运行的序列的 KV 连续地存放在一个槽位里——这是它
+# 的解码步骤读取的布局——并用块管理器来决定谁可以运行：只有能为提示词分到块时，请求才会被接纳；正在解码
+# 的序列每跨入一个新块，就取一个块；块用完时，最近被接纳的序列会被*抢占*，释放它的块，稍后再重新计算。
+# 块只有在下面的前缀缓存中才成为物理实体，前缀缓存把 KV 存在真正的块池里。vLLM 这样的生产级引擎把所有
+# KV 都放在块池中，并用分页内核读取；而决定能装下多少的账目是一样的。
+#
+# ## 分页能省多少内存
+#
+# PagedAttention 论文报告说，为每个请求预留连续内存的服务系统，只把 KV 内存中的一小部分用在了实际的词
+# 元上，而分页把浪费降到几乎为零 {cite:p}`kwon2023pagedattention,lienhart2023kvcache`。他们的数据连同
+# 出处保存在一个数据文件里：
+
 # %%
 paper = bookdata.load("pagedattention_waste.json")
 before, paged_reported = 1 - paper["token_state_share"]["orca_max"], paper["paged_waste_at_most"]
@@ -147,6 +188,13 @@ glue("ch12_reported_before", fmt_percent(before)); glue("ch12_reported_paged",
 # short. The engine has eight slots of 384 tokens, blocks of 16. As in chapter 11, every
 # engine call runs for real and is charged the median measured duration of its compiled
 # program on this device.
+
+# %% [markdown] tags=["lang-zh"]
+# 也就是说，分页之前至少浪费 {glue:text}`ch12_reported_before`，分页之后至多浪费
+# {glue:text}`ch12_reported_paged`。我们在一次真实运行中测量自己的分配器。这个工作负载在前缀缓存一节还
+# 会用到，它是一个少样本服务：每个提示词都由一组共享的 256 个词元的示例开头，后面跟着用户自己的问题，
+# 回答都很短。引擎有八个槽位，每个 384 个词元，块大小为 16。和第 11 章一样，每次引擎调用都真实执行，并
+# 按它的已编译程序在这台设备上测得的中位时长计费。
 
 # %%
 cfg = get_preset("small")
@@ -196,12 +244,27 @@ ax.set_title(f"During our run, measured on {DEVICE}", fontsize=9)
 labels = ["reported:\ncontiguous\n(at least)", "reported:\nPagedAttention\n(at most)",
           f"ours:\nrows of\n{cfg.max_seq_len}", "ours:\npaged"]
 values = [before, paged_reported, model_rows.waste, paged.waste]
-bx.bar(labels, values, color=["lightgrey", "lightgrey", "tab:green", "tab:blue"])
-bx.set_ylim(0, 1); bx.tick_params(axis="x", labelsize=7)
+bx.bar(range(len(labels)), values, color=["lightgrey", "lightgrey", "tab:green", "tab:blue"])
+bx.set_ylim(0, 1); bx.set_xticks(range(len(labels))); bx.tick_params(axis="x", labelbottom=False)
+# The bars' names are texts under the axis rather than tick labels, so that the Chinese figure
+# can name them too (glue_figure translates an axes' texts).
+for i, label in enumerate(labels):
+    bx.text(i, -0.03, label, transform=bx.get_xaxis_transform(), ha="center", va="top",
+            fontsize=7)
 bx.set_title("Averaged KV waste: reported and ours", fontsize=9)
-plt.show()
+glue_figure("ch12_waste", fig, zh=[
+    dict(title=f"我们的运行过程中，在 {DEVICE} 上测得", xlabel="时间（s）",
+         ylabel="预留的 KV 内存中未使用的比例",
+         legend=[f"分页，块大小 {BLOCK}", f"连续行，每行 {engine.max_len}",
+                 f"连续行，每行 {cfg.max_seq_len}"]),
+    dict(title="平均 KV 浪费：报告值与我们的测量",
+         texts=["报告值：\n连续分配\n（至少）", "报告值：\nPagedAttention\n（至多）",
+                f"我们的：\n每行 {cfg.max_seq_len}\n个词元", "我们的：\n分页"])])
 
 # %% [markdown]
+# ```{glue:figure} ch12_waste
+# ```
+#
 # Averaged over the run, paging leaves {glue:text}`ch12_paged_waste` of the reserved KV memory
 # unused: the half-empty last block of each sequence. Rows of {glue:text}`ch12_max_len` tokens,
 # the engine's own slots, waste {glue:text}`ch12_slot_waste`; rows as long as the model's
@@ -233,6 +296,33 @@ plt.show()
 # that a hash collision costs a miss and never returns the KV of a different prefix (the tests
 # use a deliberately terrible hash to prove it):
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch12_waste
+# ```
+#
+# 在整个运行中平均，分页让预留的 KV 内存有 {glue:text}`ch12_paged_waste` 未被使用：也就是每个序列最后
+# 那个半空的块。长 {glue:text}`ch12_max_len` 个词元的行（即引擎自己的槽位）浪费
+# {glue:text}`ch12_slot_waste`；与模型 {glue:text}`ch12_ctx` 个词元的上下文一样长的行——接受模型所能处
+# 理的任何请求的服务器就必须这样预留——浪费 {glue:text}`ch12_model_waste`。这样回收的内存，就是让批次容
+# 纳更多序列的内存，而解码吞吐量会随批次增大而增长，直到这一步变成计算受限（第 2 章）。分页还让共享成
+# 为可能：两个块表可以指向同一个块。束搜索用它来共享各候选的公共开头；前缀缓存则用它在请求之间共享。
+#
+# ## 前缀缓存
+#
+# 位置 $i$ 上的键和值只依赖于词元 $0 \dots i$。因此，两个开头有相同 256 个词元的提示词，在这些词元上的
+# KV 完全相同；保留了第一个请求的块的服务器，可以把它们交给第二个请求，只预填充不同的部分。聊天是最好
+# 的情形：每一轮都会重新发送整个对话，所以除了最新的一条消息，其余的都计算过。少样本提示词和系统指令是
+# 另一种情形 {cite:p}`austin2025scaling`。
+#
+# 有两个细节决定了前缀缓存如何构建。只有*满*块才能共享，因为部分填充的块还在写入。而且一个块的身份是它
+# 的整个前缀，而不只是它自己的词元：在“A, B”之后存放第 16–31 个词元的块，与在“C, B”之后存放同样词元的
+# 块并不相同。有两种设计来表达这一点。
+#
+# **哈希链**（vLLM）。块 $i$ 以 $h_i = \text{hash}(h_{i-1}, \text{tokens of block } i)$ 为键存进一个字
+# 典，所以它的键取决于它之前的一切。查找时沿着提示词逐块前进，把哈希串起来，直到某个键不存在为止。我们
+# 的实现还为每个块存下它的词元和它的父块，并检查两者，这样哈希冲突只会造成一次未命中，而绝不会返回另一
+# 个前缀的 KV（测试中故意用一个极差的哈希函数来证明这一点）：
+
 # %%
 show_source(HashChainCache._lookup)
 
@@ -242,6 +332,11 @@ show_source(HashChainCache._lookup)
 # and requests that share an opening share the nodes. A lookup walks down from the root. Here
 # are three requests, blocks of four tokens: two share a system prompt of eight tokens, and one
 # of those continues a conversation:
+
+# %% [markdown] tags=["lang-zh"]
+# **基数树**（SGLang 的 RadixAttention {cite:p}`zheng2024sglang`）。缓存的各个前缀组成一棵树，树的边是
+# 一段段连续的块；从根到某个节点的路径拼出一个前缀，开头相同的请求共享同样的节点。查找时从根向下走。下
+# 面是三个请求，块大小为四个词元：其中两个共享一段八个词元的系统提示词，而其中之一还延续了一段对话：
 
 # %%
 def show_tree(cache, node=None, depth=0):
@@ -274,6 +369,14 @@ assert radix.cached_blocks == 6      # the shared system prompt is stored once
 #
 # Now the measurement: the few-shot trace through continuous batching without a cache, with
 # the hash chain, and with the radix tree, each on this device.
+
+# %% [markdown] tags=["lang-zh"]
+# 两种设计找到的命中完全相同。它们的区别在于让什么变得便宜：哈希链是一个扁平的字典，每个块查一次，没有
+# 什么需要重新平衡；基数树则把前缀结构明确地表示出来，这让驱逐变得自然（删除叶子，最久未使用的先删），
+# 也让调度器能够询问：哪些等待中的请求与缓存内容共享得最多。在哈希链中，驱逐一个块时，还必须丢掉链在它
+# 之后的每一个块：它们的键仍然存在，但它们的链所经过的那个块号现在可能存放着别的词元。
+#
+# 现在来测量：让少样本轨迹经过连续批处理，分别不带缓存、带哈希链、带基数树，每种都在这台设备上运行。
 
 # %%
 summ = {c: r.summary for c, r in runs.items()}
@@ -328,6 +431,24 @@ print({c: fmt_seconds(v) for c, v in lookup_s.items()})
 # engine and a cost-model clock show the effect, deterministically, with two 48-token
 # templates arriving alternately and a pool with room for little more than one of them:
 
+# %% [markdown] tags=["lang-zh"]
+# 不带缓存时，服务器预填充了 {glue:text}`ch12_prefill_none` 个提示词词元；带任一种缓存时，只有
+# {glue:text}`ch12_prefill_cached` 个，前者是后者的 {glue:text}`ch12_prefill_cut`：在第一个请求之后，
+# 只有问题是新的。在 {glue:text}`ch12_device` 上，平均首个词元延迟从 {glue:text}`ch12_ttft_none` 降到
+# {glue:text}`ch12_ttft_hash`（哈希链）和 {glue:text}`ch12_ttft_radix`（基数树），不带缓存时的延迟至少是带缓存时的
+# {glue:text}`ch12_ttft_cut`：每次预填充都更短了，而更短的预填充也缩短了排在它们后面的队列。两种设计找
+# 到的块完全相同；在主机上，查找一个提示词在哈希链中要 {glue:text}`ch12_lookup_hash`，在基数树中要
+# {glue:text}`ch12_lookup_radix`，与一次预填充相比可以忽略，所以两者首个词元延迟的差异来自这台共享机器
+# 上的计时以及受它扰动的排队，而不是来自设计本身。
+#
+# ## 驱逐与缓存感知的接纳
+#
+# 内存是有限的，所以缓存必须遗忘。两种设计都驱逐没有被任何运行中请求持有的、最久未使用的块。当工作集超
+# 出块池时，*哪些*请求一起运行就变得重要了：先来先服务的队列可能在两个模板之间来回切换，每次都恰好在某
+# 个模板即将再次被用到之前把它驱逐。因此，SGLang 的调度器优先接纳与缓存匹配的前缀最长的等待请求（“最长
+# 前缀匹配”）。模拟引擎和成本模型时钟能确定性地展示这个效果：两个各 48 个词元的模板交替到达，而块池的
+# 空间只比其中一个多一点点：
+
 # %%
 rng = np.random.default_rng(0)
 templates = [list(rng.integers(0, 97, 48)) for _ in range(2)]
@@ -365,6 +486,18 @@ glue("ch12_hit_fcfs", fmt_percent(hits["fcfs"])); glue("ch12_hit_lpm", fmt_perce
 # {cite:p}`austin2025scaling`. We replay twenty-one three-turn conversations — each turn re-sends
 # the history, the answers are the mock model's — over four replicas, each with its own radix
 # cache:
+
+# %% [markdown] tags=["lang-zh"]
+# 先来先服务在缓存中找到了 {glue:text}`ch12_hit_fcfs` 的提示词词元；优先接纳匹配最好的请求，则找到了
+# {glue:text}`ch12_hit_lpm`。最长前缀优先可能让某个倒霉的请求一直得不到运行，因为它的前缀从来不在缓存
+# 里；真实的调度器会限制一个请求最多被跳过多久。
+#
+# ## 亲和性路由
+#
+# 前缀缓存只属于一台服务器：它的块存放在那台服务器的内存里。在负载均衡器后面有多个副本的部署中，只有当
+# 一段对话的下一轮到达曾为它前几轮服务的那个副本时，才能从缓存中受益。*亲和性路由*按会话 ID 或开头词元
+# 的哈希来分发每个请求，而不是轮询 {cite:p}`austin2025scaling`。我们把二十一段三轮对话——每一轮都重新发
+# 送历史，回答由模拟模型给出——重放到四个副本上，每个副本有自己的基数树缓存：
 
 # %%
 V = 97
@@ -406,6 +539,19 @@ glue("ch12_route_load", str(routing["affinity"][1]))
 # here (chapter 11): a prefill server holds no decoding caches, so its spare memory can hold
 # prefixes. Host memory is larger still, and slower; for a cache it only has to be faster than
 # recomputing. For a LLaMA-2 13B conversation history of 2,000 tokens:
+
+# %% [markdown] tags=["lang-zh"]
+# 轮询把每段对话分散到各个副本上，在缓存中找到了 {glue:text}`ch12_route_rr` 的提示词词元（大多是共享的
+# 系统提示词，每个副本都会学到它）；亲和性路由让每段对话留在一个副本上，找到了
+# {glue:text}`ch12_route_aff`。代价是均衡性：按会话 ID 的哈希分配，各副本收到的请求数为
+# {glue:text}`ch12_route_load`，而轮询会把请求平均分开。按人人共享的前缀——比如一段很长的系统提示词——来
+# 路由，会把所有流量都送到同一个副本上，所以亲和性要以能区分对话的东西为键。
+#
+# ## 缓存可以放在哪里
+#
+# 前缀缓存要与运行中的请求争夺加速器内存。分离式服务在这里有帮助（第 11 章）：预填充服务器不持有正在解
+# 码的缓存，所以它空闲的内存可以存放前缀。主机内存更大，也更慢；对缓存来说，它只需要比重新计算快就行。
+# 以一段 2,000 个词元的 LLaMA-2 13B 对话历史为例：
 
 # %%
 llama = get_preset("llama-2-13b")
@@ -453,3 +599,26 @@ glue("ch12_l4_recompute", fmt_seconds(phase_time.prefill_seconds(llama, l4, hist
 #   time to first token by at least {glue:text}`ch12_ttft_cut` on this device.
 # - Cache-aware admission and affinity routing decide whether the cache's contents are the
 #   ones the next requests need.
+
+# %% [markdown] tags=["lang-zh"]
+# 经 L4 的 PCIe 链路取回 {glue:text}`ch12_hist_kv` 需要 {glue:text}`ch12_l4_load`；按屋顶线估算，重新
+# 计算它需要 {glue:text}`ch12_l4_recompute`。主机内存太慢，不能直接从中解码，但用来重新填充一个前缀已
+# 经足够快。更小的 KV 缓存（第 5 章）让每种选择都更便宜：能放下更多前缀，每个前缀也搬得更快。
+#
+# ## PagedAttention 和 RadixAttention 不是什么
+#
+# 这两个名字都暗示着新的注意力类型，但两者都不是 {cite:p}`lienhart2023kvcache`。它们计算的注意力，正是
+# 在同样的键和值上的 softmax 注意力。分页改变的是这些键和值在内存中存放的位置，从而少浪费一些内存；基
+# 数树改变的是它们被保留多久、谁可以复用它们。正因如此，本章才能断言每个请求无论有没有缓存都得到相同的
+# 词元；也正因如此，两者都能与第 6、7 章的内核以及第 5 章的压缩方法自由组合。
+#
+# ## 小结
+#
+# - 分页 KV 内存按需分配固定大小的块，并通过块表来寻址。在我们的运行中，它浪费了
+#   {glue:text}`ch12_paged_waste` 的 KV 内存，而按模型上下文长度预留的连续行会浪费
+#   {glue:text}`ch12_model_waste`。
+# - 引用计数让块可以共享；前缀缓存保留过去请求的满块，以它们的整个前缀来标识（用哈希链或基数树），并驱
+#   逐最久未使用的块。
+# - 在少样本工作负载上，在这台设备上，不带缓存与带缓存相比，预填充的词元数之比为
+#   {glue:text}`ch12_prefill_cut`，首个词元延迟之比至少为 {glue:text}`ch12_ttft_cut`。
+# - 缓存感知的接纳和亲和性路由，决定了缓存里的内容是不是接下来的请求所需要的。

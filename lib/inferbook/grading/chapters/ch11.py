@@ -4,6 +4,9 @@ How many generate steps static batching and interleaved (continuous) batching ru
 same requests — replayed through the library's own orchestrator on its mock engine — and the
 estimator's costs of disaggregated serving: one decode step, one prefill, and shipping the
 prefill's KV cache to the generate server.
+
+`ZH` holds the Chinese of every title, hint and message of this set, keyed by the English
+(`inferbook.grading.localize`).
 """
 
 from __future__ import annotations
@@ -54,24 +57,29 @@ def _decode_step() -> float:
 
 _FIRST_TOKEN = ("the prefill already produces each request's first token, so a request of n "
                 "tokens needs n − 1 generate steps")
+_FIRST_TOKEN_ZH = ("预填充已经产生了每个请求的第一个词元，所以一个要 n 个词元的请求需要 "
+                   "n − 1 个生成步骤")
+_STATIC_HINT = ("batches of 4 in arrival order; a batch runs until its longest request is done, "
+                "and " + _FIRST_TOKEN)
+_INTERLEAVED_HINT = ("simulate it: before every generate step, each free slot takes the next "
+                     "waiting request (its prefill gives its first token); every step gives each "
+                     "running request one token; a request leaves its slot when it has all its "
+                     "tokens. " + _FIRST_TOKEN)
+_LEFT_OUT_KV = ("you left out reading the KV cache, which at this batch and context costs about "
+                "as much as the weights")
 
 QUESTIONS = [
-    Exact("ch11.static_steps", "Generate steps under static batching", 1,
-          "batches of 4 in arrival order; a batch runs until its longest request is done, and "
-          + _FIRST_TOKEN, reference=lambda: _generate_steps("static")),
+    Exact("ch11.static_steps", "Generate steps under static batching", 1, _STATIC_HINT,
+          reference=lambda: _generate_steps("static")),
     Exact("ch11.interleaved_steps", "Generate steps when slots are refilled at once", 2,
-          "simulate it: before every generate step, each free slot takes the next waiting "
-          "request (its prefill gives its first token); every step gives each running request "
-          "one token; a request leaves its slot when it has all its tokens. "
-          + _FIRST_TOKEN, reference=lambda: _generate_steps("interleaved")),
+          _INTERLEAVED_HINT, reference=lambda: _generate_steps("interleaved")),
     Numeric("ch11.decode_step_seconds", "One decode step of Llama-2-7B on a TPU v5e", 1,
             "the KV cache of the whole batch is read at HBM speed, plus the larger of the "
             "weights' read time and the matmuls' time (bf16 weights and cache)",
             reference=_decode_step, rel_tol=0.02,
             mistakes=[Mistake(lambda r: r - DECODE_BATCH * DECODE_CONTEXT
                               * 2 * _cfg().L * _cfg().K * _cfg().H * 2 / _chip().hbm_bytes_per_s,
-                              "you left out reading the KV cache, which at this batch and "
-                              "context costs about as much as the weights")]),
+                              _LEFT_OUT_KV)]),
     Numeric("ch11.prefill_seconds", "Prefill of a 4,096-token prompt on a TPU v5e", 1,
             "the larger of FLOPs / peak and bytes / bandwidth (counts.forward_flops counts "
             "the FLOPs with the logits of one position); long prompts are compute-bound",
@@ -81,3 +89,33 @@ QUESTIONS = [
             reference=_transfer, rel_tol=0.01,
             mistakes=[Mistake(lambda r: r / 2, "keys and values both make the trip")]),
 ]
+
+ZH = {
+    # titles
+    "Generate steps under static batching": "静态批处理下的生成步骤数",
+    "Generate steps when slots are refilled at once": "槽位一空出来就重新填上时的生成步骤数",
+    "One decode step of Llama-2-7B on a TPU v5e": "TPU v5e 上 Llama-2-7B 的一个解码步骤",
+    "Prefill of a 4,096-token prompt on a TPU v5e": "TPU v5e 上预填充一个 4,096 个词元的提示词",
+    "Shipping that prompt's KV cache over one ICI link": "经一条 ICI 链路传送这个提示词的 KV 缓存",
+    # hints
+    _STATIC_HINT:
+        "按到达顺序每 4 个请求一批；一批一直运行到其中最长的请求完成；另外，" + _FIRST_TOKEN_ZH,
+    _INTERLEAVED_HINT:
+        "模拟一遍：每个生成步骤之前，每个空闲槽位接收下一个等待中的请求（它的预填充给出它的第一个"
+        "词元）；每一步给每个运行中的请求一个词元；请求拿到全部词元后离开它的槽位。"
+        + _FIRST_TOKEN_ZH,
+    "the KV cache of the whole batch is read at HBM speed, plus the larger of the weights' read "
+    "time and the matmuls' time (bf16 weights and cache)":
+        "以 HBM 速度读取整个批次的 KV 缓存，再加上读取权重的时间与矩阵乘法的时间中较大的那个"
+        "（权重和缓存都是 bf16）",
+    "the larger of FLOPs / peak and bytes / bandwidth (counts.forward_flops counts the FLOPs "
+    "with the logits of one position); long prompts are compute-bound":
+        "FLOPs / 峰值算力与字节数 / 带宽中较大的那个（counts.forward_flops 计入一个位置的 logits "
+        "的 FLOPs）；长提示词是计算受限的",
+    "tokens × 2·L·K·H·2 bytes, over one link's one-way bandwidth (link_bytes_per_s)":
+        "词元数 × 2·L·K·H·2 字节，除以一条链路的单向带宽（link_bytes_per_s）",
+    # known mistakes
+    _LEFT_OUT_KV:
+        "你漏掉了读取 KV 缓存的时间；在这个批量大小和上下文长度下，它和读取权重的代价差不多",
+    "keys and values both make the trip": "键和值都要传送",
+}

@@ -5,6 +5,9 @@ what a contiguous reservation wastes, and two functions: the block-table lookup 
 token's logical position to its physical slot in the pool, and the prefix-cache match (how
 many tokens of a new prompt are already cached, in whole blocks). References come from the
 library: `serving.block_manager`, `paged.gather_blocks` and `serving.prefix_cache`.
+
+`ZH` holds the Chinese of every title, hint and message of this set, keyed by the English
+(`inferbook.grading.localize`); messages with fields are templates, filled by `_say`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compare import allclose
+from ..localize import question_text
 from ..questions import Exact, Function, Mistake, Numeric
 
 LENGTHS = (37, 512, 129, 16, 1000, 250, 3, 64)     # tokens held by each sequence
@@ -26,6 +30,11 @@ def _blocks() -> int:
 def _paged_waste() -> float:
     from inferbook.memory.kv_usage import paged_usage
     return paged_usage(LENGTHS, BLOCK).waste
+
+
+def _say(question: str, template: str, **values: object) -> str:
+    """A message of question `ch12.<question>` in the kernel's language, fields filled in."""
+    return question_text(f"ch12.{question}", template).format(**values)
 
 
 def _contiguous_waste() -> float:
@@ -61,8 +70,8 @@ def _slot_reference(block_table_BJ, pos_BT, block_size):
 
 def _describe_slot(args):
     table, pos, C = args
-    return (f"block_size={C}, table {np.asarray(table).tolist()}, "
-            f"positions {np.asarray(pos).tolist()}")
+    return _say("physical_slot", "block_size={C}, table {table}, positions {pos}", C=C,
+                table=np.asarray(table).tolist(), pos=np.asarray(pos).tolist())
 
 
 # The prefix-cache match ------------------------------------------------------------------
@@ -98,7 +107,8 @@ def _match_reference(cached_prompts, prompt, block_size):
 
 def _describe_match(args):
     cached, prompt, bs = args
-    return f"block_size={bs}, {len(cached)} cached prompts, a prompt of {len(prompt)} tokens"
+    return _say("prefix_match", "block_size={bs}, {n} cached prompts, a prompt of {tokens} tokens",
+                bs=bs, n=len(cached), tokens=len(prompt))
 
 
 QUESTIONS = [
@@ -128,3 +138,37 @@ QUESTIONS = [
              reference=_match_reference, cases=_match_cases, compare=allclose(0, 0),
              describe_case=_describe_match),
 ]
+
+ZH = {
+    # titles
+    "Blocks the eight sequences occupy": "八个序列占用的块数",
+    "Share of the paged reservation that holds nothing": "分页预留中空着的比例",
+    "... and of a contiguous reservation of 2,048 each":
+        "……以及每个序列连续预留 2,048 个词元时空着的比例",
+    "Logical position → physical slot": "逻辑位置 → 物理槽位",
+    "Tokens of a prompt found in the prefix cache": "提示词中能在前缀缓存里找到的词元数",
+    # hints
+    "each sequence takes ceil(length / block_size) blocks of its own":
+        "每个序列各自占用 ceil(length / block_size) 个块",
+    "reserved = blocks × block_size token slots; waste = 1 − tokens / reserved":
+        "预留量 reserved = 块数 × block_size 个词元槽位；浪费 waste = 1 − 词元数 / reserved",
+    "every sequence reserves max_len slots up front: waste = 1 − tokens / (B·max_len)":
+        "每个序列都预先预留 max_len 个槽位：waste = 1 − 词元数 / (B·max_len)",
+    "position p of sequence b sits in block table[b, p // block_size] at offset "
+    "p % block_size; number the pool's slots block by block: block · block_size + offset":
+        "序列 b 的位置 p 位于块 table[b, p // block_size] 中偏移 p % block_size 处；块池的槽位"
+        "按块依次编号：block · block_size + offset",
+    "only full blocks are cached, and block i matches only if blocks 0 … i match too; for each "
+    "cached prompt count the leading blocks of block_size tokens that are equal in both (and "
+    "full in both), take the best, and return it in tokens":
+        "只有满块才会被缓存，而且只有块 0 … i 全都匹配时，块 i 才算匹配；对每个已缓存的提示词，"
+        "从开头数起，数出在两者中都相等（并且在两者中都是满的）、每块 block_size 个词元的块，"
+        "取最多的那个，并以词元数返回",
+    # known mistakes
+    "that is the share in use; the question asks for the share wasted":
+        "这是在用的比例；题目问的是浪费的比例",
+    # messages of the checks
+    "block_size={C}, table {table}, positions {pos}": "block_size={C}，块表 {table}，位置 {pos}",
+    "block_size={bs}, {n} cached prompts, a prompt of {tokens} tokens":
+        "block_size={bs}，{n} 个已缓存的提示词，一个 {tokens} 个词元的提示词",
+}
