@@ -440,8 +440,8 @@ print(f"contiguous blocks: busiest/idlest = {contiguous.max() / contiguous.min()
 # `y` (four-way model parallelism), and compare with the single-device prefill again.
 
 # %% [markdown] tags=["lang-zh"]
-# 用连续的块时，最忙的设备的有效工作量是最闲设备的 {glue:text}`ch8_imbalance`；用条带时，两者相差
-# 不超过 {glue:text}`ch8_imbalance_striped`。条带也是库在解码期间存放按序列分片的 KV 缓存的布局
+# 用连续的块时，最忙的设备的有效工作量是最闲设备的 {glue:text}`ch8_imbalance`；用条带时，这个比值
+# 在 {glue:text}`ch8_imbalance_striped` 以内。条带也是库在解码期间存放按序列分片的 KV 缓存的布局
 # （第 9 章），所以预填充写下的键就留在原地。
 #
 # 我们在一个 $2 \times 4$ 的网格上运行它：序列拆在 `x` 上（两个条带），注意力头和 MLP 拆在 `y` 上
