@@ -90,7 +90,8 @@ QUESTIONS = [
 ZH = {
     # titles
     "Bytes AllReduced per layer, 1D prefill": "一维预填充中每层被全规约的字节数",
-    "Are the AllReduces as big on 2 devices as on 8?": "在 2 个设备上的全规约与在 8 个设备上一样大吗？",
+    "Are the AllReduces as big on 2 devices as on 8?":
+        "在 2 个设备上的全规约与在 8 个设备上一样大吗？",
     "α = C / W_ici of a TPU v5e": "TPU v5e 的 α = C / W_ici",
     "Model-parallel limit of a prefill, 18B model": "18B 模型预填充的模型并行极限",
     "Bytes sent around the ring per layer": "每层沿环发送的字节数",

@@ -101,7 +101,8 @@ ZH = {
     "Chips before decode waits for the AllReduce": "解码开始等待全规约之前的芯片数",
     "KV cache on one of 16 chips, Llama-3-70B": "Llama-3-70B 在 16 个芯片中的一个上的 KV 缓存",
     "Largest latency-bound collective on 8 chips": "8 个芯片上最大的延迟受限集合通信",
-    "Is an AllReduce of 16 × 8192 int8 latency-bound?": "对 16 × 8192 个 int8 的全规约是延迟受限的吗？",
+    "Is an AllReduce of 16 × 8192 int8 latency-bound?":
+        "对 16 × 8192 个 int8 的全规约是延迟受限的吗？",
     # hints
     "HBM bandwidth over the bandwidth of one bidirectional ring axis (comm_time.ici_bandwidth)":
         "HBM 带宽除以一个双向环轴的带宽（comm_time.ici_bandwidth）",
