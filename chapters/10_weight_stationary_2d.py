@@ -32,6 +32,22 @@
 # devices. It runs computations on eight of them; the larger meshes are only compiled, from
 # shapes, to read their collectives.
 
+# %% [markdown] tags=["lang-zh"]
+# # 二维权重驻留分片
+#
+# 第 8、9 章的一维布局有一个只在大规模时才显现的缺陷。每个块都以对激活值 $[B, D]$ 的全规约结束，而这个
+# 数组不会随着芯片增多而变小：芯片越多，每个芯片上的算术和权重越少，集合通信却不变。而且权重块会变得
+# 失衡——$W_\text{in}[D, F_Y]$ 保留了完整的 $D$，而 $F_Y$ 缩成了细细的一条。
+#
+# **二维权重驻留**分片 {cite:p}`pope2023esti` 把每个权重矩阵沿它的*两个*维度拆分，$D$ 拆在一组网格轴上
+# （$X$），$F$ 拆在其余的轴上（$YZ$），于是每个芯片持有一个大致呈正方形的块。块与块之间的激活值在每个
+# 芯片上都按 $D$ 拆分，每次集合通信移动的是 $1/X$ 或 $1/YZ$ 的一片，而不是全部。本章运行这种布局，推导它
+# 的通信时间以及最优的 $X$ 和 $YZ$（{cite:t}`austin2025scaling` 的附录 B 与实例题 7），并沿着从 8 个到
+# 128 个芯片的编译后程序追踪字节数，直到二维超过一维的那一点。
+#
+# 为了给最多 128 个设备的网格编译程序，本章申请了 128 个模拟设备。计算只在其中八个上运行；更大的网格
+# 只从形状编译，用来读出它们的集合通信。
+
 # %%
 import inferbook
 
@@ -42,6 +58,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 
+from inferbook.book.figures import glue_figure
 from inferbook.book.listing import show_source
 from inferbook.book.present import fmt_bytes, fmt_ratio, fmt_seconds, glue
 from inferbook.model import decode, decoder
@@ -73,6 +90,21 @@ print(info.describe())
 # The library's version, one chip's view, with the RMSNorm in front (whose sum of squares over
 # the split $D$ needs one tiny AllReduce of its own):
 
+# %% [markdown] tags=["lang-zh"]
+# ## 算法
+#
+# 实例题 7 用五行写出了 MLP 块。输入在所有芯片上拆分，$\text{In}[B, D_{XYZ}]$：
+#
+# 1. $\text{In}[B, D_X] = \text{AllGather}_{YZ}(\text{In}[B, D_{XYZ}])$
+# 2. $\text{Tmp}[B, F_{YZ}]\{U_X\} = \text{In}[B, D_X] \cdot W_\text{in}[D_X, F_{YZ}]$——一个部分和，
+#    因为每个芯片只看到了它自己的 $D_X$ 片
+# 3. $\text{Tmp}[B, F_{YZ}] = \text{AllReduce}_X(\text{Tmp}[B, F_{YZ}]\{U_X\})$
+# 4. $\text{Out}[B, D_X]\{U_{YZ}\} = \text{Tmp}[B, F_{YZ}] \cdot W_\text{out}[F_{YZ}, D_X]$
+# 5. $\text{Out}[B, D_{XYZ}] = \text{ReduceScatter}_{YZ}(\text{Out}[B, D_X]\{U_{YZ}\})$
+#
+# 下面是库中的版本，一个芯片的视角，前面加上了 RMSNorm（它要对拆开的 $D$ 求平方和，因此自己也需要一次
+# 很小的全规约）：
+
 # %%
 show_source(weight_stationary.mlp_2d)
 
@@ -88,6 +120,17 @@ show_source(weight_stationary.mlp_2d)
 # A small one-layer model on a $2 \times 4$ mesh: $X$ is the axis `x` (two chips), $YZ$ the
 # axis `y` (four). We generate greedily with the sharded prefill and decode programs and
 # compare with the single-device decoder.
+
+# %% [markdown] tags=["lang-zh"]
+# 注意力也是同样的形状，只是用头代替 $F$：$W_Q[D_X, N_{YZ}, H]$，$W_O[N_{YZ}, H, D_X]$。它的投影以一次
+# 在 $X$ 上的规约散射结束，这同时也把*批次*拆到了 $X$ 上；在 $W_O$ 之前，一次在 $X$ 上的全收集再把批次
+# 收回来。这样，一组中的 $X$ 个芯片既不会重复彼此的注意力计算，也不会保存彼此 KV 缓存的副本——缓存在
+# $YZ$ 上按头拆分，在 $X$ 上按批次拆分。
+#
+# ## 运行它
+#
+# 一个只有一层的小模型，放在 $2 \times 4$ 的网格上：$X$ 是轴 `x`（两个芯片），$YZ$ 是轴 `y`（四个）。
+# 我们用分片的预填充和解码程序做贪心生成，并与单设备解码器比较。
 
 # %%
 cfg = get_preset("demo-gqa")
@@ -126,6 +169,11 @@ print(f"tokens identical to the single-device run; cache block per device {block
 # shape {glue:text}`ch10_block`: half the sequences (the batch split over $X$), one KV head
 # (split over $YZ$). The decode step's collectives, with the label each got in the layout,
 # against the estimator's inventory:
+
+# %% [markdown] tags=["lang-zh"]
+# 生成的词元与单设备解码器的相同，每个芯片持有形状为 {glue:text}`ch10_block` 的 KV 缓存块：一半的序列
+# （批次拆在 $X$ 上）、一个 KV 头（拆在 $YZ$ 上）。下面是解码步骤的集合通信，附有布局给每一次起的标签，
+# 并与估算器的清单对照：
 
 # %%
 colls = hlo.collectives(step)
@@ -167,6 +215,28 @@ glue("ch10_n_colls", str(len(colls)))
 # Unlike 1D, it keeps falling as chips are added. The two are equal at
 # $n^* = 128 \cdot (3/4)^2$ chips.
 
+# %% [markdown] tags=["lang-zh"]
+# 在这一层中：步骤 1 和 5 在 $YZ$ 上的全收集（`block_in`）和规约散射（`block_out`），注意力和 MLP 各
+# 一次；步骤 3 在 $X$ 上的全规约（`mlp_hidden`）；投影的规约散射，以及在 $X$ 上拆分注意力批次的全收集；
+# 还有归一化的小型全规约。共 {glue:text}`ch10_n_colls` 次集合通信，每一次都与它的公式逐字节吻合，而每个
+# 芯片做八分之一的算术。集合通信比一维时多，但每一次移动的只是一片。
+#
+# ## 需要多少时间，以及最优的拆分
+#
+# 像原文那样计算 MLP 块——bfloat16；对 $A$ 字节的数组做一次全收集或规约散射，在它经过的每个网格轴上花费
+# $A / W_\text{ici}$，全规约再乘以 2；$X$ 在三维环面的一个轴上，$YZ$ 在另外两个轴上——二维块的代价为
+#
+# $$T_\text{2D} = \frac{2BD}{2X\,W} + \frac{4BF}{YZ\,W} + \frac{2BD}{2X\,W}
+#   = \frac{2BD}{X\,W} + \frac{4BF}{YZ\,W},$$
+#
+# 而一维是在全部三个轴上对 $2BD$ 字节做一次全规约，$T_\text{1D} = 4BD / (3W)$。在 $X \cdot YZ = n$ 固定
+# 时，第一项随 $X$ 下降，第二项随之增长；两者之和在 $X = \sqrt{nD / 2F}$ 处最小，当 $F = 4D$ 时就是
+# $\sqrt{n/8}$，此时
+#
+# $$T_\text{2D} = \frac{\sqrt{128}\,BD}{\sqrt{n}\,W}.$$
+#
+# 与一维不同，它随芯片增多而持续下降。两者在 $n^* = 128 \cdot (3/4)^2$ 个芯片处相等。
+
 # %%
 D_, F_ = 4096, 4 * 4096
 n_star = comm_time.ws2d_crossover_chips(D_, F_)
@@ -195,6 +265,18 @@ print(f"crossover at n* = {n_star:.1f} chips")
 # integer split $X \times YZ$ (with $YZ$ over two mesh axes), compile one MLP block of a model
 # with $F = 4D$, read every collective, and price it the sources' way: bytes divided by the
 # bandwidth of the mesh axes its device groups actually span, twice for an AllReduce.
+
+# %% [markdown] tags=["lang-zh"]
+# 交叉点在 {glue:text}`ch10_nstar` 个芯片处。实例题 7 对同一个表达式写的是 $N > 81$；而
+# $128 \cdot (3/4)^2$ 等于 {glue:text}`ch10_nstar`，上面用穷举求出的最小值也与闭式解一致。（对于门控
+# MLP，它在 $X$ 上的全规约要同时携带门控投影和上投影，同样的论证给出 {glue:text}`ch10_nstar_gated`。）
+#
+# ## 从 8 个到 128 个芯片，从编译后的程序中读出
+#
+# 现在用程序而不是公式来做同样的比较。对每一种芯片数，我们在一个三轴网格上构建一维布局（所有轴都拆分
+# $F$），并按最优的整数拆分 $X \times YZ$ 构建二维布局（$YZ$ 跨两个网格轴），为一个 $F = 4D$ 的模型编译
+# 一个 MLP 块，读出每一次集合通信，再按原文的方式为它计价：字节数除以它的设备组实际跨越的那些网格轴的
+# 带宽，全规约再乘以 2。
 
 # %%
 chip = get_chip("TPU v5e")
@@ -278,6 +360,12 @@ glue("ch10_gain_128", fmt_ratio(rows[-1][3] / rows[-1][4]))
 # of {glue:text}`ch10_B_tok` float32 tokens); the 2D block's shrink, and at 128 chips take
 # {glue:text}`ch10_t2_128`, {glue:text}`ch10_gain_128` less.
 
+# %% [markdown] tags=["lang-zh"]
+# 对每一种芯片数，编译后程序中每一类集合通信的字节数都与公式相同，计价得到的时间也相同——是完全相同，
+# 不是近似相同。一维块的集合通信在每种规模下都一样（批次为 {glue:text}`ch10_B_tok` 个 float32 词元时，
+# 每块 {glue:text}`ch10_t1`）；二维块的则不断缩小，到 128 个芯片时只需 {glue:text}`ch10_t2_128`，一维
+# 是它的 {glue:text}`ch10_gain_128`。
+
 # %%
 n_cont = np.geomspace(10, 1024, 200)
 t2_cont = [comm_time.ws2d_comm_time(B_tok, mlp_cfg.D, mlp_cfg.F,
@@ -300,9 +388,16 @@ ax.set_ylabel("communication per MLP block (µs)")
 ax.set_title(f"One MLP block, D = {mlp_cfg.D}, F = 4D, batch {B_tok}, float32, {chip.name}")
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch10_comm_figure", fig, zh=dict(
+    title=f"一个 MLP 块，D = {mlp_cfg.D}，F = 4D，批次大小 {B_tok}，float32，{chip.name}",
+    xlabel="芯片数 n", ylabel="每个 MLP 块的通信时间（µs）",
+    legend=["一维公式", "二维公式，最优 X", "一维，编译后的程序", "二维，编译后的程序（整数拆分）",
+            f"交叉点 n* = {n_star:.0f}"]))
 
 # %% [markdown]
+# ```{glue:figure} ch10_comm_figure
+# ```
+#
 # Each compiled point equals the formula at its integer split. Up to
 # {glue:text}`ch10_last_x1` chips the best split is $X = 1$: 2D degenerates into an AllGather
 # and a ReduceScatter over every chip, with no AllReduce at all, which still costs more than
@@ -326,3 +421,27 @@ plt.show()
 #   like $1/\sqrt{n}$; 1D's stays constant.
 # - By the sources' own formula 2D wins beyond $128 \cdot (3/4)^2 =$ {glue:text}`ch10_nstar`
 #   chips (not 81), and the compiled programs agree.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch10_comm_figure
+# ```
+#
+# 每一个编译得到的点都等于它那个整数拆分下的公式值。直到 {glue:text}`ch10_last_x1` 个芯片为止，最优
+# 拆分都是 $X = 1$：二维退化为在所有芯片上的一次全收集和一次规约散射，完全没有全规约；它仍然比一维的
+# 单次全规约代价更高，因为它只跑在环面的两个轴上，而不是三个（它也因此落在实数最优解曲线的下方，那条
+# 曲线假设 $X > 1$）。一旦 $X > 1$ 变得划算，二维的点就随曲线下降，并在 {glue:text}`ch10_last_1d` 到
+# {glue:text}`ch10_first_2d` 个芯片之间穿过一维的直线，正在预测的 {glue:text}`ch10_nstar` 附近。
+#
+# 为什么一维停滞不前时，二维还能继续改进？它的通信按 $1/\sqrt{n}$ 下降，而算术按 $1/n$ 下降，所以对于
+# 固定的批次，它最终也会变成受通信限制的——但那要到大得多的芯片数才会发生，而更大的批次又会把这一点推得
+# 更远。正是这一点，让非常大的模型能够在非常大的切片上以低延迟提供服务：更多的芯片持续换来的是时间，
+# 而不是集合通信。
+#
+# ## 要点
+#
+# - 二维权重驻留分片把权重按 $D$（在 $X$ 上）以及 $F$ 或头（在 $YZ$ 上）拆分；激活值以切片的形式传递，
+#   经过 $YZ$ 上的全收集和规约散射，以及 $X$ 上的全规约。
+# - 它的通信 $2BD/(XW) + 4BF/(YZ\,W)$ 在 $X = \sqrt{nD/2F}$ 处最小，之后按 $1/\sqrt{n}$ 下降；一维的
+#   则保持不变。
+# - 按原文自己的公式，二维在超过 $128 \cdot (3/4)^2 =$ {glue:text}`ch10_nstar` 个芯片后胜出（不是 81），
+#   编译后的程序也证实了这一点。

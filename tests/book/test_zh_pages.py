@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # The pages with a Chinese twin. When every page of _toc.yml is here, set REQUIRE_ALL.
 TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "exercises/01_sampling_kv_cache.py", "chapters/11_inference_engine.py",
-              "chapters/12_paged_kv_prefix_caching.py",
-              "exercises/11_serving.py"]
+              "chapters/12_paged_kv_prefix_caching.py", "exercises/11_serving.py",
+              "chapters/08_sharding_prefill.py", "chapters/09_sharding_generation.py",
+              "chapters/10_weight_stationary_2d.py", "exercises/08_many_chips.py"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}

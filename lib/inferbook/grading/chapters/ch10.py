@@ -5,6 +5,9 @@ communication, the chip count past which 2D beats 1D (72 by the problem's own fo
 problem prints 81), how much less 2D sends at 256 chips, and the algorithm itself as a
 `shard_map` body on the emulated 2 × 4 mesh, checked against the unsharded block.
 References come from `comm_time` and from plain single-device JAX.
+
+`ZH` holds the Chinese of every title, hint and message of this set, keyed by the English
+(`inferbook.grading.localize`).
 """
 
 from __future__ import annotations
@@ -82,3 +85,32 @@ QUESTIONS = [
              reference=_mlp_reference, cases=_mlp_cases, compare=allclose(1e-4, 1e-5),
              time_limit_s=30.0),
 ]
+
+ZH = {
+    # titles
+    "The best X for 256 chips (F = 4D)": "256 个芯片时最优的 X（F = 4D）",
+    "Chips past which 2D moves less than 1D": "超过多少个芯片后，二维比一维移动得少",
+    "T_1D / T_2D at 256 chips": "256 个芯片时的 T_1D / T_2D",
+    "The 2D weight-stationary MLP block with shard_map": "用 shard_map 写二维权重驻留的 MLP 块",
+    # hints
+    "T(X) = 2BD/(X·W) + 4BF/(YZ·W) with YZ = n/X; set dT/dX = 0: X = sqrt(n·D / (2F))":
+        "T(X) = 2BD/(X·W) + 4BF/(YZ·W)，其中 YZ = n/X；令 dT/dX = 0：X = sqrt(n·D / (2F))",
+    "1D costs 4BD/(3W); 2D at its best X costs 2·sqrt(2BD · 4BF / n) / W (the minimum of "
+    "a/X + b·X is 2·sqrt(ab)); set them equal and solve for n":
+        "一维的代价是 4BD/(3W)；二维在最优 X 处的代价是 2·sqrt(2BD · 4BF / n) / W"
+        "（a/X + b·X 的最小值是 2·sqrt(ab)）；令两者相等，解出 n",
+    "use the integer split X · YZ = 256 (X a power of two) with the least 2D time; 1D is "
+    "4BD/(3W); 2D is 2BD/(X·W) + 4BF/(YZ·W)":
+        "取二维时间最少的整数拆分 X · YZ = 256（X 为 2 的幂）；一维是 4BD/(3W)；二维是 "
+        "2BD/(X·W) + 4BF/(YZ·W)",
+    "in the body: AllGather x over 'y' (axis 1, tiled) to get [B, D_X]; multiply by W_in and "
+    "psum over 'x' (each device saw only its D_X slice); gelu; multiply by W_out; psum_scatter "
+    "over 'y' along axis 1 (tiled) to get [B, D_XY]":
+        "在函数体中：在 'y' 上对 x 做全收集（axis 1，tiled），得到 [B, D_X]；乘以 W_in，再在 'x' "
+        "上做 psum（每个设备只看到了它自己的 D_X 片）；gelu；乘以 W_out；在 'y' 上沿 axis 1 做 "
+        "psum_scatter（tiled），得到 [B, D_XY]",
+    # known mistakes
+    "that is YZ = n / X, the other factor of the split": "这是 YZ = n / X，拆分的另一个因子",
+    "81 is the figure printed in worked problem 7, but its own expression 128·(3/4)² is 72":
+        "81 是实例题 7 中印出的数字，但它自己的表达式 128·(3/4)² 等于 72",
+}
