@@ -857,10 +857,10 @@ fig.suptitle(f"{m13.name} with FasterTransformer: measurements by Chen (2022) be
              "library's prediction", fontsize=10)
 fig.tight_layout()
 glue_figure("ch4_fastertransformer_figure", fig, zh=[
-    dict(title="解码步骤，批量大小 1", ylabel="每个新词元的 ms",
+    dict(title="解码步骤，批量大小 1", ylabel="每个新词元的时间（ms）",
          legend=["屋顶线下限（本库）", "加上剖析数据的下限（kipply）", "实测（kipply）"],
          suptitle=f"{m13.name} 在 FasterTransformer 上：Chen（2022）的实测与本库的预测"),
-    dict(title="上下文处理，512 个词元", ylabel="ms",
+    dict(title="上下文处理，512 个词元", ylabel="时间（ms）",
          legend=["计算受限的下限（本库）", "实测（kipply）"])])
 
 # %% [markdown]
