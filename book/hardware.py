@@ -26,6 +26,17 @@
 # arithmetic, rather than its memory, becomes the bottleneck. The chapter on rooflines is
 # built on it.
 
+# %% [markdown] tags=["lang-zh"]
+# # 硬件
+#
+# 本书中的每一个性能数字都由同一张表算出：库中的注册表 `inferbook.perf.hardware.CHIPS`。本页把它
+# 呈现出来。每款芯片列出屋顶线模型需要的一切——内存、内存带宽、*稠密* bfloat16 与 int8 的峰值吞吐量、
+# 互连——以及每个数字的出处。NVIDIA 的数据手册首先列出的是 2:4 稀疏下的吞吐量，是稠密数字翻一番的结果；
+# 注册表保留稠密的那个，因为稠密的 Transformer 从稀疏支持中得不到任何好处。
+#
+# 最后一列是芯片的*临界算术强度*：峰值 FLOP/s 除以内存带宽，即一个操作每读取一个字节至少要做多少
+# FLOPs，芯片的瓶颈才会从内存变成算力。讲屋顶线的那一章就建立在它之上。
+
 # %% tags=["remove-input"]
 from IPython.display import Markdown
 
@@ -50,6 +61,9 @@ Markdown("\n".join(rows))
 # %% [markdown]
 # ## Sources
 
+# %% [markdown] tags=["lang-zh"]
+# ## 出处
+
 # %% tags=["remove-input"]
 Markdown("\n".join(f"- **{chip.name}**: {chip.source}." for chip in CHIPS.values()))
 
@@ -64,3 +78,14 @@ Markdown("\n".join(f"- **{chip.name}**: {chip.source}." for chip in CHIPS.values
 # ```
 #
 # and `inferbook.perf.hardware.chip_from_json(path)` turns it into a `Chip` like the ones above.
+
+# %% [markdown] tags=["lang-zh"]
+# ## 你自己的硬件
+#
+# 命令行估算器和库接受任何用 JSON 文件描述的芯片，文件里至少要有内存、带宽和 FLOP/s：
+#
+# ```json
+# {"name": "my-chip", "hbm_bytes": 48e9, "hbm_bandwidth": 9.6e11, "flops": 3.6e14}
+# ```
+#
+# `inferbook.perf.hardware.chip_from_json(path)` 会把它变成一个 `Chip`，和上表中的芯片一样。

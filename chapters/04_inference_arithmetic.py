@@ -34,6 +34,25 @@
 # {glue:text}`ch4_intro_bw` where she rounded to {glue:text}`ch4_intro_her_bw`; the
 # [errata](../book/errata.py) page sets her figures beside ours.
 
+# %% [markdown] tags=["lang-zh"]
+# # Transformer 推理算术
+#
+# Transformer 生成文本*应该*有多快？Carol Chen 的《Transformer Inference Arithmetic》
+# {cite:p}`chen2022arithmetic` 从第一性原理回答了这个问题：不做实验，用到的最难的运算不过是乘法——
+# 数一数必须搬运的字节和必须完成的 FLOPs，除以硬件所能提供的速度，得到的就是延迟的下限，而这个
+# 下限离一个调校良好的引擎实际达到的水平并不远。本章用我们的库把她的整个论证重做一遍——KV 缓存的
+# 代价、一块 GPU 上能放下多少、张量并行必须通信些什么、小批次和大批次下的延迟、哪些批量大小是合理的、
+# FLOPs 花在了哪里、逐元素操作要花多少——最后也像她一样，拿这些估算去对照 NVIDIA FasterTransformer
+# 的实测。
+#
+# 她的例子运行在 NVIDIA A100 上，用到两个模型：一个她称为 {glue:text}`ch4_intro_p52_hers`参数的模型
+# （{glue:text}`ch4_intro_L52` 层，宽度 {glue:text}`ch4_intro_D52`；库中预设的参数量是
+# {glue:text}`ch4_intro_p52`，其中词表有 {glue:text}`ch4_intro_V52` 个词元，这是我们的假设），另一个
+# 参数量为 {glue:text}`ch4_intro_p13`（{glue:text}`ch4_intro_L13` 层，宽度 {glue:text}`ch4_intro_D13`）；
+# 两者都是 GPT 式的，MLP 是普通的两层结构，隐藏宽度 $F = 4D$。硬件数字来自库的注册表，它采用 A100
+# 数据手册上的 {glue:text}`ch4_intro_bw`，而她取整为 {glue:text}`ch4_intro_her_bw`；
+# [勘误](../book/errata.py)页把她的数字和我们的并排列出。
+
 # %%
 import inferbook
 
@@ -61,6 +80,7 @@ print(a100)
 print(m52)
 
 # %% tags=["hide-input"]
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -94,6 +114,17 @@ glue("ch4_intro_her_bw", fmt_rate(assumptions["assumed_a100"]["hbm_bytes_per_s"]
 # Computing them costs two matrix–vector products per layer with $W_K, W_V \in
 # \mathbb{R}^{D \times K H}$: $2 \cdot 2 \cdot L \cdot D \cdot KH$ FLOPs, which is
 # $4 L D^2$ for the 52B model (its $K H = D$).
+
+# %% [markdown] tags=["lang-zh"]
+# ## KV 缓存
+#
+# 采样一个词元，意味着让它经过每一层；在每一层里，它的查询要关注它之前每个词元的键和值。把这些键和
+# 值保存下来——这就是 KV 缓存，在 GPT-2 的 `past` 中形状为 $[B, 2, N, S, H]$——就不必在每一步都重新
+# 计算它们。对每个词元，缓存为每一层的每个 KV 头存一个键向量和一个值向量：共
+# $2 \cdot L \cdot K \cdot H$ 个数，在 bfloat16 下每个数 2 字节。
+#
+# 计算它们，每层要用 $W_K, W_V \in \mathbb{R}^{D \times K H}$ 做两次矩阵–向量乘法：共
+# $2 \cdot 2 \cdot L \cdot D \cdot KH$ FLOPs，对 52B 模型而言就是 $4 L D^2$（它的 $K H = D$）。
 
 # %%
 kv_token = counts.kv_bytes_per_token(m52)
@@ -131,6 +162,21 @@ glue("ch4_a100_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3));
 # forward pass, whose FLOPs and bytes are both {glue:text}`ch4_kv_times` larger than the
 # key/value part's.
 
+# %% [markdown] tags=["lang-zh"]
+# 52B 模型每个词元要存 {glue:text}`ch4_kv_token` 的缓存，而算出一个词元的键和值需要
+# {glue:text}`ch4_kv_flops` FLOPs。一块 A100 的 bfloat16 算力是 {glue:text}`ch4_a100_flops`，读取速度是
+# {glue:text}`ch4_a100_bw`，所以载入这两个权重矩阵要 {glue:text}`ch4_kv_mem`，而一个词元的算术只要
+# {glue:text}`ch4_kv_compute`。
+#
+# ### FLOPs 对内存
+#
+# 这两个时间有公因子 $2 \cdot 2 \cdot L \cdot D^2$，所以它们的比值与模型无关：它等于芯片的 FLOP/s
+# 除以它的 bytes/s，再乘以每个权重的字节数、除以每个权重对每个词元做的 2 FLOPs——对 A100 来说是
+# {glue:text}`ch4_ratio`。为不超过这么多个词元计算键和值，花的时间和只算一个词元一样：权重反正都要
+# 流进来，而算术与载入相互重叠。每步的词元数低于这个值时，工作是*内存受限*的（字节还在路上，算术
+# 单元闲着）；高于它时是*计算受限*的，即受 FLOP/s 限制（算术还没做完，内存闲着）。整个前向计算也是
+# 如此，它的 FLOPs 和字节数都是键/值部分的 {glue:text}`ch4_kv_times`。
+
 # %%
 P52 = counts.param_count(m52)
 tokens = np.arange(1, 801)
@@ -165,9 +211,15 @@ ax.set_ylabel("time on one A100 (ms)")
 ax.set_title(f"{m52.name}: a forward pass is free up to {ratio:.0f} tokens", fontsize=10)
 ax.legend(fontsize=8)
 ax.grid(alpha=0.3)
-plt.show()
+glue_figure("ch4_forward_figure", fig, zh=dict(
+    title=f"{m52.name}：{ratio:.0f} 个词元以内，前向计算的时间不变",
+    xlabel="前向计算中的词元数", ylabel="在一块 A100 上的时间（ms）",
+    legend=["读取每个权重（内存）", "每个词元 2·P FLOPs", "屋顶线：取两者中较大者"]))
 
 # %% [markdown]
+# ```{glue:figure} ch4_forward_figure
+# ```
+#
 # A forward pass of the 52B model costs {glue:text}`ch4_fwd_1` on one A100 for any number of
 # tokens up to the ratio — {glue:text}`ch4_fwd_4` on four GPUs sharing the weights — and grows
 # linearly past it. (In practice the flat line tilts up a little, because intermediate results
@@ -185,6 +237,24 @@ plt.show()
 #
 # An A100 holds {glue:text}`ch4_hbm`. What must fit is the weights and the KV cache
 # (activations are small, as chapter 3 showed).
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch4_forward_figure
+# ```
+#
+# 在一块 A100 上，52B 模型的一次前向计算，只要词元数不超过这个比值，耗时都是 {glue:text}`ch4_fwd_1`
+# ——四块 GPU 分担权重时是 {glue:text}`ch4_fwd_4`——超过之后则线性增长。（实际上那条水平线会略微
+# 上翘，因为中间结果也要经过内存；见下文“中间结果的内存代价”。）
+#
+# 缓存中键/值的计算占一个词元 FLOPs 的 {glue:text}`ch4_kv_share`（$24LD^2$ 中的 $4LD^2$）。省下的并不
+# 是这一部分：没有缓存时，第 $t$ 步要为之前全部 $t$ 个词元重新计算键和值，所以每步省下的 FLOPs 随
+# 序列变长而增长（$t \cdot 4LD^2$，而这一步本身只有 $24LD^2$），没有缓存的生成，代价随长度平方增长。
+# 不过在批量大小较小时，权重反正要读一遍，为一段短前缀重算键和值可以完全藏在这次读取背后——在
+# A100 上，前缀最多可达大约 {glue:text}`ch4_ratio` 个词元。
+#
+# ## 容量
+#
+# 一块 A100 有 {glue:text}`ch4_hbm`。要放下的是权重和 KV 缓存（激活值很小，第 3 章已经说明）。
 
 # %%
 w52 = counts.param_bytes(m52)
@@ -227,6 +297,18 @@ Markdown("| A100s | memory left for the cache | tokens that fit | sequences of 2
 #
 # The arithmetic has not aged. For Llama-3.1-70B {cite:p}`grattafiori2024llama3` in bfloat16
 # on H100s of {glue:text}`ch4_h100_memory` each:
+
+# %% [markdown] tags=["lang-zh"]
+# 仅权重就占 {glue:text}`ch4_w52`（{glue:text}`ch4_params52`个参数，每个两字节），所以光是放下它们，
+# 就至少需要 {glue:text}`ch4_min_gpus` 块 GPU。三块 GPU 给缓存留下 {glue:text}`ch4_free3`：可容纳
+# {glue:text}`ch4_cap3` 个词元，也就是 {glue:text}`ch4_batch3` 个 2,048 词元的序列。这个批次小得可怜：
+# 批量大小为 3 的一步严重内存受限，算术单元都闲着。第四块 GPU 让缓存空间变为原来的
+# {glue:text}`ch4_cap_gain`（{glue:text}`ch4_cap4` 个词元，{glue:text}`ch4_batch4` 个这样的序列），
+# 而且切分起来也更均匀：2 的幂能把头和隐藏维度切得整整齐齐。既然无论批次多大，权重的代价都一样，
+# 每个模型实例都希望在内存允许的范围内把批次做得尽量大。
+#
+# 这套算术并没有过时。以 bfloat16 的 Llama-3.1-70B {cite:p}`grattafiori2024llama3` 为例，放在每块
+# {glue:text}`ch4_h100_memory` 的 H100 上：
 
 # %%
 l31 = get_preset("llama-3.1-70b")
@@ -271,6 +353,25 @@ glue("ch4_l31_G", str(l31.G))
 # {glue:text}`ch4_links` links. NVIDIA quotes the total of both directions; a send time needs
 # one direction:
 
+# %% [markdown] tags=["lang-zh"]
+# 它的 {glue:text}`ch4_l31_weights` 权重需要 {glue:text}`ch4_l31_min` 块 GPU，剩下的空间能容纳的缓存
+# 词元数为 {glue:text}`ch4_l31_tok2`；四块能容纳 {glue:text}`ch4_l31_tok4`，插满八块的一整台机器则是
+# {glue:text}`ch4_l31_tok8`——而每个请求的上下文窗口就有 {glue:text}`ch4_l31_ctx` 个词元。如果像
+# 52B 模型那样每个查询头配一个 KV 头，一个词元的缓存会变为原来的 {glue:text}`ch4_l31_G` 倍，同样的
+# 内存能容纳的词元也会按同样的比例减少（分组查询注意力，第 5 章）。
+#
+# ## 模型并行
+#
+# *张量并行*把每个权重矩阵切分到 $N$ 块 GPU 上（注意力按头切，MLP 按隐藏维度切），于是权重的载入和
+# FLOPs 都被除以 $N$。代价是通信：每一层的注意力和 MLP 结束时都得到一个部分和，必须在 GPU 之间加
+# 起来——对 $[B, D]$ 激活做一次全规约（all-reduce），拆成一次规约散射（reduce-scatter）和一次
+# 全收集（all-gather）来完成。在这四步的每一步里，每块 GPU 发送 $(N-1)/N \cdot D$ 个数：每层每个词元
+# 共 $4 (N-1) D / N$ 个。KV 缓存随 $W_K$ 和 $W_V$ 一起按头切分。*流水线并行*——每块 GPU 放若干整层
+# ——在每个边界只发送一个 $D$ 维向量，但对单个请求来说，除了一块 GPU 之外，其余都闲着。
+#
+# A100 的 NVLink 有 {glue:text}`ch4_links` 条链路，每一条每个方向传输 {glue:text}`ch4_link_one`。
+# NVIDIA 报的是两个方向的总和；而计算发送时间只需要一个方向：
+
 # %%
 show_source(latency.tp_comm_bytes_per_token)
 
@@ -312,6 +413,24 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 # Both leave out reading the KV cache (it depends on the context) and the unembedding's extra
 # traffic. Her example is a Gopher-sized model {cite:p}`rae2021gopher` on 16 A100s.
 
+# %% [markdown] tags=["lang-zh"]
+# 所有链路的一个方向加起来是 {glue:text}`ch4_link`（两个方向都算则是 {glue:text}`ch4_link_both`）。
+#
+# ## 延迟
+#
+# 把这些部分拼起来，看 $N$ 块 GPU 上的一个解码步骤。设参数量为 $P$，内存带宽为 $A_{bm}$，FLOP/s 为
+# $A_f$，链路带宽为 $A_c$：
+#
+# - 在**小批次**下，这一步是内存受限的：读取 bfloat16 权重要 $2P / (N A_{bm})$，再加上 $4L$ 次集合
+#   通信各自的固定延迟，因为每一层都要等它的消息——按她的估计，经 NVLink 每次约
+#   {glue:text}`ch4_hop`（注册表中的 `hop_latency_s`）；
+# - 在**大批次**下，这一步是计算受限的：$B \cdot 2P / (N A_f)$，同时集合通信要搬运
+#   $B \cdot 2 \cdot 4 L D / A_c$ 字节（把 $(N-1)/N$ 向上取整为 1）；这些传输与算术重叠，所以取两者中
+#   较大的那个。
+#
+# 两者都没有计入读取 KV 缓存（它取决于上下文）和反嵌入带来的额外流量。她的例子是一个 Gopher 规模的
+# 模型 {cite:p}`rae2021gopher`，跑在 16 块 A100 上。
+
 # %%
 show_source(latency.small_batch_latency)
 
@@ -352,6 +471,19 @@ glue("ch4_gopher_lat_share", fmt_percent(small.comms_s / (large.total_s + small.
 # `tensor_parallel_step_time`: the roofline step plus the collectives, overlapped where they
 # can be. Across batch sizes:
 
+# %% [markdown] tags=["lang-zh"]
+# 按预设的参数量 {glue:text}`ch4_gopher_params`，小批次下的一步要花 {glue:text}`ch4_gopher_small`
+# 载入权重，另加 {glue:text}`ch4_gopher_lat` 的消息延迟；批量大小为 1 时，这些消息所携带的字节只需
+# {glue:text}`ch4_gopher_b1_bytes`，所以略去这一项是安全的。批量大小为 512 时，算术要
+# {glue:text}`ch4_gopher_large`，传输要 {glue:text}`ch4_gopher_large_comm`：这一步耗时
+# {glue:text}`ch4_gopher_large`，一次产出 512 个词元（每个词元 {glue:text}`ch4_gopher_large_per_token`）。
+# 消息延迟不随批次增长——一条消息就装下整个批次的激活——所以它保持为 {glue:text}`ch4_gopher_lat`；
+# 如果不重叠，它占大批次一步的 {glue:text}`ch4_gopher_lat_share`。正是通信让更多的芯片无法把延迟压到
+# 零：FLOP 项和载入项按 $1/N$ 缩小，消息延迟却不会。
+#
+# 库在 `tensor_parallel_step_time` 中把两种情形合在一起，并补上了她略去的 KV 读取：屋顶线的一步，
+# 加上集合通信，能重叠的地方就重叠。在不同的批量大小下：
+
 # %%
 bs = np.unique(np.geomspace(1, 2048, 80).astype(int))
 joined = [latency.tensor_parallel_step_time(gopher, a100, 16, B, 0).total_s for B in bs]
@@ -374,10 +506,23 @@ ax.set_ylabel("time per decode step (ms)")
 ax.set_title(f"{gopher.name} on 16 × A100 40GB (no KV cache)", fontsize=10)
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch4_batch_figure", fig, zh=dict(
+    title=f"{gopher.name}，16 × A100 40GB（不含 KV 缓存）",
+    xlabel="批量大小 B", ylabel="每个解码步骤的时间（ms）",
+    legend=["小批次：权重 + 消息延迟", "大批次：FLOPs", "集合通信的字节",
+            "合并（tensor_parallel_step_time）"]))
 
 # %% [markdown]
+# ```{glue:figure} ch4_batch_figure
+# ```
+#
 # Her closing exercise is a check worth doing: the 52B model on four GPUs at batch 256.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch4_batch_figure
+# ```
+#
+# 她最后的那道练习值得一做：52B 模型，四块 GPU，一个 256 个序列的批次。
 
 # %%
 ex10 = latency.large_batch_latency(m52, a100, 4, 256)
@@ -406,6 +551,22 @@ glue("ch4_ex10_comms", fmt_seconds(ex10.comms_s))
 # to hide behind the matmul that consumes or produces it, so compare, matmul by matmul, the
 # FLOPs with the bytes sent: a $[B, D]$ activation (2 bytes per number) feeds $2 B D \cdot
 # \text{out}$ FLOPs.
+
+# %% [markdown] tags=["lang-zh"]
+# 计算 {glue:text}`ch4_ex10_compute`，通信 {glue:text}`ch4_ex10_comms`。
+#
+# 这些是下限，不是预测：它们假设带宽和算术都被完美利用，忽略 softmax 和其他逐元素的工作，并认为通信
+# 没有争用。它们的价值在于推理本身——哪一项占主导，一项优化能改变什么。
+#
+# ## 批量大小
+#
+# 比较两种情形的时间，$2P/(N A_{bm})$ 对 $B \cdot 2P/(N A_f)$，又回到了同一个比值：序列数低于
+# {glue:text}`ch4_ratio` 时，一步是内存受限的；高于它时是计算受限的。只要负载足够，人们更愿意处于
+# 计算受限的状态，此时硬件每秒完成的工作最多；过了这个点，更大的批次不会让任何东西变得更快。
+#
+# 通信也有它自己版本的这个比值。一层中的四次集合通信，每一次都要藏在消耗它或产生它的那次矩阵乘法
+# 背后，所以要逐个矩阵乘法地比较 FLOPs 与发送的字节：一个 $[B, D]$ 激活（每个数 2 字节）供给
+# $2 B D \cdot \text{out}$ FLOPs。
 
 # %%
 per_byte = latency.flops_per_comm_byte(m52)
@@ -446,6 +607,22 @@ glue("ch4_o_8", f"{per_byte['o'] / 8:,.0f}")
 # "Two FLOPs per parameter per token" can be checked by walking through a layer. With
 # $W_Q, W_K, W_V, W_O \in \mathbb{R}^{D \times D}$ and an MLP of width $4D$:
 
+# %% [markdown] tags=["lang-zh"]
+# A100 经 NVLink 发送一个字节的时间里，能做 {glue:text}`ch4_hw_comm` FLOPs。要让通信藏在计算背后
+# （前提是这一步本来就是计算受限的），表中的每一项都必须高于这个数。最紧的是输出投影：每字节
+# $D$ FLOPs，即每块 GPU $D/N$。在八块 GPU 上，52B 模型的这一项是 {glue:text}`ch4_o_8`，恰好落在线下：
+# 每块 GPU 分到的宽度约为 {glue:text}`ch4_hw_comm` 时，张量并行就再也藏不住它的通信了；而宽度为 512
+# 的模型，无论用多少块 GPU 都不好办。
+#
+# 跑多大的批次取决于负载。用得不多的 API 跑小批次，内存受限——这时甚至不用 KV 缓存、直接重算也可能
+# 是合理的。繁忙的 API 想要计算受限的最小批次，它能在满效率所允许的范围内，给每个请求最好的延迟。
+# 批量任务（评测、数据生成）则想用上尽可能多的芯片，跑放得下的最大批次。
+#
+# ## 数一数 FLOPs
+#
+# “每个参数、每个词元 2 FLOPs”这一说法，可以逐层走一遍来验证。设
+# $W_Q, W_K, W_V, W_O \in \mathbb{R}^{D \times D}$，MLP 宽度为 $4D$：
+
 # %%
 breakdown = latency.layer_flop_breakdown(m52)
 assert breakdown == {"qkv": 6 * m52.D ** 2, "o": 2 * m52.D ** 2, "mlp": 16 * m52.D ** 2}
@@ -478,6 +655,17 @@ glue("ch4_2p_gap", fmt_percent(1 - half / P52, 1));
 # of length $D$ (or $F$, or the context), not on $D \times D$ matrices, so they grow like $D$
 # while the matmuls grow like $D^2$. XLA's count of a compiled decode step shows both parts; we
 # compile models of kipply's shape at three widths and look at what the matmul formula misses.
+
+# %% [markdown] tags=["lang-zh"]
+# 所有层加起来，每个词元做 {glue:text}`ch4_24_total` FLOPs：即 {glue:text}`ch4_24_half` 乘以 2，而模型
+# 有 {glue:text}`ch4_P52`个参数。差出的 {glue:text}`ch4_2p_gap` 是词元的嵌入和反嵌入（按我们的预设
+# 所假设的词表，共 {glue:text}`ch4_emb52`个参数；原文没有给出词表）。在延迟公式里用 $24 L D^2$ 还是
+# $2P$，差别不大。
+#
+# 那么注意力分数、softmax、归一化、激活函数呢？它们作用于长度为 $D$（或 $F$，或上下文长度）的向量，
+# 而不是 $D \times D$ 的矩阵，所以它们按 $D$ 增长，而矩阵乘法按 $D^2$ 增长。XLA 对一个编译好的解码
+# 步骤的计数同时包含这两部分；我们按 kipply 的模型形状编译三种宽度的模型，看看矩阵乘法公式漏掉了
+# 什么。
 
 # %%
 def xla_flops(cfg, context=64):
@@ -522,6 +710,21 @@ glue("ch4_rest_big", fmt_percent(rest[-1], 1));
 # the memory-bound operations to a share of the step time. Their time grows like $D$ with the
 # width, the matmuls' like $D^2$, so the share shrinks for a wider model:
 
+# %% [markdown] tags=["lang-zh"]
+# 宽度从 256 增加到 1,024，逐元素部分的占比从 {glue:text}`ch4_rest_small` 降到
+# {glue:text}`ch4_rest_big`；到了 52B 模型的宽度，*就 FLOPs 而言*它可以忽略不计。就时间而言，则是
+# 另一回事。
+#
+# ## 中间结果的内存代价
+#
+# 逐元素操作（偏置、激活函数、dropout）和归一化（softmax、layernorm）的 FLOPs 很少，但每一个都要读写
+# 它的全部输入：在 GPU 上它们是内存受限的，无论 FLOPs 多么少，耗时都是字节数除以带宽。不做融合的话，
+# 一个 softmax 可能要扫过内存四遍，而本来一读一写就够了；这些操作花多少时间，更多取决于软件——内核
+# 融合——而不是算术。根据 {cite:t}`ivanov2021datamovement` 在一个参数量为
+# {glue:text}`ch4_inter_params`（$D =$ {glue:text}`ch4_inter_D`）的模型上的测量，kipply 把内存受限的
+# 操作加总，算出它们在一步时间中所占的份额。它们的时间随宽度按 $D$ 增长，矩阵乘法的时间按 $D^2$
+# 增长，所以模型越宽，这个份额越小：
+
 # %%
 show_source(latency.intermediate_share_at_width)
 
@@ -553,6 +756,18 @@ glue("ch4_inter_hers", fmt_percent(hers, 1))
 # `book/data/kipply_fastertransformer.csv`, each row naming its source. The per-token time
 # follows from the total and the context time:
 
+# %% [markdown] tags=["lang-zh"]
+# 如果在那个宽度下它们占一步的 {glue:text}`ch4_inter_share`，那么在同样的优化下，这些内存受限的操作会
+# 占 52B 模型一步的 {glue:text}`ch4_inter_scaled`。（kipply 的捷径是除以矩阵乘法的时间，仿佛那就是
+# 整步的时间，这样得到 {glue:text}`ch4_inter_hers`。）不是零，这也是实测延迟高于屋顶线的原因之一。
+#
+# ## 对照真实的基准测试
+#
+# kipply 用 NVIDIA 的 FasterTransformer 在一块和两块 A100 上运行她的 13B 模型，批次中有
+# {glue:text}`ch4_ft_batch` 个序列，上下文 {glue:text}`ch4_ft_context` 个词元，生成
+# {glue:text}`ch4_ft_new` 个新词元。她的测量保存在 `book/data/kipply_fastertransformer.csv` 中，每一行
+# 都注明了出处。每个新词元的时间由总时间和上下文时间得出：
+
 # %%
 runs = bookdata.load("kipply_fastertransformer.csv")
 assert len({(r["batch"], r["context_tokens"], r["new_tokens"]) for r in runs}) == 1
@@ -575,6 +790,11 @@ Markdown("| A100s | total (ms) | context (ms) | per new token (ms) | source |\n|
 # two GPUs; the context pass over $T$ tokens is FLOP-bound, $2 P T / (N A_f)$. kipply then
 # accounts for the gap with numbers read off her profiles, which
 # `book/data/kipply_assumptions.json` keeps beside their source.
+
+# %% [markdown] tags=["lang-zh"]
+# 我们的下限：一个解码步骤载入权重，$2P/(N A_{bm})$，在两块 GPU 上再加 $4L$ 次消息延迟；对 $T$ 个
+# 词元的上下文处理是计算受限的，$2 P T / (N A_f)$。kipply 接着用从她的性能剖析中读出的数字来解释其中
+# 的差距，`book/data/kipply_assumptions.json` 把这些数字和它们的出处保存在一起。
 
 # %%
 profile = assumptions["profile_13b"]
@@ -636,9 +856,17 @@ ax2.legend(fontsize=7)
 fig.suptitle(f"{m13.name} with FasterTransformer: measurements by Chen (2022) beside the "
              "library's prediction", fontsize=10)
 fig.tight_layout()
-plt.show()
+glue_figure("ch4_fastertransformer_figure", fig, zh=[
+    dict(title="解码步骤，批量大小 1", ylabel="每个新词元的时间（ms）",
+         legend=["屋顶线下限（本库）", "加上剖析数据的下限（kipply）", "实测（kipply）"],
+         suptitle=f"{m13.name} 在 FasterTransformer 上：Chen（2022）的实测与本库的预测"),
+    dict(title="上下文处理，512 个词元", ylabel="时间（ms）",
+         legend=["计算受限的下限（本库）", "实测（kipply）"])])
 
 # %% [markdown]
+# ```{glue:figure} ch4_fastertransformer_figure
+# ```
+#
 # On one GPU the floor, {glue:text}`ch4_ft_floor1`, is {glue:text}`ch4_ft_frac1` of the
 # measured time. Her profiles show the matmuls reaching {glue:text}`ch4_bw_share1` of the
 # memory bandwidth, and the memory-bound intermediate operations taking
@@ -656,6 +884,23 @@ plt.show()
 # {glue:text}`ch4_ft_ctx2` on two — assumes the matmuls run at the A100's peak. The profile
 # shows the big MLP matmul of the context pass reaching about three quarters of it and the attention
 # projections about half:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch4_fastertransformer_figure
+# ```
+#
+# 在一块 GPU 上，下限 {glue:text}`ch4_ft_floor1` 是实测时间的 {glue:text}`ch4_ft_frac1`。她的性能剖析
+# 显示，矩阵乘法达到了内存带宽的 {glue:text}`ch4_bw_share1`，内存受限的中间操作每个词元耗时
+# {glue:text}`ch4_inter_ms1`；算上这些，估算升到 {glue:text}`ch4_ft_ref1`，剩下的是些小操作——嵌入
+# 查找、top-k 采样、内核启动。在两块 GPU 上，下限（{glue:text}`ch4_ft_floor2`，其中包括
+# {glue:text}`ch4_ft_comm2` 无法与任何东西重叠的消息延迟）是实测的 {glue:text}`ch4_ft_frac2`：每块
+# GPU 上的张量更小，带宽利用得更差（{glue:text}`ch4_bw_share2`），用上剖析中的数字，估算达到
+# {glue:text}`ch4_ft_ref2`。剩下的部分与她剖析出的每层 {glue:text}`ch4_comm_prof` 通信时间相符，多于
+# 四条各 {glue:text}`ch4_hop` 的消息所需的 {glue:text}`ch4_comm_est`。
+#
+# 上下文处理差得更多。它的下限——一块 GPU 上 {glue:text}`ch4_ft_ctx1`，两块上
+# {glue:text}`ch4_ft_ctx2`——假设矩阵乘法以 A100 的峰值运行。剖析显示，上下文处理中那个大的 MLP
+# 矩阵乘法大约达到峰值的四分之三，注意力的投影大约达到一半：
 
 # %%
 C = a100.bf16_flops_per_s
@@ -690,4 +935,21 @@ glue("ch4_proj_eff", fmt_percent(proj_eff));
 #   latency sets a floor that more GPUs cannot remove.
 # - The estimates land within a factor of two of a tuned engine at batch 1, and the gap can be
 #   accounted for: achieved bandwidth, memory-bound element-wise work, communication latency.
+# ```
+
+# %% [markdown] tags=["lang-zh"]
+# 一个 {glue:text}`ch4_mlp_shape` 的乘积在峰值下应耗时 {glue:text}`ch4_mlp_expected`，实际达到了峰值的
+# {glue:text}`ch4_mlp_eff`；{glue:text}`ch4_proj_shape` 的投影在峰值下应耗时
+# {glue:text}`ch4_proj_expected`，实际达到 {glue:text}`ch4_proj_eff`。这些形状的矩阵乘法就是达不到
+# A100 的峰值——这和第 2 章在 CPU 上得出的教训一样：屋顶线是一个下限，离它有多远，取决于具体的内核、
+# 形状和设备。
+#
+# ```{admonition} 要点
+# - 一步的代价是（字节 / 带宽）与（FLOPs / 峰值）中较大的那个。对权重而言，两者的交点是芯片的 FLOP
+#   与字节之比，以每步的词元数计——在 A100 上大约两百——与模型无关。
+# - 内存决定批次：先放权重，剩下的空间都留给 KV 缓存。
+# - 张量并行把字节和 FLOPs 都除以 $N$，但每步增加 $4L$ 次集合通信；它们的延迟构成一个下限，再多的
+#   GPU 也去不掉。
+# - 批量大小为 1 时，估算值都在调校良好的引擎实测值的一半以上，而且差距可以一一解释：实际达到的
+#   带宽、内存受限的逐元素工作、通信延迟。
 # ```

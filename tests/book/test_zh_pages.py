@@ -33,7 +33,9 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "exercises/01_sampling_kv_cache.py", "chapters/11_inference_engine.py",
               "chapters/12_paged_kv_prefix_caching.py", "exercises/11_serving.py",
               "chapters/08_sharding_prefill.py", "chapters/09_sharding_generation.py",
-              "chapters/10_weight_stationary_2d.py", "exercises/08_many_chips.py"]
+              "chapters/10_weight_stationary_2d.py", "exercises/08_many_chips.py",
+              "book/hardware.py", "chapters/04_inference_arithmetic.py",
+              "exercises/02_performance_models.py"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
