@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The pages with a Chinese twin. When every page of _toc.yml is here, set REQUIRE_ALL.
 TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
-              "exercises/01_sampling_kv_cache.py"]
+              "exercises/01_sampling_kv_cache.py",
+              "chapters/03_latency_throughput_memory.py"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
@@ -40,6 +41,10 @@ KEPT_IN_ENGLISH: dict[str, dict[str, str]] = {}
 ALLOWED_ZH = {
     "exercises/01_sampling_kv_cache.py": {
         "七十亿": "the model's name (7B) in words, as the English cell's 'seven billion'",
+    },
+    "chapters/03_latency_throughput_memory.py": {
+        "300亿": "the scaling book's quiz model (30 billion parameters), stated as the question "
+                "states it",
     },
 }
 
