@@ -742,7 +742,7 @@ glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
 #
 # 空心的点放不进主板的内存：8,192 个词元时最大批次为 {glue:text}`ch3_l70_max_8k`（图中画出的
 # 里面是 {glue:text}`ch3_l70_fit_8k`），32,768 个词元时只有 {glue:text}`ch3_l70_max_32k`。前沿从
-# 批次 1 开始，每步 {glue:text}`ch3_l70_fast`（那一个用户每秒得到 {glue:text}`ch3_l70_fast_user`），
+# 批次 1 开始，每步 {glue:text}`ch3_l70_fast`（那一个用户得到 {glue:text}`ch3_l70_fast_user`），
 # 一直延伸到批次 {glue:text}`ch3_l70_fit_8k`：那里每块 GPU 产出 {glue:text}`ch3_l70_cheap_chip`，
 # 但每个用户每个词元要等 {glue:text}`ch3_l70_cheap_step`。更长的上下文在两根坐标轴上都要付出代价：
 # 每个序列的缓存大了 {glue:text}`ch3_l70_ctx_ratio`，所以放得下的更少，每一步要读的也更多。
