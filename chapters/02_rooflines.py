@@ -24,6 +24,17 @@
 # ends by measuring the roofline on the device you are running and comparing the library's
 # decode step with the prediction.
 
+# %% [markdown] tags=["lang-zh"]
+# # 屋顶线：推理什么时候是计算受限的？
+#
+# 第 1 章发现解码步骤在等内存：它把每个权重读一遍，却只用每个权重做两次 FLOP。当更多的工作共享
+# 同样的字节时，情况就变了。本章用*屋顶线模型* {cite:p}`williams2009roofline` 把这个想法说准确：
+# 对 Transformer 的每一部分——权重矩阵乘法、注意力——数出每移动一个字节所做的 FLOPs，再与芯片
+# 每读一个字节能做的运算相比较。比较的结果告诉我们推理什么时候是计算受限的：预填充几乎总是；解码
+# 中的权重矩阵乘法只有在许多序列共享一步时才是；解码中的注意力则从来不是
+# {cite:p}`austin2025scaling,chen2022arithmetic`。本章最后在你正在使用的设备上测量屋顶线，并把库的
+# 解码步骤与预测相比较。
+
 # %%
 import inferbook
 
@@ -43,7 +54,9 @@ DEVICE = timing.device_name()
 
 # %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import (
+    bilingual,
     fmt_bytes,
     fmt_count,
     fmt_percent,
@@ -66,6 +79,18 @@ from inferbook.book.present import (
 # Which term wins depends on the operation's **arithmetic intensity** $F / M$, FLOPs per byte,
 # against the chip's $C / W$: above it the operation is compute-bound, below it memory-bound.
 # The registry's chips (bfloat16 dense peak, memory bandwidth):
+
+# %% [markdown] tags=["lang-zh"]
+# ## 两个屋顶
+#
+# 一块芯片每秒最多做 $C$ 次 FLOP，每秒最多从内存读取 $W$ 个字节。所以，一个对必须从内存读来的
+# $M$ 个字节执行 $F$ 次 FLOP 的操作，至少需要
+#
+# $$ T \ge \max\left(\frac{F}{C}, \frac{M}{W}\right), $$
+#
+# 这里假定加载与运算相互重叠，硬件正是为此而设计的。哪一项胜出，取决于这个操作的**算术强度**
+# $F / M$（每字节的 FLOPs）与芯片的 $C / W$ 孰高孰低：高于它，操作是计算受限的；低于它，则是
+# 内存受限的。库中登记的芯片（bfloat16 稠密峰值、内存带宽）如下：
 
 # %% tags=["hide-input"]
 rows = []
@@ -99,9 +124,14 @@ ax.set_title("The roofline: memory-bound left of each dotted line, compute-bound
              fontsize=10)
 ax.legend()
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch2_roofline_figure", fig, zh=dict(
+    title="屋顶线：每条点线左侧内存受限，右侧计算受限", xlabel="算术强度（每字节的 FLOPs）",
+    ylabel="可达到的 FLOP/s"), keep=[chip.name for chip in (v5e, h100, a100)])
 
 # %% [markdown]
+# ```{glue:figure} ch2_roofline_figure
+# ```
+#
 # Every chip in the registry needs between {glue:text}`ch2_ci_min` and
 # {glue:text}`ch2_ci_max` FLOPs per byte before arithmetic becomes its bottleneck:
 # {glue:text}`ch2_ci_v5e` for a TPU v5e, {glue:text}`ch2_ci_a100` for an A100,
@@ -115,6 +145,21 @@ plt.show()
 # $[D, F]$, where $B$ counts the tokens in the step. In bfloat16 it does $2BDF$ FLOPs and
 # moves $2BD + 2DF + 2BF$ bytes (read the activations and the weights, write the result):
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch2_roofline_figure
+# ```
+#
+# 库中登记的每块芯片，都要每字节做 {glue:text}`ch2_ci_min` 到 {glue:text}`ch2_ci_max` 次 FLOP，
+# 算术才会成为它的瓶颈：TPU v5e 是 {glue:text}`ch2_ci_v5e`，A100 是 {glue:text}`ch2_ci_a100`，
+# H100 是 {glue:text}`ch2_ci_h100`。（kipply 把 A100 的这个数叫作“flops to bandwidth ratio”，即
+# FLOPs 与带宽之比；第 4 章沿用了她的论证。）
+#
+# ## 矩阵乘法
+#
+# Transformer 中的每个权重——注意力投影 $W_Q, W_K, W_V, W_O$ 和 MLP 的矩阵——都用在同一种形式的
+# 乘积里：激活值 $[B, D]$ 乘以权重 $[D, F]$，其中 $B$ 是这一步的词元数。在 bfloat16 下，它做
+# $2BDF$ FLOPs，移动 $2BD + 2DF + 2BF$ 个字节（读取激活值和权重，写出结果）：
+
 # %%
 show_source(roofline.matmul_bytes, roofline.matmul_intensity)
 
@@ -125,6 +170,13 @@ show_source(roofline.matmul_bytes, roofline.matmul_intensity)
 # **critical batch size**:
 #
 # $$ B_\text{crit} = \frac{C}{W} \cdot \frac{\text{bytes per weight}}{2}. $$
+
+# %% [markdown] tags=["lang-zh"]
+# 当 $B$ 比 $D$ 和 $F$ 小得多时——解码步骤的批次相对于模型的宽度正是如此——字节主要来自权重，
+# 强度为 $2BDF / 2DF = B$。$B$ 一旦超过芯片的 $C / W$，矩阵乘法就转为计算受限。这个以每步词元数
+# 计的阈值，就是**临界批量大小**：
+#
+# $$ B_\text{crit} = \frac{C}{W} \cdot \frac{\text{每个权重的字节数}}{2}. $$
 
 # %%
 show_source(roofline.critical_batch)
@@ -150,13 +202,27 @@ ax.set_ylabel("FLOPs per byte (bfloat16)")
 ax.set_title("A weight matmul's intensity grows with the batch", fontsize=10)
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch2_matmul_figure", fig, zh=dict(
+    title="权重矩阵乘法的强度随批次增长", xlabel="每步的词元数 B",
+    ylabel="每字节的 FLOPs（bfloat16）",
+    legend=[f"[B, {D}]·[{D}, {F}]"] + [f"{chip.name} 的 C / W" for chip in (v5e, h100, a100)]))
 
 # %% [markdown]
+# ```{glue:figure} ch2_matmul_figure
+# ```
+#
 # The curve crosses each chip's line a little after $B_\text{crit}$ (activations add a few
 # bytes the formula ignores). Quantization moves the threshold. Storing weights in int8 halves
 # the bytes per weight and so halves $B_\text{crit}$; doing the arithmetic in int8 as well
 # doubles $C$ and brings it back {cite:p}`austin2025scaling`:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch2_matmul_figure
+# ```
+#
+# 曲线越过每块芯片那条线的位置，比 $B_\text{crit}$ 稍晚一点（激活值多出了几个公式忽略掉的字节）。
+# 量化会移动这个阈值。把权重存成 int8，每个权重的字节数减半，$B_\text{crit}$ 也随之减半；如果运算
+# 也用 int8，$C$ 翻番，阈值又回到原处 {cite:p}`austin2025scaling`：
 
 # %%
 formats = [("bf16 weights, bf16 math", 2, "bf16"), ("int8 weights, bf16 math", 1, "bf16"),
@@ -195,6 +261,22 @@ Markdown(table)
 # score matrix, as a fused kernel does (chapter 6). Both products, $QK^\top$ and $PV$, do
 # $2BTSNH$ FLOPs:
 
+# %% [markdown] tags=["lang-zh"]
+# 这是本章答案的前一半。
+#
+# - **预填充**把每个权重一次性乘以提示词的全部 $T$ 个词元。几百个词元的提示词就已越过
+#   $B_\text{crit}$：预填充是计算受限的，它的代价就是 FLOPs 除以峰值。
+# - **解码**每步每个序列只有一个新词元，所以只有对序列做批处理才能提高 $B$。TPU v5e 需要
+#   {glue:text}`ch2_bcrit_v5e` 个序列以 bfloat16 一起解码（int8 权重时是
+#   {glue:text}`ch2_bcrit_v5e_int8w` 个），H100 需要 {glue:text}`ch2_bcrit_h100` 个——每个序列在内存中
+#   都有自己的 KV 缓存。低于这个数，一步的代价就是读取权重的时间，不管有多少个序列共享这一步。
+#
+# ## 注意力
+#
+# 注意力不一样：它的“权重”是 KV 缓存，而每个序列都有自己的一份。一层多头注意力作用于 $B$ 个
+# 序列，每个序列有 $T$ 个新查询对着 $S$ 个键，它读取查询和缓存并写出输出——不写出 $T \times S$ 的
+# 分数矩阵，融合内核正是这样做的（第 6 章）。两个乘积 $QK^\top$ 和 $PV$ 各做 $2BTSNH$ FLOPs：
+
 # %%
 show_source(roofline.attention_cost, roofline.attention_intensity)
 
@@ -206,6 +288,14 @@ show_source(roofline.attention_cost, roofline.attention_intensity)
 # context: decoding attention is memory-bound at every batch size. Grouped-query attention, $G$
 # query heads per KV head, reuses each key $G$ times and raises the intensity towards $G$ —
 # still far below any chip's $C / W$.
+
+# %% [markdown] tags=["lang-zh"]
+# 批次在这里被约掉了：$B$ 个序列带来 $B$ 倍的 FLOPs，也带来 $B$ 倍的字节。在 $N = K$ 个头、
+# bfloat16 的情况下，强度为 $ST / (S + T)$。在**预填充**中（$S = T$），它等于 $T/2$，所以一旦 $T$ 达到
+# 约 $2 \cdot C / W$，长提示词的注意力就是计算受限的。在**生成**中（$T = 1$），它是 $S / (S + 1)$，
+# 无论上下文多长都低于每字节一个 FLOP：解码注意力在任何批量大小下都是内存受限的。分组查询注意力
+# 让每 $G$ 个查询头共享一个 KV 头，每个键被重复使用 $G$ 次，强度也随之升向 $G$——但仍远低于任何
+# 芯片的 $C / W$。
 
 # %%
 contexts = np.unique(np.geomspace(1, 131072, 200).astype(int))
@@ -229,15 +319,31 @@ ax.set_ylabel("FLOPs per byte (bfloat16)")
 ax.set_title("Attention: prefill grows with the prompt, generation stays below G", fontsize=10)
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch2_attention_figure", fig, zh=dict(
+    title="注意力：预填充随提示词增长，生成停留在 G 以下", xlabel="上下文 S（每个查询的键数）",
+    ylabel="每字节的 FLOPs（bfloat16）",
+    legend=["预填充，T = S"] + [f"生成，T = 1，G = {G}" for G in (1, 8)],
+    texts=[f"{chip.name} 的 C / W" for chip in (v5e, h100)]))
 glue("ch2_prefill_attention_v5e", f"{prefill_threshold:,}");
 
 # %% [markdown]
+# ```{glue:figure} ch2_attention_figure
+# ```
+#
 # On a TPU v5e a prompt's attention is compute-bound from about
 # {glue:text}`ch2_prefill_attention_v5e` tokens. During generation the weights get cheaper per
 # token as the batch grows, the caches do not: every added sequence adds its cache to the bytes
 # of every step. Once the caches outweigh the weights, batching buys little. The batch where
 # they weigh the same is the weight bytes over one sequence's cache:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch2_attention_figure
+# ```
+#
+# 在 TPU v5e 上，提示词的注意力从大约 {glue:text}`ch2_prefill_attention_v5e` 个词元起就是计算受限的。
+# 在生成过程中，批次越大，权重分摊到每个词元上就越便宜，缓存却不会：每增加一个序列，每一步要读的
+# 字节就多出它的一份缓存。一旦缓存比权重还重，批处理就收效甚微。两者一样重时的批次，等于权重的
+# 字节数除以一个序列的缓存：
 
 # %%
 context = 4096
@@ -284,6 +390,28 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # alike, and each reports its median over the rounds. Nothing in either prediction is fitted
 # to the decode step. `inferbook.perf.calibration` does the measuring:
 
+# %% [markdown] tags=["lang-zh"]
+# LLaMA-2 13B 的缓存从批次 {glue:text}`ch2_even_13b` 起就比权重还重；LLaMA-3 8B 用
+# {glue:text}`ch2_l3_K` 个 KV 头对应 {glue:text}`ch2_l3_N` 个查询头，要到大约
+# {glue:text}`ch2_even_l3` 才会如此。两者都远低于 $B_\text{crit}$：在长上下文下，解码彻头彻尾是内存
+# 受限的，第 3 章会把这一点换算成步骤时间和吞吐量。
+#
+# ## 你的设备上的屋顶线
+#
+# 现在来做一次测量。我们为库的解码步骤计时——完全按 `decode.generate` 运行它的方式，先是采样步骤，
+# 再就地追加到缓存——批量大小从 1 到 256，并在旁边放上两个预测：
+#
+# - 带两个实测常数的**屋顶线**，取法与*经验*屋顶线相同：$W$ 是观察到的最佳读取带宽（一次大的
+#   归约，或者批次为 1 时模型的权重流过它的矩阵乘法），$C$ 是模型的矩阵乘法在任何批次下达到的最佳
+#   FLOP/s。一步的代价是 $\text{KV 字节数} / W + \max(2BP / C, \text{权重字节数} / W)$；
+# - 一个**校准后的**预测：它保留屋顶线把一步拆成权重部分和缓存部分的做法，但每一部分的时间都取自
+#   设备，而不是来自两个屋顶：模型的权重矩阵乘法在 $B$ 行下单独放在一个程序里运行；它在 $B$ 个缓存
+#   上的注意力，也单独运行；再加上一个几乎什么都不移动的步骤的固定开销（对一个宽度极小的模型运行
+#   同样的步骤）。
+#
+# 三者交替计时，这样机器上其他正在运行的东西对它们的影响都一样，每一项报告它在各轮中的中位数。
+# 两个预测中没有任何东西是对着解码步骤拟合出来的。测量由 `inferbook.perf.calibration` 完成：
+
 # %%
 show_source(calibration.model_matmul_program, calibration.attention_program,
             calibration.decode_sweep)
@@ -292,6 +420,10 @@ show_source(calibration.model_matmul_program, calibration.attention_program,
 # The model is the library's `cpu-336mb` preset, {glue:text}`ch2_sweep_params` parameters: big
 # enough that reading its weights dominates a step's fixed costs. Every sequence has a
 # 128-token cache.
+
+# %% [markdown] tags=["lang-zh"]
+# 模型是库中的 `cpu-336mb` 预设，参数共 {glue:text}`ch2_sweep_params`：它足够大，读取权重的时间
+# 压过了一步的固定开销。每个序列都有一个 128 个词元的缓存。
 
 # %%
 sweep_cfg = get_preset("cpu-336mb")
@@ -363,9 +495,16 @@ ax2.legend(fontsize=8)
 ax2.grid(True, which="both", alpha=0.3)
 fig.suptitle(f"{sweep_cfg.name}, context {sweep.context}: measured on {DEVICE}", fontsize=10)
 fig.tight_layout()
-plt.show()
+glue_figure("ch2_sweep_figure", fig, zh=[
+    dict(xlabel="批量大小 B", ylabel="解码步骤（ms）",
+         legend=["实测", "校准后的预测", "屋顶线（W 和 C）"], texts=["B_crit"],
+         suptitle=f"{sweep_cfg.name}，上下文 {sweep.context}：在 {DEVICE} 上测得"),
+    dict(xlabel="批量大小 B", ylabel="每秒词元数", legend=["实测", "校准后的预测", "屋顶线"])])
 
 # %% [markdown]
+# ```{glue:figure} ch2_sweep_figure
+# ```
+#
 # On {glue:text}`ch2_device` the read bandwidth is {glue:text}`ch2_W` and the best matmul
 # reaches {glue:text}`ch2_C`. The model's matmul weights are {glue:text}`ch2_weights`, so the
 # roofline's knee — its critical batch — sits at $B =$ {glue:text}`ch2_bcrit_here`. The
@@ -383,6 +522,24 @@ plt.show()
 # achieved at each batch size, against the two roofs — $C$, and $2B$ FLOPs per weight at
 # bandwidth $W$:
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch2_sweep_figure
+# ```
+#
+# 在 {glue:text}`ch2_device` 上，读取带宽是 {glue:text}`ch2_W`，最好的矩阵乘法达到
+# {glue:text}`ch2_C`。模型矩阵乘法的权重有 {glue:text}`ch2_weights`，所以屋顶线的拐点——它的临界
+# 批量——位于 $B =$ {glue:text}`ch2_bcrit_here`。实测的步骤在批次为 1 时耗时
+# {glue:text}`ch2_step_1`，在最大的批次时耗时 {glue:text}`ch2_step_max`；吞吐量升到原来的
+# {glue:text}`ch2_tput_ratio`，并在批次 {glue:text}`ch2_knee` 时达到其最佳值的
+# {glue:text}`ch2_knee_share`：这就是实测曲线的拐点。在每个批量大小下，校准后的预测与实测步骤的
+# 差距都在 {glue:text}`ch2_worst_error` 以内；两个常数的屋顶线则最多偏离
+# {glue:text}`ch2_worst_roof_error`（在批次 {glue:text}`ch2_worst_roof_batch`）。
+# {glue:text}`ch2_valley_sentence` 至于注意力，它在最大的批次下以 {glue:text}`ch2_attn_bw` 读取缓存，
+# 是 $W$ 的 {glue:text}`ch2_attn_share`：许多按序列划分的小乘积，对内存的利用不如一个大乘积。
+#
+# 原因就在矩阵乘法本身。下面是模型的权重矩阵乘法在每个批量大小下实际达到的 FLOP 速率，并与两个
+# 屋顶相对照——$C$，以及带宽 $W$ 下每个权重 $2B$ FLOPs：
+
 # %%
 achieved = 2 * B_axis * sweep.params / np.array(sweep.column("matmul_s"))
 bytes_per_weight = sweep.weight_bytes / sweep.params
@@ -398,12 +555,18 @@ if info.platform == "cpu":
                     expected="below 70% of the roofline somewhere between 2 and 32 rows",
                     measured=f"lowest {fmt_percent(share_of_roof[worst])} at "
                              f"{int(B_axis[worst])} rows")
-    valley = ("On a CPU the roofline misses a valley: XLA's matrix products with a handful of "
-              "rows run far below both of its roofs, so the step time rises long before the "
-              "critical batch, and only a measurement of the matmuls at those shapes predicts it.")
+    valley = bilingual(
+        "On a CPU the roofline misses a valley: XLA's matrix products with a handful of "
+        "rows run far below both of its roofs, so the step time rises long before the "
+        "critical batch, and only a measurement of the matmuls at those shapes predicts it.",
+        zh="在 CPU 上，屋顶线漏掉了一个低谷：XLA 只有寥寥几行的矩阵乘积远远低于它的两个屋顶，"
+           "所以步骤时间早在临界批量之前就开始上升，只有在这些形状上实测矩阵乘法才能预测它。")
 else:
-    valley = ("The roofline's shape — flat, then linear — is what an accelerator delivers; the "
-              "calibrated prediction adds what its kernels achieve at each shape.")
+    valley = bilingual(
+        "The roofline's shape — flat, then linear — is what an accelerator delivers; the "
+        "calibrated prediction adds what its kernels achieve at each shape.",
+        zh="屋顶线的形状——先平坦、后线性——正是加速器所能做到的；校准后的预测再补上它的内核"
+           "在每种形状上实际达到的水平。")
 
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.loglog(B_axis, roof, "k:", label="roofline: min(C, 2B·W / bytes per weight)")
@@ -413,12 +576,17 @@ ax.set_ylabel("FLOP/s")
 ax.set_title(f"Achieved matmul throughput at {sweep_cfg.name}'s shapes, {DEVICE}", fontsize=9)
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch2_valley_figure", fig, zh=dict(
+    title=f"{sweep_cfg.name} 形状下矩阵乘法实际达到的吞吐量，{DEVICE}", xlabel="行数 B",
+    ylabel="FLOP/s", legend=["屋顶线：min(C, 2B·W / 每个权重的字节数)", "模型的矩阵乘法，实测"]))
 glue("ch2_valley_batch", str(int(B_axis[worst])))
 glue("ch2_valley_share", fmt_percent(share_of_roof[worst]))
 glue("ch2_valley_sentence", valley);
 
 # %% [markdown]
+# ```{glue:figure} ch2_valley_figure
+# ```
+#
 # At batch {glue:text}`ch2_valley_batch` the matmuls reach only {glue:text}`ch2_valley_share` of
 # what the roofline allows. Accelerators come much closer to both roofs (chapter 4 holds the
 # sources' estimates against measurements on A100s), which is why the sources can reason with
@@ -441,6 +609,30 @@ glue("ch2_valley_sentence", valley);
 #   it into a prediction.
 # ```
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch2_valley_figure
+# ```
+#
+# 在批次 {glue:text}`ch2_valley_batch` 时，矩阵乘法只达到屋顶线所允许的
+# {glue:text}`ch2_valley_share`。加速器离两个屋顶要近得多（第 4 章把资料中的估算与 A100 上的实测
+# 相对照），所以资料可以只凭两个常数来推理。不过这一课照样适用：屋顶线是一个界限，与它的差距取决于
+# 内核、形状和设备——在要紧的地方，就去测量它。
+#
+# Scaling book 的附录在 TPU 上展示了同一类扫描：步骤时间几乎保持平坦，直到批次约为
+# {glue:text}`ch2_bcrit_v5e`——即 v5e 的 $B_\text{crit}$——之后线性增长，吞吐量也在那之后趋于平稳
+# {cite:p}`austin2025scaling`。
+#
+# ```{admonition} 要点
+# - 当一个操作每字节的 FLOPs 超过芯片的 $C / W$ 时，它就是计算受限的——对当前的加速器而言，这个值
+#   是几百。
+# - 权重矩阵乘法每个 bfloat16 字节大约做 $B$ 次 FLOP：预填充是计算受限的；解码则要每步有
+#   $B_\text{crit} = (C / W) \cdot (\text{每个权重的字节数} / 2)$ 个序列才能做到。量化的权重降低
+#   $B_\text{crit}$；量化的运算则提高它。
+# - 解码注意力在任何批量大小下，每字节 KV 缓存大约只做一次 FLOP：它总是内存受限的，而且每增加一个
+#   序列，它的代价就随之增长。
+# - 在真实设备上，屋顶线是一个下限。在模型的形状上测量内核，才能把它变成一个预测。
+# ```
+
 # %% [markdown]
 # ## Measured on real hardware
 #
@@ -453,6 +645,16 @@ glue("ch2_valley_sentence", valley);
 # by the step time and by the read bandwidth measured in alternation with the step, so that
 # whatever else shares the machine slows both alike. Here is every device on record: the
 # measured step time against the calibrated prediction.
+
+# %% [markdown] tags=["lang-zh"]
+# ## 在真实硬件上的测量
+#
+# 上面的扫描运行在正在执行这一页的设备上，只重复了几次。库的基准测试 `inferbook bench`（在代码
+# 检出中用 `make bench`）做同样的工作，但更彻底——在两种上下文长度下测量批量大小 1 到 256，重复更多
+# 次，还包括预填充——并把结果连同设备、日期以及库和 JAX 的版本，记录在 `book/data/bench/` 下的一个
+# 文件里。对每个解码配置，它报告*模型带宽利用率*（MBU）：一步必须移动的字节（每个权重、每个缓存的
+# 键和值）除以步骤时间，再除以与该步骤交替测得的读取带宽，这样无论还有什么在共享这台机器，都会同样
+# 地拖慢两者。下面是有记录的每一台设备：实测的步骤时间与校准后的预测相对照。
 
 # %%
 from inferbook.perf import bench_results
@@ -473,6 +675,11 @@ def label(rec):
             f"{rec['date'][:10]}" + ("" if quiet(rec) else ", under load"))
 
 
+def label_zh(rec):
+    return (f"{rec['device']}，{rec['model']}（{rec['dtype']}），jax {rec['jax_version']}，"
+            f"{rec['date'][:10]}" + ("" if quiet(rec) else "，有负载"))
+
+
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 5))
 for rec in records:
@@ -489,7 +696,11 @@ ax.set_ylabel("calibrated prediction (ms)")
 ax.set_title("Decode step, measured against predicted, every device on record", fontsize=10)
 ax.legend(fontsize=6, loc="upper left")
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch2_records_figure", fig, zh=dict(
+    title="解码步骤：实测与预测对比，所有有记录的设备", xlabel="实测的解码步骤（ms）",
+    ylabel="校准后的预测（ms）",
+    legend=[label_zh(rec) for rec in records]
+    + ["预测 = 实测", f"±{fmt_percent(TARGETS['median'])}"]))
 
 Markdown("| device | model | JAX | date | load at start | bandwidth | MBU at batch 1 "
          "| median \\|error\\| | worst \\|error\\| |\n|---|---|---|---|---:|---:|---:|---:|---:|\n"
@@ -519,7 +730,9 @@ first = next(r for r in cpu["rows"] if r["kind"] == "decode"
 n_devices = len({r["device"] for r in records})
 
 # %% tags=["hide-input"]
-glue("ch2_rec_devices", "One device is" if n_devices == 1 else f"{n_devices} devices are")
+glue("ch2_rec_devices", bilingual("One device is", zh="目前有记录的设备只有一台")
+     if n_devices == 1 else bilingual(f"{n_devices} devices are",
+                                      zh=f"目前有记录的设备共 {n_devices} 台"))
 glue("ch2_rec_cpu", cpu["device"])
 glue("ch2_rec_jax", cpu["jax_version"])
 glue("ch2_rec_rows", str(sum(r["kind"] == "decode" for r in cpu["rows"])))
@@ -537,6 +750,9 @@ glue("ch2_target_median", fmt_percent(TARGETS["median"]))
 glue("ch2_target_worst", fmt_percent(TARGETS["worst"]))
 
 # %% [markdown]
+# ```{glue:figure} ch2_records_figure
+# ```
+#
 # {glue:text}`ch2_rec_devices` on record so far. On {glue:text}`ch2_rec_cpu`, under jax
 # {glue:text}`ch2_rec_jax`, the decode step at batch 1 took {glue:text}`ch2_rec_step1`: it moved
 # the weights and the cache at {glue:text}`ch2_rec_bw1` while the memory delivered
@@ -561,6 +777,30 @@ glue("ch2_target_worst", fmt_percent(TARGETS["worst"]))
 # between. Here are the benchmark runs of this CPU under each version side by side: the decode
 # step across batch sizes at the shorter context, and the batch-1 step against the read
 # bandwidth.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch2_records_figure
+# ```
+#
+# {glue:text}`ch2_rec_devices`。在 {glue:text}`ch2_rec_cpu` 上、jax {glue:text}`ch2_rec_jax` 下，
+# 批次为 1 的解码步骤耗时 {glue:text}`ch2_rec_step1`：它以 {glue:text}`ch2_rec_bw1` 的速度移动权重
+# 和缓存，而内存为一次单纯的读取提供了 {glue:text}`ch2_rec_read1`，模型带宽利用率（MBU）为
+# {glue:text}`ch2_rec_mbu1`。（同一次运行在开始时单独做的读取达到了
+# {glue:text}`ch2_rec_read_alone`；以它为准，这一步的 MBU 是 {glue:text}`ch2_rec_mbu_alone`。在一台
+# 与别人共享的机器上，一次读取能得到的带宽时刻都在变，这正是基准测试要与步骤交替测量它的原因。）在
+# 全部 {glue:text}`ch2_rec_rows` 个解码配置上，校准后的预测的误差中位数为
+# {glue:text}`ch2_rec_median`，最坏为 {glue:text}`ch2_rec_worst`。上面的断言要求每一次在空闲机器上
+# 记录的运行都达到本书的目标——批次为 1 时 MBU 至少 {glue:text}`ch2_target_mbu`（相对于单独的读取
+# 至少 {glue:text}`ch2_target_alone`），误差中位数在 {glue:text}`ch2_target_median` 以内，最坏在
+# {glue:text}`ch2_target_worst` 以内——所以一次新的空闲记录如果达不到，构建就会失败。有负载时记录的
+# 运行会画出来（用叉号），但不按目标考核。GPU 上的运行还会加上相对于数据手册带宽的 MBU，以及同一个
+# 模型上 Hugging Face 的 `generate` 与库的并列比较。
+#
+# ### 同一台机器上的两个 JAX 版本
+#
+# Colab 运行的 JAX 比本书的构建机器上的旧，而 XLA 的 CPU 编译器在两者之间有了变化。下面把这台 CPU
+# 在每个版本下的基准测试运行并排放在一起：较短上下文下各个批量大小的解码步骤，以及批次为 1 的步骤
+# 相对于读取带宽的比例。
 
 # %%
 by_version = {}
@@ -596,7 +836,12 @@ ax2.legend(fontsize=8)
 fig.suptitle(f"{cpu_runs[0]['model']} on {cpu_runs[0]['device']}, by JAX version",
              fontsize=10)
 fig.tight_layout()
-plt.show()
+glue_figure("ch2_versions_figure", fig, zh=[
+    dict(xlabel="批量大小 B", ylabel=f"解码步骤，上下文 {context0}（ms）",
+         legend=[f"jax {v}" + ("" if quiet(by_version[v]) else "（有负载）") for v in versions],
+         suptitle=f"{cpu_runs[0]['device']} 上的 {cpu_runs[0]['model']}，按 JAX 版本"),
+    dict(ylabel="批次为 1 的步骤，占独立读取的 %", legend=["目标"])],
+    keep=[f"jax {v}" for v in versions])
 
 Markdown("| JAX | date | load at start | step at batch 1 | at batch 8 | batch 1, % of the "
          "standalone read | model's matmuls at batch 8 | held to the targets |\n"
@@ -624,12 +869,20 @@ glue("ch2_jax_B", str(B_top))
 glue("ch2_jax_mm_old", fmt_seconds(matmul_at[old][B_top]))
 glue("ch2_jax_mm_new", fmt_seconds(matmul_at[new][B_top]))
 glue("ch2_jax_status",
-     "Every version's run was recorded on a quiet machine." if not loaded else
-     f"Only jax {' and '.join(v for v in versions if v not in loaded) or 'no version'} has a "
-     f"run recorded on a quiet machine; jax {' and '.join(loaded)} was recorded only under "
-     "load, so its figures are provisional and not held to the targets.")
+     bilingual("Every version's run was recorded on a quiet machine.",
+               zh="每个版本的运行都是在空闲的机器上记录的。") if not loaded else
+     bilingual(f"Only jax {' and '.join(v for v in versions if v not in loaded) or 'no version'}"
+               f" has a run recorded on a quiet machine; jax {' and '.join(loaded)} was "
+               "recorded only under load, so its figures are provisional and not held to the "
+               "targets.",
+               zh=("只有 jax " + ("、".join(v for v in versions if v not in loaded) or "（无）")
+                   + " 有在空闲机器上记录的运行；jax " + "、".join(loaded)
+                   + " 只在有负载时记录过，所以它的数字只是暂定的，不按目标考核。")))
 
 # %% [markdown]
+# ```{glue:figure} ch2_versions_figure
+# ```
+#
 # {glue:text}`ch2_jax_status` The two versions compile the same program differently. Under
 # jax {glue:text}`ch2_jax_old` (Colab's), XLA:CPU used to rewrite the cache write of every decode
 # step — a scatter into each sequence's slot of a [B, K, S, H] array — by moving the indexed
@@ -646,3 +899,20 @@ glue("ch2_jax_status",
 # {glue:text}`ch2_jax_new`: the same shapes, the same weights, another compiler — a limit of
 # XLA's, not of the model's code, and one the calibrated prediction already carries, since it
 # times the matmuls under the version it runs on.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch2_versions_figure
+# ```
+#
+# {glue:text}`ch2_jax_status` 两个版本对同一个程序的编译方式不同。在 jax {glue:text}`ch2_jax_old`
+# （Colab 的版本）下，XLA:CPU 以前会改写每个解码步骤中的缓存写入——向一个 [B, K, S, H] 数组中每个
+# 序列的槽位做 scatter——办法是把被索引的轴移到最前面：它转置每一层的整个缓存，写入新词元，再转置
+# 回来，每一步要复制两次缓存。这使得除了最初几个序列之外，每个批次都明显比在
+# {glue:text}`ch2_jax_new` 下慢（这些复制随批次和上下文而增长）。库现在把缓存写入实现为对一个
+# [B·K, S, H] 视图的行做 scatter（`kvcache.write`），它被索引的轴本来就在最前面；一个测试在每个版本
+# 下编译这个追加操作，并检查没有留下任何缓存的副本。两个版本之间剩下的差别在矩阵乘法本身：XLA 在
+# 两个版本中把它们交给不同的内核。表中的矩阵乘法一列，是模型的权重乘积单独计时的结果。在批次
+# {glue:text}`ch2_jax_B` 时，它们在 jax {glue:text}`ch2_jax_old` 下耗时 {glue:text}`ch2_jax_mm_old`，
+# 在 {glue:text}`ch2_jax_new` 下耗时 {glue:text}`ch2_jax_mm_new`：同样的形状，同样的权重，换了一个
+# 编译器——这是 XLA 的局限，而不是模型代码的局限，而且校准后的预测已经把它考虑在内，因为它是在自己
+# 所运行的版本下为矩阵乘法计时的。

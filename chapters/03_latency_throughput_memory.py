@@ -23,6 +23,16 @@
 # where the KV cache, not the weights, turns out to set the limits
 # {cite:p}`austin2025scaling,pope2023esti`.
 
+# %% [markdown] tags=["lang-zh"]
+# # 延迟、吞吐量与内存
+#
+# 第 2 章确立了解码步骤赖以成立的两个事实：一个权重矩阵乘以一个批次的 $B$ 个词元，每读取一个权重
+# 就做 $2B$ FLOPs，所以在 $B$ 达到芯片的临界批量之前，它都是内存受限的；而针对 KV 缓存的注意力在
+# 任何批量大小下都是内存受限的。本章把这两个事实变成评判一个服务系统的三个数字——每一步要多久
+# （延迟）、每秒产出多少词元（吞吐量）、到底放不放得进内存——然后以一个真实模型 LLaMA-2 13B 为例
+# 走一遍：在那里，设下种种极限的原来是 KV 缓存，而不是权重
+# {cite:p}`austin2025scaling,pope2023esti`。
+
 # %%
 import inferbook
 
@@ -40,6 +50,7 @@ from inferbook.perf.hardware import get_chip
 print(info.describe())
 
 # %% tags=["hide-input"]
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -77,6 +88,31 @@ from inferbook.book.present import (
 # with $P$ parameters, aggregate bandwidth $W$ and aggregate FLOP/s $C$ of all the chips that
 # share the model. These are the two functions the estimator uses:
 
+# %% [markdown] tags=["lang-zh"]
+# ## 值得记住的步骤时间
+#
+# 取一个包含 $B$ 个序列的解码步骤。无论 $B$ 是多少，每个权重都只读一次；每个序列缓存的键和值也
+# 各读一次。如果没有任何东西在等算术运算，这一步的时间就是把这些全部读一遍的时间：
+#
+# $$
+# T_\text{step} \ge \frac{B \cdot \text{每个序列的 KV 字节数} + \text{权重字节数}}
+#                        {\text{内存带宽}}, \qquad
+# \text{词元/秒} \le \frac{B \cdot \text{内存带宽}}
+#                          {B \cdot \text{每个序列的 KV 字节数} + \text{权重字节数}} .
+# $$
+#
+# 随着 $B$ 增大，每个权重的 $2B$ FLOPs 终究会比读取这个权重更费时。注意力部分永远不会这样（它的
+# 算术强度始终在每字节一个 FLOP 附近），所以一般形式让注意力保持内存受限，而让权重矩阵乘法取它
+# 两个时间中较大的那个：
+#
+# $$
+# T_\text{step} = \underbrace{\frac{B \cdot \text{每个序列的 KV 字节数}}{W}}_{\text{注意力}}
+#   + \underbrace{\max\left(\frac{2 B P}{C}, \frac{\text{权重字节数}}{W}\right)}_{\text{权重}}
+# $$
+#
+# 其中 $P$ 是参数量，$W$ 和 $C$ 分别是共同承载这个模型的所有芯片的总带宽和总 FLOP/s。估算器用的
+# 就是下面这两个函数：
+
 # %%
 show_source(roofline.step_time_lower_bound, roofline.step_time)
 
@@ -87,6 +123,14 @@ show_source(roofline.step_time_lower_bound, roofline.step_time)
 # 30 billion parameters stored in int8 (one byte per weight, bfloat16 arithmetic), a KV cache of
 # 100 kB per token, an 8,192-token context, served on a TPU v5e 4×4 slice (16 chips). What is
 # the floor on the step time at batch 4, and at batch 256?
+
+# %% [markdown] tags=["lang-zh"]
+# ### 快速估算
+#
+# Scaling book 出了一道题来检验这些公式 {cite:p}`austin2025scaling`：一个 300 亿参数的稠密模型，
+# 以 int8 存储（每个权重一个字节，用 bfloat16 运算），每个词元的 KV 缓存为 100 kB，上下文 8,192 个
+# 词元，部署在一个 TPU v5e 4×4 切片（16 个芯片）上。批次为 4 时，以及批次为 256 时，步骤时间的
+# 下限各是多少？
 
 # %%
 v5e = get_chip("TPU v5e")
@@ -137,6 +181,25 @@ glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[
 # the chips' interconnect: their bytes overlap with the computation, their per-message latency
 # does not (the model of {cite:t}`chen2022arithmetic`, chapter 4). Settings whose weights and
 # caches do not fit in the slice's memory are left out.
+
+# %% [markdown] tags=["lang-zh"]
+# 每个序列的缓存占 {glue:text}`ch3_quiz_kv_seq`。批次为 4 时，权重矩阵乘法的运算早在权重流进来
+# 之前就做完了，所以下限就是字节数除以带宽：{glue:text}`ch3_quiz_4`。批次为 256 时，矩阵乘法是
+# 计算受限的，256 个缓存还要在此之上加上它们各自的读取时间：{glue:text}`ch3_quiz_256`。延迟变成
+# 原来的 {glue:text}`ch3_quiz_ratio`，吞吐量则变成 {glue:text}`ch3_quiz_tput_ratio`。
+#
+# ## 延迟与吞吐量
+#
+# 这正是每个服务系统都要做的取舍。小批次让每个用户的步骤都很快，却让芯片的算力闲着；大批次把
+# 芯片用得很充分，却让所有人都要等。一份模型由多少个芯片来承载是第二个旋钮：芯片越多，每个芯片
+# 要读的字节越少（延迟更低），但通信会增加；芯片越少，能留给 KV 缓存的内存就越少，批次的上限也
+# 随之降低。把每一种（芯片数，批次）设置按延迟和每个芯片的吞吐量（也就是一个词元的成本）画出来，
+# 就能看到*帕累托前沿*：在两项上都没有别的设置能同时胜过的那些设置 {cite:p}`pope2023esti`。
+#
+# 我们在 1 到 128 个芯片的 TPU v5e 切片上，以 2,048 个词元的上下文，为 LLaMA-2 13B 画出这张图。
+# 芯片之间用张量并行分担模型，所以每一步还要在芯片的互连上为每一层做两次全规约：它们传输字节的
+# 时间能与计算重叠，每条消息的固定延迟却不能（{cite:t}`chen2022arithmetic` 的模型，见第 4 章）。
+# 权重和缓存放不进切片内存的设置不画出来。
 
 # %%
 show_source(latency.tensor_parallel_step_time)
@@ -212,9 +275,17 @@ ax.set_title(f"{llama.name} on TPU v5e, context {S_chat:,}: every (chips, batch)
              fontsize=10)
 ax.legend(fontsize=7, ncol=2)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+legend_zh = {f"{n} chips": f"{n} 个芯片" for n in chip_counts} | {
+    "frontier, bf16 weights": "前沿，bf16 权重", "frontier, int8 weights": "前沿，int8 权重"}
+glue_figure("ch3_frontier_figure", fig, zh=dict(
+    title=f"{llama.name}，TPU v5e，上下文 {S_chat:,}：每个放得下的（芯片数，批量）组合",
+    xlabel="每个词元的延迟（ms）", ylabel="每个芯片的吞吐量（词元/秒）",
+    legend=[legend_zh[t.get_text()] for t in ax.get_legend().get_texts()], texts=["KV 屋顶"]))
 
 # %% [markdown]
+# ```{glue:figure} ch3_frontier_figure
+# ```
+#
 # Reading the frontier from left to right: the fastest setting uses all
 # {glue:text}`ch3_front_fast_chips` chips at batch 1 ({glue:text}`ch3_front_fast` per token);
 # moving right, batches grow and then chip counts shrink, until the cheapest setting serves
@@ -233,6 +304,25 @@ plt.show()
 #
 # LLaMA-2 13B {cite:p}`touvron2023llama2` has these dimensions:
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch3_frontier_figure
+# ```
+#
+# 从左往右读这条前沿：最快的设置在批次为 1 时用上全部 {glue:text}`ch3_front_fast_chips` 个芯片
+# （每个词元 {glue:text}`ch3_front_fast`）；往右走，先是批次变大，然后芯片数减少，直到最便宜的设置：
+# 在 {glue:text}`ch3_front_cheap_chips` 个芯片上服务批次 {glue:text}`ch3_front_cheap_batch`，每个
+# 芯片 {glue:text}`ch3_front_cheap_tput`。每个芯片的吞吐量从未超过 {glue:text}`ch3_kv_roof`：上下文
+# 有 2,048 个词元时，每个序列在每一步都带着自己的缓存要读，这个上限远低于
+# {glue:text}`ch3_flop_roof` 的计算屋顶。把权重存成 int8，前沿快的一端移到
+# {glue:text}`ch3_int8_fast`，最大吞吐量却原地不动——与 {cite:t}`pope2023esti` 中 PaLM 的前沿是同一个
+# 规律。问题出在缓存上；本章余下的部分就来量一量这个问题有多大。
+#
+# ## 内存用在了哪里
+#
+# 从这里开始，我们照 scaling book 的做法，给每个序列 8,192 个词元的上下文。
+#
+# LLaMA-2 13B {cite:p}`touvron2023llama2` 的各项维度如下：
+
 # %% tags=["hide-input"]
 Markdown("| letter | meaning | LLaMA-2 13B |\n|---|---|---|\n" + "\n".join(
     f"| {k} | {m} | {getattr(llama, k):,} |" for k, m in
@@ -242,6 +332,9 @@ Markdown("| letter | meaning | LLaMA-2 13B |\n|---|---|---|\n" + "\n".join(
 # %% [markdown]
 # Its parameters, counted by component from those letters (the same counts the model
 # allocates; the library's tests check that to the byte):
+
+# %% [markdown] tags=["lang-zh"]
+# 它的参数按组件用这些字母数出来如下（与模型实际分配的数目相同；库的测试逐字节地检查这一点）：
 
 # %%
 parts = counts.param_counts(llama)
@@ -297,6 +390,26 @@ glue("ch3_caches_to_exceed", str(caches_to_exceed));
 # Now put the model on eight TPU v5e chips and ask what each batch size would cost, if every
 # step ran at the roofline. The eight chips together have this much memory, bandwidth and
 # arithmetic:
+
+# %% [markdown] tags=["lang-zh"]
+# 在全部 {glue:text}`ch3_total_params`个参数中，MLP 占 {glue:text}`ch3_mlp_share`。以 bfloat16
+# 存储，权重占 {glue:text}`ch3_weights_bf16`。推理不保存梯度，也没有优化器状态，激活值也很小：一次
+# 8,192 个词元的预填充在层与层之间传递的 $[T, D]$ 激活值只有 {glue:text}`ch3_activations`（融合的
+# 注意力内核从不写出 $T \times T$ 的分数矩阵；见第 6 章）。长提示词还可以分块预填充。
+#
+# 推理时新出现的是 KV 缓存。对 $T$ 个词元，它存储
+#
+# $$ \text{KV 字节数} = 2 \cdot \text{每个元素的字节数} \cdot H \cdot K \cdot L \cdot T, $$
+#
+# 其中的 2 计的是键和值两份。LLaMA-2 13B 每个词元存储 {glue:text}`ch3_kv_per_token`，所以一个
+# 8,192 个词元的序列需要 {glue:text}`ch3_kv_8k`：{glue:text}`ch3_caches_to_exceed` 个这样的序列所需
+# 的内存就超过了权重。LLaMA-2 13B 用的是普通的多头注意力，$K = N$，这是代价最高的选择；第 5 章讲的
+# 就是更便宜的那些。
+#
+# ## 八个 TPU v5e 芯片上的 LLaMA-2 13B
+#
+# 现在把模型放到八个 TPU v5e 芯片上，问一问：如果每一步都按屋顶线运行，每种批量大小要付出什么
+# 代价。八个芯片合起来有这么多内存、带宽和算力：
 
 # %%
 chips = 8
@@ -379,6 +492,24 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 # and LLaMA-3 made; chapter 5). We keep the weight bytes of the original to
 # isolate the effect of the cache.
 
+# %% [markdown] tags=["lang-zh"]
+# 这个切片有 {glue:text}`ch3_v5e_hbm` 的内存、{glue:text}`ch3_v5e_bw` 的带宽和
+# {glue:text}`ch3_v5e_flops` 的 bfloat16 算力。批次为 1 时，一步至少要 {glue:text}`ch3_step_1`，即每秒
+# {glue:text}`ch3_tput_1` 个词元。更大的批次能提高吞吐量——批次为 8 时每秒 {glue:text}`ch3_tput_8`
+# 个——但回报急剧递减：批次为 64 时是 {glue:text}`ch3_tput_64`，批次变成 {glue:text}`ch3_batch_x`，
+# 词元数却远没有翻番，因为每多一个序列，就多一份 8,192 个词元的缓存要读。而且只有批次
+# {glue:text}`ch3_mha_max_batch` 及以下才放得下：批次为 16 时所需的内存就已超出切片所有。要达到
+# {glue:text}`ch3_bcrit_int` 的临界批量——权重矩阵乘法终于能让芯片忙起来的地方——需要
+# {glue:text}`ch3_kv_bcrit` 的缓存，是切片内存的 {glue:text}`ch3_kv_bcrit_x`，而且吞吐量也仍然只有
+# 每秒 {glue:text}`ch3_tput_bcrit` 个词元。
+#
+# ### 缩小到五分之一的缓存
+#
+# 假设模型不变——同样的权重、同样的步骤——只是 KV 缓存小了 {glue:text}`ch3_gqa_x`：
+# {glue:text}`ch3_gqa_K` 个键头和值头由 {glue:text}`ch3_gqa_N` 个查询头共享（$G =$
+# {glue:text}`ch3_gqa_G` 的分组查询注意力，LLaMA-2 70B 和 LLaMA-3 做的正是这类选择；见第 5 章）。
+# 为了单独看出缓存的作用，我们保留原模型的权重字节数。
+
 # %%
 gqa = llama.replace(K=8, name="llama-2-13b, K=8")
 assert counts.kv_bytes_per_token(llama) == 5 * counts.kv_bytes_per_token(gqa)
@@ -423,9 +554,15 @@ ax.set_title("LLaMA-2 13B on 8 × TPU v5e, context 8,192 (thick: fits; dotted: l
              fontsize=9)
 ax.legend()
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch3_gqa_figure", fig, zh=dict(
+    title="LLaMA-2 13B，8 × TPU v5e，上下文 8,192（粗线：放得下；点线：最大批量）",
+    xlabel="批量大小 B", ylabel="词元/秒（8 个芯片）",
+    legend=["K = 40（MHA）", "K = 8（GQA，缓存小 5×）"]))
 
 # %% [markdown]
+# ```{glue:figure} ch3_gqa_figure
+# ```
+#
 # Every batch size is faster and produces more tokens, and batches up to
 # {glue:text}`ch3_gqa_fit` now fit: {glue:text}`ch3_gqa_tput_64` tokens per second at batch 64,
 # {glue:text}`ch3_gqa_best_vs_mha_best` the best the original could fit. The returns still
@@ -441,13 +578,29 @@ plt.show()
 # [The estimator's fields](../book/estimate_reference.md) defines each number it prints. Here
 # is the table above as the command line prints it:
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch3_gqa_figure
+# ```
+#
+# 每种批量大小都更快、产出的词元更多，而且直到 {glue:text}`ch3_gqa_fit` 的批次现在都放得下：批次
+# 为 64 时每秒 {glue:text}`ch3_gqa_tput_64` 个词元，是原模型能放下的最好成绩的
+# {glue:text}`ch3_gqa_best_vs_mha_best`。回报仍在递减，但曲线一直朝着临界批量爬升，而不是停在批次
+# {glue:text}`ch3_mha_max_batch`。
+#
+# ## 一条命令包揽一切
+#
+# 本章的一切——内存、每种批次下的步骤、前沿——都是 `inferbook estimate` 计算的内容，而且加进了
+# 真实系统的更多部分：芯片互连上分片布局的集合通信（第 8–10 章）、预填充和首个词元延迟、带缩放
+# 因子的量化格式、滑动窗口以及混合专家。[估算器的字段](../book/estimate_reference.md)定义了它打印
+# 的每一个数。下面是上面那张表在命令行上打印出来的样子：
+
 # %%
 import json
 import shlex
 import tempfile
 from pathlib import Path
 
-from IPython.display import Image, display
+from IPython.display import Image
 
 from inferbook.cli import main as inferbook_cli
 from inferbook.model.presets_families import FAMILY_CONFIGS
@@ -499,12 +652,37 @@ glue("ch3_positions_13b", f"{llama.max_seq_len:,}")
 # {glue:text}`ch3_l70_N` query heads, a token's cache is {glue:text}`ch3_l70_kv_frac` of a
 # multi-head model's, so far larger batches fit:
 
+# %% [markdown] tags=["lang-zh"]
+# 这些列就是本章用过的那些，外加三个新列。估算器（在 stderr 上）警告说 LLaMA-2 训练时只用了
+# {glue:text}`ch3_positions_13b` 个位置——scaling book 那个 8,192 个词元的例子要的比模型支持的更多
+# ——并指出哪些批次放不下。它的步骤时间比表中的略长：在八个芯片上，{glue:text}`ch3_cli_layout`
+# 布局（第 9 章）每层要加两次全规约，它们每一跳的延迟无法藏在计算后面；批次为 1 时，它们每步要花
+# {glue:text}`ch3_cli_comm_1`，占步骤时间的 {glue:text}`ch3_cli_comm_share`。它还给出首个词元延迟：
+# 预填充一个 8,192 个词元的提示词要 {glue:text}`ch3_cli_ttft_1`，十五个一起则要
+# {glue:text}`ch3_cli_ttft_15`——预填充是计算受限的，所以每多一个提示词，时间就跟着增长。
+#
+# ### 八块 H100 上的当今模型
+#
+# 同样的问题，换成一块装有 8 个 H100 GPU 的主板上的 Llama-3.1-70B
+# {cite:p}`grattafiori2024llama3`，上下文为 8,192 和 32,768 个词元。它用 {glue:text}`ch3_l70_K` 个
+# KV 头对应 {glue:text}`ch3_l70_N` 个查询头，一个词元的缓存只有多头模型的
+# {glue:text}`ch3_l70_kv_frac`，所以能放下大得多的批次：
+
 # %%
 h100 = get_chip("H100 SXM")
 l70 = get_preset("llama-3.1-70b")
 modern = [estimate(l70, h100, batch=B, context=ctx, prompt=2048, chips=8)
           for ctx in (8192, 32768) for B in (1, 4, 16, 64, 128, 256, 512)]
-display(pareto_figure(modern))
+r0 = modern[0]
+pareto_zh = {f"context {ctx:,}": f"上下文 {ctx:,}" for ctx in (8192, 32768)} | {
+    "Pareto frontier (fits)": "帕累托前沿（放得下的）", "does not fit": "放不下"}
+fig = pareto_figure(modern)
+glue_figure("ch3_l70_figure", fig, zh=dict(
+    title=f"{r0.model}，{r0.chips} × {r0.hardware}"
+          + ("" if r0.layout is None else f"，{r0.layout}")
+          + f"：权重 {r0.weights}，KV {r0.kv}；标注：批量大小",
+    xlabel="每个词元的延迟，解码步骤（ms）", ylabel="每个芯片的吞吐量（词元/秒）",
+    legend=[pareto_zh[t.get_text()] for t in fig.axes[0].get_legend().get_texts()]))
 
 # %% tags=["hide-input"]
 glue("ch3_l70_K", str(l70.K))
@@ -535,6 +713,9 @@ glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
                                     / counts.kv_cache_bytes(l70, 1, 8192), 0))
 
 # %% [markdown]
+# ```{glue:figure} ch3_l70_figure
+# ```
+#
 # Hollow points do not fit in the board's memory: at 8,192 tokens the largest batch is
 # {glue:text}`ch3_l70_max_8k` (of those drawn, {glue:text}`ch3_l70_fit_8k`), at 32,768 only
 # {glue:text}`ch3_l70_max_32k`. The frontier runs from batch 1, {glue:text}`ch3_l70_fast` per
@@ -554,6 +735,27 @@ glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
 # {glue:text}`ch3_moe_E` experts of which each token uses {glue:text}`ch3_moe_k`; a downloaded
 # file has more keys, which the estimator reads or ignores. Then one command sweeps the batch
 # on one H100, the weights stored in fp8 with their scales, and draws the frontier:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch3_l70_figure
+# ```
+#
+# 空心的点放不进主板的内存：8,192 个词元时最大批次为 {glue:text}`ch3_l70_max_8k`（图中画出的
+# 里面是 {glue:text}`ch3_l70_fit_8k`），32,768 个词元时只有 {glue:text}`ch3_l70_max_32k`。前沿从
+# 批次 1 开始，每步 {glue:text}`ch3_l70_fast`（那一个用户得到 {glue:text}`ch3_l70_fast_user`），
+# 一直延伸到批次 {glue:text}`ch3_l70_fit_8k`：那里每块 GPU 产出 {glue:text}`ch3_l70_cheap_chip`，
+# 但每个用户每个词元要等 {glue:text}`ch3_l70_cheap_step`。更长的上下文在两根坐标轴上都要付出代价：
+# 每个序列的缓存大了 {glue:text}`ch3_l70_ctx_ratio`，所以放得下的更少，每一步要读的也更多。
+# （在这个形状上胜出的是 {glue:text}`ch3_l70_layout` 布局；`--layout` 可以指定一种。）
+#
+# ### 估算你自己的模型
+#
+# 要估算你自己选的模型，需要它的 `config.json`，也就是 Hugging Face hub 上与权重放在一起的那个
+# 文件（页面上的 *Files* 标签页，或者
+# `huggingface-cli download Qwen/Qwen3-30B-A3B config.json --local-dir qwen3`；不需要下载权重）。
+# 下面我们写出 Qwen3-30B-A3B 所发布文件中的键：这是一个有 {glue:text}`ch3_moe_E` 个专家的混合
+# 专家模型，每个词元用其中 {glue:text}`ch3_moe_k` 个；下载来的文件键更多，估算器会读取或忽略它们。
+# 然后一条命令就在一块 H100 上扫过各个批次（权重以 fp8 连同其缩放因子存储），并画出前沿：
 
 # %%
 folder = Path(tempfile.mkdtemp()) / "qwen3"
@@ -610,4 +812,24 @@ glue("ch3_dense_bcrit", f"{dense_bcrit:.0f}")
 #   in latency, throughput and maximum batch at once.
 # - `inferbook estimate` puts all of this, plus communication, prefill and quantization, behind
 #   one command that reads any model's `config.json`.
+# ```
+
+# %% [markdown] tags=["lang-zh"]
+# 在它的 {glue:text}`ch3_moe_params`个参数中，每个词元只用到 {glue:text}`ch3_moe_active`，而批次
+# 为 1 的一步只读取它那个词元被路由到的专家，即 {glue:text}`ch3_moe_read_1` 的权重。每多一个序列，
+# 就会被路由到它自己的一些专家：批次为 16 时，一层平均已经要读 {glue:text}`ch3_moe_experts_16`
+# 个专家；批次为 256 时，一步要读 {glue:text}`ch3_moe_read_256`，几乎是全部专家
+# （[字段页](../book/estimate_reference.md)推导了期望的个数）。所以混合专家模型保持内存受限的范围
+# 比稠密模型宽得多：它的临界批量是 {glue:text}`ch3_moe_bcrit` 个词元，而同一块 GPU 上的稠密模型
+# 只有 {glue:text}`ch3_dense_bcrit`。
+#
+# ```{admonition} 要点
+# - 一个解码步骤不可能快过（权重 + 每个序列的 KV 缓存）/ 带宽；权重矩阵乘法要越过临界批量才会
+#   变成计算受限，注意力则永远不会。
+# - 批量大小和芯片数让一个部署沿着延迟–吞吐量前沿移动。最快的设置用很多芯片、小批次；最便宜的
+#   设置用大批次，放在内存允许的尽可能少的芯片上。
+# - 上下文超过几千个词元之后，决定能放下多大的批次、一个芯片能提供多少吞吐量的，是 KV 缓存，
+#   而不是权重。缩小它（第 5 章）能同时在延迟、吞吐量和最大批次上获益。
+# - `inferbook estimate` 把这一切，再加上通信、预填充和量化，都放在一条命令后面，它能读取任何
+#   模型的 `config.json`。
 # ```

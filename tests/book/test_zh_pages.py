@@ -35,7 +35,8 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "chapters/08_sharding_prefill.py", "chapters/09_sharding_generation.py",
               "chapters/10_weight_stationary_2d.py", "exercises/08_many_chips.py",
               "book/hardware.py", "chapters/04_inference_arithmetic.py",
-              "exercises/02_performance_models.py"]
+              "exercises/02_performance_models.py", "chapters/03_latency_throughput_memory.py",
+              "chapters/02_rooflines.py"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
@@ -45,6 +46,10 @@ KEPT_IN_ENGLISH: dict[str, dict[str, str]] = {}
 ALLOWED_ZH = {
     "exercises/01_sampling_kv_cache.py": {
         "七十亿": "the model's name (7B) in words, as the English cell's 'seven billion'",
+    },
+    "chapters/03_latency_throughput_memory.py": {
+        "300亿": "the scaling book's quiz model (30 billion parameters), stated as the question "
+                "states it",
     },
 }
 

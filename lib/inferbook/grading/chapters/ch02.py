@@ -5,6 +5,9 @@ Austin et al. 2025), and kipply's flops-to-bandwidth ratio (seed 004): critical 
 and batches of the registry's chips under each quantization, attention's intensity in prefill
 and generation, and two functions — the critical batch and attention's intensity — checked on
 random inputs against the estimator (`inferbook.perf`). Every reference is computed by the library.
+
+`ZH` holds the Chinese of every title, hint and message of this set, keyed by the English
+(`inferbook.grading.localize`); messages with fields are templates, filled by `_say`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from inferbook.model.presets import get_preset
 from inferbook.perf.hardware import get_chip
 
 from ..compare import allclose
+from ..localize import question_text
 from ..questions import Exact, Function, Mistake, Numeric
 
 V5E, H100 = "TPU v5e", "H100 SXM"
@@ -85,8 +89,15 @@ def _bcrit_reference(flops_per_s, hbm_bytes_per_s, weight_bytes):
     return roofline.critical_batch(_a_chip(flops_per_s, hbm_bytes_per_s), weight_bytes)
 
 
+def _say(question: str, template: str, **values: object) -> str:
+    """A message of question `ch02.<question>` in the kernel's language, fields filled in."""
+    return question_text(f"ch02.{question}", template).format(**values)
+
+
 def _describe_bcrit(args):
-    return f"C={args[0]:.3g} FLOP/s, W={args[1]:.3g} B/s, {args[2]:g} bytes per weight"
+    return _say("critical_batch_fn",
+                "C={flops} FLOP/s, W={bandwidth} B/s, {bytes} bytes per weight",
+                flops=f"{args[0]:.3g}", bandwidth=f"{args[1]:.3g}", bytes=f"{args[2]:g}")
 
 
 def _attn_cases(rng):
@@ -174,3 +185,74 @@ QUESTIONS = [
                       "parameters, as the source does; count 2·D·F exactly"),
                       Mistake(lambda r: r / 2, "bf16 weights take 2 bytes each")]),
 ]
+
+ZH = {
+    # titles
+    "FLOPs per byte where a TPU v5e's roofs meet": "TPU v5e 两个屋顶交汇处的每字节 FLOPs",
+    "B_crit on a TPU v5e: int8 weights, bf16 math": "TPU v5e 上的 B_crit：int8 权重，bf16 运算",
+    "B_crit on a TPU v5e: int8 weights, int8 math": "TPU v5e 上的 B_crit：int8 权重，int8 运算",
+    "B_crit of an H100 SXM (bf16 weights and math)": "H100 SXM 的 B_crit（bf16 权重和运算）",
+    "Batch 64 in bf16 on a TPU v5e: are the weight matmuls memory-bound?":
+        "在 TPU v5e 上以 bf16 运行批次 64：权重矩阵乘法是内存受限的吗？",
+    "Write attention's arithmetic intensity": "写出注意力的算术强度",
+    "Shortest compute-bound prefill attention on a TPU v5e (MHA, bf16)":
+        "TPU v5e 上计算受限的最短预填充注意力（MHA，bf16）",
+    "Decode attention's FLOPs per byte with G = 4 query heads per KV head, S = 8,192":
+        "每个 KV 头对应 G = 4 个查询头、S = 8,192 时，解码注意力每字节的 FLOPs",
+    "Batch where LLaMA-2 13B's caches weigh as much as its weights (4,096-token contexts, bf16)":
+        "LLaMA-2 13B 的缓存与权重一样重时的批次（上下文 4,096 个词元，bf16）",
+    "Write the critical batch": "写出临界批量",
+    "Appendix A: floor on one layer's time, 4 TPU v5e chips":
+        "附录 A：4 个 TPU v5e 芯片上一层时间的下限",
+    # hints
+    "peak bfloat16 FLOP/s divided by HBM bytes/s, both from inferbook.perf.hardware":
+        "bfloat16 峰值 FLOP/s 除以 HBM 的 bytes/s，两者都从 inferbook.perf.hardware 读取",
+    "B_crit = C · bytes_per_weight / (2 · W): a bf16 step does 2·B FLOPs per weight":
+        "B_crit = C · bytes_per_weight / (2 · W)：bf16 的一步对每个权重做 2·B FLOPs",
+    "use the chip's int8 op/s as C and 1 byte per weight":
+        "用芯片的 int8 op/s 作为 C，每个权重 1 字节",
+    "the dense bfloat16 peak over HBM bandwidth; NVIDIA's headline figures include 2:4 "
+    "sparsity (twice the dense one)":
+        "稠密 bfloat16 峰值除以 HBM 带宽；NVIDIA 宣传的数字包含 2:4 稀疏（是稠密峰值的两倍）",
+    "compare the batch with B_crit: below it, loading the weights takes longer than the 2·B "
+    "FLOPs per weight":
+        "把批次与 B_crit 相比：低于它时，加载权重比每个权重 2·B FLOPs 的运算更费时",
+    "2·T·S·G FLOPs per (T·G·2 + S·2) bytes per KV head and sequence (bf16); G = 1 and T = S "
+    "gives T/2":
+        "每个 KV 头、每个序列：2·T·S·G FLOPs 对 (T·G·2 + S·2) 字节（bf16）；G = 1 且 T = S "
+        "时得 T/2",
+    "with S = T the intensity S·T/(S + T) is T/2; find the smallest T at which it reaches C/W":
+        "S = T 时强度 S·T/(S + T) 为 T/2；求它达到 C/W 的最小 T",
+    "FLOPs 4·T·S·N·H against bytes 2·T·N·H·2 (queries in, output out) + 2·S·K·H·2 (keys and "
+    "values); set T = 1 and N = G·K":
+        "FLOPs 为 4·T·S·N·H，字节为 2·T·N·H·2（读入查询、写出输出）+ 2·S·K·H·2（键和值）；"
+        "令 T = 1、N = G·K",
+    "bf16 weight bytes / bytes of one sequence's cache of 4,096 tokens":
+        "bf16 权重字节数 / 一个序列 4,096 个词元的缓存字节数",
+    "C · bytes_per_weight / (2 · W); no rounding": "C · bytes_per_weight / (2 · W)；不取整",
+    "the layer's two matmuls hold 2·D·F bf16 weights, split over 4 chips; time = bytes per "
+    "chip / HBM bandwidth (registry value)":
+        "这一层的两个矩阵乘法共有 2·D·F 个 bf16 权重，分到 4 个芯片上；时间 = 每个芯片的"
+        "字节数 / HBM 带宽（登记表中的值）",
+    # known mistakes
+    "that is bytes per FLOP: put FLOP/s on top": "这是每 FLOP 的字节数：应把 FLOP/s 放在分子上",
+    "that is the answer for bfloat16 weights with the factor 2 left out of 2·B FLOPs":
+        "这是 bfloat16 权重、且 2·B FLOPs 中漏掉了因子 2 时的答案",
+    _INT8_WEIGHTS: "int8 权重让每个权重的字节数减半，所以达到同样的每字节 FLOPs 所需的批次也减半",
+    _INT8_MATH: "int8 运算让芯片的 FLOP/s 翻番：这会把 B_crit 乘以 2，而不是除以 2",
+    "you used the sparse bf16 peak; a dense transformer gets half of it":
+        "你用的是稀疏的 bf16 峰值；稠密的 Transformer 只能得到它的一半",
+    "you used NVIDIA's FP8-with-sparsity figure, as the freer rendering's table does: four "
+    "times the dense bfloat16 peak":
+        "你用的是 NVIDIA 的 FP8 加稀疏的数字，与意译本的表格一样：那是稠密 bfloat16 峰值的四倍",
+    "that is the weight matmuls' threshold; attention's intensity in prefill is T/2, not T":
+        "这是权重矩阵乘法的阈值；预填充中注意力的强度是 T/2，而不是 T",
+    "that is multi-head attention (G = 1): each key now serves G query heads":
+        "这是多头注意力（G = 1）的答案：现在每个键要服务 G 个查询头",
+    "you rounded the layer to 600M parameters, as the source does; count 2·D·F exactly":
+        "你像资料那样把这一层凑成了 600M 个参数；请精确地计算 2·D·F",
+    "bf16 weights take 2 bytes each": "bf16 权重每个占 2 字节",
+    # messages of the checks
+    "C={flops} FLOP/s, W={bandwidth} B/s, {bytes} bytes per weight":
+        "C={flops} FLOP/s，W={bandwidth} B/s，每个权重 {bytes} 字节",
+}

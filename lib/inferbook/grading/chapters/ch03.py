@@ -8,6 +8,9 @@ expert sharding, 2D weight-stationary communication), plus the step time as a fu
 Where the two renderings disagree the questions use the library's formulas and the registry's
 chips; the other figure is a `Mistake` with its explanation. Published figures for those
 mistakes come from book/data/scaling_book_published.json (never needed for a right answer).
+
+`ZH` holds the Chinese of every title, hint and message of this set, keyed by the English
+(`inferbook.grading.localize`).
 """
 
 from __future__ import annotations
@@ -265,3 +268,131 @@ QUESTIONS = [
             mistakes=[Mistake(lambda r: r * 9 / 8, "the source prints 81, but its own "
                               "formula 128·(3/4)² gives 72")]),
 ]
+
+ZH = {
+    # titles
+    "Write the general step time": "写出一般形式的步骤时间",
+    "Step-time quiz: batch 4": "步骤时间小测：批次 4",
+    "Step-time quiz: batch 256": "步骤时间小测：批次 256",
+    "Parameters of LLaMA-2 13B": "LLaMA-2 13B 的参数量",
+    "Cache of one 8,192-token sequence, LLaMA-2 13B, bf16":
+        "LLaMA-2 13B 一个 8,192 个词元的序列的缓存，bf16",
+    "How many 8k caches outweigh the weights?": "多少个 8k 缓存就比权重还重？",
+    "One [T, D] bf16 activation of an 8,192-token prefill":
+        "8,192 个词元的预填充中的一个 [T, D] bf16 激活值",
+    "Largest batch of 8k sequences on 8 TPU v5e": "8 个 TPU v5e 上 8k 序列的最大批次",
+    "Step time at batch 64 (if memory allowed)": "批次 64 时的步骤时间（假如内存允许）",
+    "Step time at batch 240 with 8 KV heads": "8 个 KV 头、批次 240 时的步骤时间",
+    "Largest batch of 8k sequences with 8 KV heads": "8 个 KV 头时 8k 序列的最大批次",
+    "Tokens/s as the batch grows without bound (K = 40)": "批次无限增大时的词元/秒（K = 40）",
+    "Worked problem 1: parameters of the 18.4B model": "例题 1：18.4B 模型的参数量",
+    "Worked problem 1: int8 cache bytes per token": "例题 1：每个词元的 int8 缓存字节数",
+    "Worked problem 2: largest batch at 128k (128,000) tokens":
+        "例题 2：128k（128,000）个词元时的最大批次",
+    "Worked problem 2: the same with one KV head": "例题 2：同一问题，但只有一个 KV 头",
+    "Worked problem 3: read every int8 weight once": "例题 3：把每个 int8 权重读一遍",
+    "Worked problem 4: tensor-parallel limit at batch 32": "例题 4：批次 32 时张量并行的极限",
+    "Worked problem 4: step-time floor at problem 2's batch":
+        "例题 4：例题 2 的批次下步骤时间的下限",
+    "Worked problem 5: parameters of the E = 16 MoE": "例题 5：E = 16 的 MoE 的参数量",
+    "Worked problem 5: active parameters (k = 2)": "例题 5：激活参数量（k = 2）",
+    "Worked problem 5: tokens per step to be FLOP-bound": "例题 5：达到 FLOP 受限所需的每步词元数",
+    "Worked problem 5: int8 cache bytes per token of the MoE":
+        "例题 5：这个 MoE 每个词元的 int8 缓存字节数",
+    "Worked problem 5: forward FLOPs per token": "例题 5：每个词元前向计算的 FLOPs",
+    "Worked problem 6: weight load time on an 8×16 slice": "例题 6：8×16 切片上的权重加载时间",
+    "Worked problem 6: HBM left per chip on the 8×16 slice":
+        "例题 6：8×16 切片上每个芯片剩下的 HBM",
+    "Worked problem 6: fewest v5e chips that hold the MoE":
+        "例题 6：放得下这个 MoE 的最少 v5e 芯片数",
+    "Worked problem 7: 2D communication time of one MLP": "例题 7：一个 MLP 的 2D 通信时间",
+    "Worked problem 7: the best X for 256 chips": "例题 7：256 个芯片时最好的 X",
+    "Worked problem 7: chips beyond which 2D beats 1D (F = 4D)":
+        "例题 7：芯片数超过多少时 2D 胜过 1D（F = 4D）",
+    # hints
+    "kv_bytes / W + max(2 · batch · params / C, param_bytes / W)":
+        "步骤时间 = kv_bytes / W + max(2 · batch · params / C, param_bytes / W)",
+    "small batch: every weight byte and every cache byte read once, over 16 chips' bandwidth":
+        "小批次：每个权重字节和每个缓存字节都读一次，除以 16 个芯片的带宽",
+    "the caches are read at memory speed; the weight matmuls pay the larger of 2·B·P / C and "
+    "weight bytes / W":
+        "缓存以内存的速度读取；权重矩阵乘法取 2·B·P / C 与 权重字节数 / W 中较大的那个",
+    "MLP 3·D·F·L, attention (2·D·N·H + 2·D·K·H)·L, embedding and unembedding 2·V·D, norm "
+    "gains (2L + 1)·D":
+        "MLP 3·D·F·L，注意力 (2·D·N·H + 2·D·K·H)·L，嵌入和反嵌入 2·V·D，归一化增益 "
+        "(2L + 1)·D",
+    "2 · bytes · H · K · L · T": "2 · 字节数 · H · K · L · T",
+    "the smallest whole number of caches whose bytes exceed the bf16 weight bytes":
+        "字节数超过 bf16 权重字节数的最少缓存个数（一个整数）",
+    "T · D · 2 bytes": "T · D · 2 字节",
+    "(8 · HBM − weight bytes) / bytes of one sequence's cache, rounded down":
+        "（8 · HBM − 权重字节数）/ 一个序列的缓存字节数，向下取整",
+    "the general step time with 8 chips' bandwidth and FLOP/s":
+        "用 8 个芯片的带宽和 FLOP/s 计算一般形式的步骤时间",
+    "the same weights; the cache per token shrinks by N/K = 5":
+        "权重相同；每个词元的缓存除以 N/K = 5",
+    "keep LLaMA-2 13B's weights; only the cache per sequence shrinks":
+        "保留 LLaMA-2 13B 的权重；变小的只有每个序列的缓存",
+    "B / step time tends to 1 / (cache bytes per sequence / W + 2P / C)":
+        "B / 步骤时间趋于 1 / (每个序列的缓存字节数 / W + 2P / C)",
+    "L·D·(3F + 2H·(N + K)) + D·V (tied embeddings) + the norms":
+        "L·D·(3F + 2H·(N + K)) + D·V（嵌入与反嵌入共享）+ 归一化层",
+    "2·L·K·H elements of one byte": "2·L·K·H 个元素，每个 1 字节",
+    "(16 chips · HBM − int8 weights) / (128,000 · cache bytes per token), rounded down":
+        "（16 个芯片 · HBM − int8 权重）/（128,000 · 每个词元的缓存字节数），向下取整",
+    "K = 1 also shrinks W_K and W_V a little; use the K = 1 model's own weights":
+        "K = 1 也让 W_K 和 W_V 稍稍变小；用 K = 1 的模型自己的权重",
+    "int8 weight bytes / (16 · HBM bandwidth)": "int8 权重字节数 / (16 · HBM 带宽)",
+    "decode stops hiding the AllReduce at Y = F / (B·β), β = W_hbm / W_ici, W_ici = "
+    "comm_time.ici_bandwidth(chip)":
+        "在 Y = F / (B·β) 处，解码不再能把 AllReduce（全规约）藏在计算后面，其中 "
+        "β = W_hbm / W_ici，W_ici = comm_time.ici_bandwidth(chip)",
+    "(int8 weights + batch · 128,000 · int8 cache per token) / (16 · W)":
+        "（int8 权重 + 批次 · 128,000 · 每个词元的 int8 缓存）/ (16 · W)",
+    "E copies of the MLP, everything else once": "MLP 有 E 份，其余部分各一份",
+    "k copies of the MLP are used per token": "每个词元用到 k 份 MLP",
+    "E/k times the dense B_crit: the bytes grow E-fold, the FLOPs k-fold (int8 weights and "
+    "int8 math)":
+        "稠密模型 B_crit 的 E/k 倍：字节数变为 E 倍，FLOPs 变为 k 倍（int8 权重和 int8 运算）",
+    "the experts replace the MLP; attention, and so the cache, is untouched":
+        "专家替换的是 MLP；注意力不变，所以缓存也不变",
+    "2 · active parameters (the 2P rule)": "2 · 激活参数量（2P 法则）",
+    "all int8 MoE weights split over 128 chips, read at each chip's bandwidth":
+        "全部 int8 MoE 权重分到 128 个芯片上，每个芯片以自己的带宽读取",
+    "each chip's memory minus its 1/128 of the int8 weights":
+        "每个芯片的内存，减去它分到的 1/128 的 int8 权重",
+    "int8 weights / 16 GB, rounded up (weights only)": "int8 权重 / 16 GB，向上取整（只算权重）",
+    "2·B·D/(X·W_ici) + 4·B·F/(YZ·W_ici) for bf16, W_ici = comm_time.ici_bandwidth":
+        "bf16 下为 2·B·D/(X·W_ici) + 4·B·F/(YZ·W_ici)，其中 W_ici = comm_time.ici_bandwidth",
+    "minimise D/X + 2F·X/n over X: X = sqrt(n·D / (2F))":
+        "对 X 最小化 D/X + 2F·X/n：X = sqrt(n·D / (2F))",
+    "set 4·B·D/(3·W) equal to the optimum 2·B·sqrt(2·D·F/n)/W and solve for n":
+        "令 4·B·D/(3·W) 等于最优值 2·B·sqrt(2·D·F/n)/W，解出 n",
+    # known mistakes
+    _QUIZ_BW: "你用的是每个芯片 8.1e11 B/s，即小测所用的数字；请取登记表中的值"
+              "（inferbook.perf.hardware）",
+    _KEYS_ONLY: "这是直译本的答案：它存了键，却忘了值；缓存两者都存",
+    "the table is labelled GiB but holds decimal GB; the answer is in bytes":
+        "表格标的是 GiB，里面却是十进制的 GB；答案以字节为单位",
+    "keys and values: two vectors per head": "键和值：每个头两个向量",
+    "that batch needs more than the slice's memory: count weights and caches together, and "
+    "round down":
+        "这个批次所需的内存超过了切片所有：把权重和缓存加在一起算，并向下取整",
+    "that counts only the caches; each token also costs 2P FLOPs":
+        "这只算了缓存；每个词元还要花 2P FLOPs",
+    "that is for 131,072 tokens; this question takes 128k to mean 128,000":
+        "这是 131,072 个词元的答案；本题把 128k 理解为 128,000",
+    "the close translation's 14 inherits its slip of problem 1":
+        "直译本的 14 沿袭了它在例题 1 中的笔误",
+    "you rounded the parameters to 18e9, as the close translation does":
+        "你像直译本那样把参数量凑成了 18e9",
+    "you used β ≈ 8 as the source does; compute it from the registry":
+        "你像资料那样用了 β ≈ 8；请用登记表中的值算出它",
+    "the caches must be read at every step too": "每一步也都要读取缓存",
+    "the cache does not grow with the experts: only the MLP is copied":
+        "缓存不随专家增多而增长：被复制的只有 MLP",
+    "the close translation's 32.2e9 contradicts its own count":
+        "直译本的 32.2e9 与它自己的计数相矛盾",
+    "the source prints 81, but its own formula 128·(3/4)² gives 72":
+        "资料印的是 81，但它自己的公式 128·(3/4)² 得出的是 72",
+}
