@@ -28,7 +28,7 @@
 # stage; `summary` at the end of each part adds up your points, with each question's tolerance.
 #
 # **Conventions.** Chips come from `inferbook.perf.hardware` and models from the presets in
-# `inferbook.perf.hardware`, in decimal units (16 GB = 16e9 bytes). The sources round some of these
+# `inferbook.model.presets`, in decimal units (16 GB = 16e9 bytes). The sources round some of these
 # figures differently — 8.1e11 B/s for a TPU v5e in the scaling book's quiz, 1.5e12 B/s for
 # an A100 and 52e9 parameters in kipply's post — and a few of their answers contain slips
 # (the book's [errata](../book/errata.py) lists them). The checks use the registry and exact
