@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "exercises/01_sampling_kv_cache.py",
               "book/how_to_run.md", "book/estimate_reference.md",
-              "book/instructors.md", "book/references.md"]
+              "book/instructors.md", "book/references.md",
+              "book/errata.py"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
