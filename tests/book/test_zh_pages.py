@@ -33,7 +33,7 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "exercises/01_sampling_kv_cache.py",
               "book/how_to_run.md", "book/estimate_reference.md",
               "book/instructors.md", "book/references.md",
-              "book/errata.py"]
+              "book/errata.py", "book/notation.md"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
