@@ -24,6 +24,17 @@
 # ({cite:t}`lienhart2023kvcache`). Each item's code is one click away, and every claim on the
 # page is an assertion that ran when the book was built.
 
+# %% [markdown] tags=["lang-zh"]
+# # 勘误：原文彼此不一致之处
+#
+# 本书的每个数字都由库计算，所以不会继承原文的任何笔误。本页列出原文彼此矛盾、或与其自身公式不符的
+# 地方，说明库算出的结果以及理由。原文中的数值取自 `book/data/scaling_book_published.json`（scaling
+# book，即 *All About Transformer Inference* {cite:p}`austin2025scaling`，包括它的直译本和较自由的
+# 译本）、`book/data/kipply_assumptions.json` 与 `book/data/kipply_fastertransformer.csv`
+# （{cite:t}`chen2022arithmetic`），以及 `book/data/lienhart_kv_caching.json`
+# （{cite:t}`lienhart2023kvcache`）。每一条的代码都只需点一下就能看到，页面上的每一个论断都是一条
+# 在构建本书时运行过的断言。
+
 # %% tags=["hide-input"]
 import dataclasses
 import math
@@ -67,6 +78,16 @@ v5e, a100, h100 = get_chip("TPU v5e"), get_chip("A100 40GB"), get_chip("H100 SXM
 # say — and a memory-bound step time moves by at most {glue:text}`err_bw_spread` between the
 # three figures.
 
+# %% [markdown] tags=["lang-zh"]
+# ## Scaling book
+#
+# ### TPU v5e 的内存带宽：8.1e11 还是 8.2e11 B/s？
+#
+# 小测验和实例题按每个芯片 {glue:text}`err_bw_81` 来除，讲线性运算的各节和 LLaMA-2 13B 的表格则按
+# {glue:text}`err_bw_82`。Google 的文档给出的是 {glue:text}`err_bw_reg`，也就是注册表中的值，本书的
+# 每一个数字都用它。用这个值，临界批量大小为 {glue:text}`err_bcrit_v5e`——无论用哪个值都是 240，
+# 与原文所说一致——而在这三个数值之间，一个内存受限的步骤时间最多变化 {glue:text}`err_bw_spread`。
+
 # %% tags=["hide-input"]
 used = book["v5e_hbm_bytes_per_s_used"]
 bw81, bw82 = used["quiz_and_worked_problems"], used["linear_operations_and_llama_tables"]
@@ -91,6 +112,18 @@ glue("err_bw_spread", fmt_percent(spread, 1));
 # decimal units throughout. The step times agree with the library's to within
 # {glue:text}`err_t_step_diff` at every batch size (the library uses the registry's bandwidth
 # and the exact {glue:text}`err_t_params` parameters):
+
+# %% [markdown] tags=["lang-zh"]
+# ### LLaMA-2 13B 的表格：单位与内存不足的批次
+#
+# 针对八个 TPU v5e 芯片的表格使用 {glue:text}`err_t_bw_used` 的总带宽（8 个芯片，每个
+# {glue:text}`err_bw_82`），并称之为“{glue:text}`err_t_bw_label`”；换成二进制单位，它是
+# {glue:text}`err_t_bw_tib` TiB/s。内存各列标的是 GiB，填的却是十进制的 GB：一个 8,192 词元的缓存
+# 印作 {glue:text}`err_t_kv_label` “GiB”，实际是 {glue:text}`err_t_kv`——即
+# {glue:text}`err_t_kv_gib` GiB。这个切片的“{glue:text}`err_t_hbm_label`”是八个各有
+# {glue:text}`err_t_hbm_chip` 的芯片。本书通篇使用十进制单位。在每一种批量大小下，步骤时间与库算出的
+# 相差都在 {glue:text}`err_t_step_diff` 以内（库使用注册表中的带宽和精确的参数量
+# {glue:text}`err_t_params`）：
 
 # %% tags=["hide-input"]
 tab = book["llama2_13b_tables"]
@@ -141,6 +174,18 @@ Markdown("| KV heads | batch | published step time | library |\n|---|---:|---:|-
 # {glue:text}`err_h100_x` the dense bfloat16 peak — NVIDIA's FP8 figure *with* 2:4 sparsity —
 # and would give {glue:text}`err_h100_sparse`.
 
+# %% [markdown] tags=["lang-zh"]
+# 直译本说模型在批量大小“超过 16”时内存不足（“{glue:text}`err_oom_000`”）；较自由的译本则说批次为
+# 16 时就已经不足。后者是对的：批次为 16 时需要 {glue:text}`err_t_16`，而可用的是
+# {glue:text}`err_t_hbm`，放得下的最大批次是 {glue:text}`err_t_largest`。
+#
+# ### H100 的临界批量大小
+#
+# Scaling book 把 H100 的临界批量大小定为“约 {glue:text}`err_h100_pub`”；较自由的译本在表格中把它
+# 推导为“{glue:text}`err_h100_table`”。用 H100 SXM 稠密 bfloat16 的峰值除以它的带宽，得到
+# {glue:text}`err_h100_ours`。那张表的分子是稠密 bfloat16 峰值的 {glue:text}`err_h100_x`——那是
+# NVIDIA *带* 2:4 稀疏的 FP8 数值——由它得到的是 {glue:text}`err_h100_sparse`。
+
 # %% tags=["hide-input"]
 h100_bcrit = roofline.critical_batch(h100)
 assert abs(h100_bcrit - book["b_crit"]["H100"]) / h100_bcrit > 0.04
@@ -172,6 +217,24 @@ glue("err_h100_x", fmt_ratio(table_flops / h100.bf16_flops_per_s, 0));
 # {glue:text}`err_p3_000` by rounding the parameter count to 18e9, the freer rendering
 # {glue:text}`err_p3_002`; the library, with {glue:text}`err_p_params` parameters and the
 # registry's bandwidth, {glue:text}`err_p3_ours`.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 实例题 1–3：虚构的 18.4B 模型
+#
+# 第 1 题要求 int8 下每个词元的 KV 缓存大小。直译本的答案是 $L \cdot K \cdot H$ =
+# {glue:text}`err_p1_000`，只算了键而没算值；较自由的译本的答案是 $2 \cdot L \cdot K \cdot H$ =
+# {glue:text}`err_p1_002`。库的 `kv_bytes_per_token` 给出 {glue:text}`err_p1_ours` 字节——每层每个
+# KV 头既有一个键，也有一个值——并且与库的缓存实际分配的字节数相等。
+#
+# 第 2 题沿袭了这个笔误。在一个 TPU v5e 4×4 切片上以 int8 服务 128k 词元的序列，直译本算出能放下
+# 的批次为 {glue:text}`err_p2_000`（只有一个 KV 头时为 {glue:text}`err_p2k1_000`），较自由的译本为
+# {glue:text}`err_p2_002`（{glue:text}`err_p2k1_002`）。库的 `max_batch` 对 128,000 个词元给出
+# {glue:text}`err_p2_ours`（{glue:text}`err_p2k1_ours`）；如果“128k”指的是 131,072，则为
+# {glue:text}`err_p2_131k`。
+#
+# 第 3 题，把每个 int8 参数读取一遍所需的时间：直译本把参数量取整为 18e9，得到
+# {glue:text}`err_p3_000`；较自由的译本得到 {glue:text}`err_p3_002`；库使用参数量 {glue:text}`err_p_params`
+# 和注册表中的带宽，得到 {glue:text}`err_p3_ours`。
 
 # %% tags=["hide-input"]
 wp = book["worked_problems"]
@@ -211,6 +274,15 @@ glue("err_p3_ours", fmt_seconds(p3, 2)); glue("err_p_params", fmt_count(P18, 2))
 # from the config: {glue:text}`err_p5_ours` active of {glue:text}`err_p5_total`) it is
 # $2 \cdot$ {glue:text}`err_p5_ours` $\cdot T$.
 
+# %% [markdown] tags=["lang-zh"]
+# (errata-wp5)=
+# ### 实例题 5：混合专家变体的 FLOPs
+#
+# 在 16 个专家中激活 2 个时，直译本算出激活参数为 {glue:text}`err_p5_active`，随后却把前向计算写成
+# $2 \cdot$ {glue:text}`err_p5_written` $\cdot T$ FLOPs。按它自己的计数（也就是库根据配置算出的：
+# 总参数 {glue:text}`err_p5_total`，其中激活 {glue:text}`err_p5_ours`），应为
+# $2 \cdot$ {glue:text}`err_p5_ours` $\cdot T$。
+
 # %% tags=["hide-input"]
 parts = counts.param_counts(m18)
 active = P18 + (2 - 1) * parts["mlp"]          # k = 2 expert MLPs per token instead of 1
@@ -230,6 +302,14 @@ glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_
 # {glue:text}`err_p6_hbm` — the answer given. But a v5e slice comes in fixed shapes
 # ({glue:text}`err_p6_shapes`), and the smallest that has that many chips is
 # {glue:text}`err_p6_slice`, {glue:text}`err_p6_slice_chips` chips.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 实例题 6：最小的切片是一种形状，而不是一个芯片数
+#
+# 这道题问的是：能以 int8 放下混合专家模型权重的最小 TPU v5e 切片是多大。权重为
+# {glue:text}`err_p6_bytes`，需要 {glue:text}`err_p6_chips` 个各有 {glue:text}`err_p6_hbm` 的
+# 芯片——这正是给出的答案。但 v5e 切片只有固定的几种形状（{glue:text}`err_p6_shapes`），其中芯片数
+# 不少于这个数的最小切片是 {glue:text}`err_p6_slice`，共 {glue:text}`err_p6_slice_chips` 个芯片。
 
 # %% tags=["hide-input"]
 p6_chips = math.ceil(total_moe / v5e.hbm_bytes)               # int8: one byte per weight
@@ -252,6 +332,14 @@ glue("err_p6_slice_chips", str(math.prod(smallest)));
 # {glue:text}`err_p7_formula`, and so is the library's `comm_time.ws2d_crossover_chips` for
 # $F = 4D$ (chapter 10 also finds it from a brute-force minimum and from compiled programs).
 
+# %% [markdown] tags=["lang-zh"]
+# ### 实例题 7：二维布局的交叉点
+#
+# 实例题 7 得出：当 $N >$ {glue:text}`err_p7_pub` 个芯片时，二维权重驻留分片搬运的字节比一维更少。
+# 但它自己的表达式 $128 \cdot (3/4)^2$ 等于 {glue:text}`err_p7_formula`，库的
+# `comm_time.ws2d_crossover_chips` 在 $F = 4D$ 时给出的也是这个值（第 10 章还从暴力搜索的最小值和
+# 编译出的程序中找到了它）。
+
 # %% tags=["hide-input"]
 n_star = comm_time.ws2d_crossover_chips(4096, 4 * 4096)
 assert n_star == 128 * (3 / 4) ** 2 != wp["p7_crossover_chips"]
@@ -266,6 +354,14 @@ glue("err_p7_formula", f"{n_star:.0f}");
 # the floor — each chip reading its share of the weights — at {glue:text}`err_a_pub`. That
 # rounds the layer's $2DF$ = {glue:text}`err_a_params` parameters to
 # {glue:text}`err_a_rounded`; the exact count gives {glue:text}`err_a_ours`.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 附录 A：单层的下限
+#
+# 附录 A 为一个由两个矩阵乘法组成的层计时，$D =$ {glue:text}`err_a_D`，$F =$ {glue:text}`err_a_F`，
+# 使用 bfloat16，分布在 {glue:text}`err_a_chips` 个 TPU v5e 芯片上，并把下限——每个芯片读取自己那份
+# 权重——定为 {glue:text}`err_a_pub`。这是把该层的参数量 $2DF$ = {glue:text}`err_a_params` 取整为
+# {glue:text}`err_a_rounded` 的结果；用精确的参数量得到的是 {glue:text}`err_a_ours`。
 
 # %% tags=["hide-input"]
 app = book["appendix_a"]
@@ -296,6 +392,18 @@ glue("err_a_ours", fmt_seconds(floor_exact, 0));
 # on either reading. The library's `comm_time.latency_bound_bytes` takes the reading as an
 # argument, so a number always says which one it means.
 
+# %% [markdown] tags=["lang-zh"]
+# ### 附录 C：集合通信什么时候受延迟限制？
+#
+# 当每一跳传输的字节所用的时间少于这一跳的固定开销（在 ICI 上约为 {glue:text}`err_c_hop`）时，
+# 集合通信就受延迟限制。对于 8 路分片，直译本给出 {glue:text}`err_c_000`，较自由的译本给出约
+# {glue:text}`err_c_002`。两者说的都对，只是说的不是同一件事：$b / n$ 字节的分片穿过一条
+# {glue:text}`err_c_link` 的链路只需不到 {glue:text}`err_c_hop`，条件是*分片*小于
+# {glue:text}`err_c_shard`，也就是由 8 个分片组成的*整个缓冲区*小于 {glue:text}`err_c_whole`。
+# 紧接着的例子——一个批次的 16 个宽度为 8,192 的 int8 激活值，共 {glue:text}`err_c_example`——
+# 按哪种理解都受延迟限制。库的 `comm_time.latency_bound_bytes` 把采用哪种理解作为一个参数，
+# 所以每个数字都会说明它指的是哪一种。
+
 # %% tags=["hide-input"]
 c = book["appendix_c_latency_bound_buffer_bytes"]
 per_shard = comm_time.latency_bound_bytes(v5e, c["shards"], reading="per-shard")
@@ -321,6 +429,18 @@ glue("err_c_example", fmt_bytes(example, 0));
 # weights are rounded up: they take {glue:text}`err_l_w` ({glue:text}`err_l_w_gib`). Exactly,
 # the cache matches them after {glue:text}`err_l_tok` tokens, {glue:text}`err_l_seq` sequences
 # of {glue:text}`err_l_len`.
+
+# %% [markdown] tags=["lang-zh"]
+# ## KV caching explained
+#
+# Lienhart 的文章 {cite:p}`lienhart2023kvcache` 用整数估算 Llama-2 7B 的缓存：float16 权重
+# {glue:text}`err_l_w_pub`，每个词元的键和值 {glue:text}`err_l_kv_pub`，因此缓存在
+# “{glue:text}`err_l_tok_pub`”个词元之后与权重一样大，即 {glue:text}`err_l_seq_pub` 个
+# {glue:text}`err_l_len` 词元的序列——{glue:text}`err_l_quot` 个词元，这是用二进制单位（GiB 除以
+# MiB）算出的商。在这种单位下，每个词元的大小是精确的（{glue:text}`err_l_kv` 字节），但权重被向上
+# 取整了：它们实际占 {glue:text}`err_l_w`（{glue:text}`err_l_w_gib`）。精确地说，缓存在
+# {glue:text}`err_l_tok` 个词元之后与权重一样大，即 {glue:text}`err_l_seq` 个
+# {glue:text}`err_l_len` 词元的序列。
 
 # %% tags=["hide-input"]
 l7 = get_preset(lienhart["model"])
@@ -359,6 +479,19 @@ glue("err_l_seq", str(tok_l7 // lienhart["sequence_tokens"]));
 # prediction, with the datasheet bandwidth and the embeddings counted, is
 # {glue:text}`err_k_ft_ours`.
 
+# %% [markdown] tags=["lang-zh"]
+# ## Transformer Inference Arithmetic
+#
+# ### A100 的带宽与临界比值
+#
+# 这篇文章的延迟公式对 A100（40 GB）使用 {glue:text}`err_k_bw`；数据手册和注册表给出的是
+# {glue:text}`err_k_bw_reg`——她自己也指出了这一点。她的临界比值 {glue:text}`err_k_ratio_pub` 是
+# FLOP 速率与字节速率之比（她把分数写反了，写成 $A_{bw}/A_f$）；用她的数值，库的
+# `break_even_tokens` 给出 {glue:text}`err_k_ratio_hers`，用数据手册的数值则给出
+# {glue:text}`err_k_ratio_ours`。她对 13B 模型在单个 GPU 上的估计是 {glue:text}`err_k_ft_pub`，
+# 用她的常数和她的 $12 L D^2$ 个参数，库算出的是 {glue:text}`err_k_ft_hers`；本书的预测使用数据手册
+# 的带宽，并计入嵌入，结果是 {glue:text}`err_k_ft_ours`。
+
 # %% tags=["hide-input"]
 her = kipply["assumed_a100"]
 her_a100 = dataclasses.replace(a100, hbm_bytes_per_s=her["hbm_bytes_per_s"],
@@ -392,6 +525,20 @@ glue("err_k_ft_hers", fmt_seconds(her_13b, 2)); glue("err_k_ft_ours", fmt_second
 # {glue:text}`err_k_cap4_pub`; the division gives {glue:text}`err_k_div4`, and the exact byte
 # count {glue:text}`err_k_cap4_hers`. The library, with its preset's weights, gets
 # {glue:text}`err_k_cap3_ours` and {glue:text}`err_k_cap4_ours` tokens.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 52B 模型的权重与 KV 容量
+#
+# 文章把权重写成“52e12 · 2 = 104e12 bytes ≈ 104 GB”；意思应是 52e9 个参数，即
+# {glue:text}`err_k_w_hers`。（库的预设带有一个文章没有给出的词表，为 {glue:text}`err_k_w_ours`。）
+# 用三块 GPU 时，它为缓存留出 {glue:text}`err_k_free3_pub`，再除以每个词元 {glue:text}`err_k_kv_pub`：
+# 约 {glue:text}`err_k_cap3_pub` 个词元，“批次为 {glue:text}`err_k_b3_pub`，每个 2,048 个词元”。
+# 精确地算，她的 {glue:text}`err_k_free3` 能容纳 {glue:text}`err_k_cap3_hers` 个每个
+# {glue:text}`err_k_kvtok` 的词元——足够放 {glue:text}`err_k_b3_hers` 个 2,048 词元的序列。用四块
+# GPU 时，她写的是 {glue:text}`err_k_free4_pub` / {glue:text}`err_k_kv_pub` ≈
+# {glue:text}`err_k_cap4_pub`；这个除法得到的是 {glue:text}`err_k_div4`，按精确字节数算则是
+# {glue:text}`err_k_cap4_hers`。库使用它的预设的权重，得到 {glue:text}`err_k_cap3_ours` 和
+# {glue:text}`err_k_cap4_ours` 个词元。
 
 # %% tags=["hide-input"]
 m52 = get_preset("kipply-52b")
@@ -437,6 +584,22 @@ glue("err_k_cap3_ours", f"{cap_ours[3]:,}"); glue("err_k_cap4_ours", f"{cap_ours
 # library's {glue:text}`err_k_512_comm` {glue:text}`err_k_lat_share`; the book quotes the
 # library's.
 
+# %% [markdown] tags=["lang-zh"]
+# ### 通信：元素数还是字节数，以及一条延迟公式
+#
+# 张量并行每层发送“$4 (N-1) d_\text{model} / N$ bytes”；这数的其实是数值的个数，在 bfloat16 下每个
+# 占两字节，她的大批次公式随后也把这一点算了进去（库的 `tp_comm_bytes_per_token` 返回的是字节数）。
+# 对于 16 块 GPU 上 Gopher 规模的模型，她把小批次的消息延迟写作 $4 \cdot n_\text{layers} \cdot
+# t_\text{message}$，实际算的却是“{glue:text}`err_k_lat_written`”：前一个乘积会得到
+# {glue:text}`err_k_lat_double`，写出的公式给出的是 {glue:text}`err_k_lat`。在批次为 512 时，她在
+# 一句话里报告一步耗时 {glue:text}`err_k_512a`，下一句里又是 {glue:text}`err_k_512b`；库给出的是
+# {glue:text}`err_k_512`（FLOPs 需要 {glue:text}`err_k_512_flops`，通信需要
+# {glue:text}`err_k_512_comm`）。下一节提到“我们在 52B 上的 512 批次”，其实那是 260B 的模型，并说
+# 消息延迟占其通信时间的 {glue:text}`err_k_lat_share_pub`。无论用她的数值还是库的数值都得不到这个
+# 结果：{glue:text}`err_k_lat` 的延迟，相对她的 {glue:text}`err_k_comm_pub` 传输时间是
+# {glue:text}`err_k_lat_share_hers`，相对库的 {glue:text}`err_k_512_comm` 则是
+# {glue:text}`err_k_lat_share`；本书引用库的数值。
+
 # %% tags=["hide-input"]
 gopher = get_preset("gopher-280b")
 lat = latency.small_batch_latency(gopher, a100, 16).comms_s
@@ -467,6 +630,15 @@ glue("err_k_lat_share_hers", fmt_percent(share_hers, 1));
 # share of the wider model's step is {glue:text}`err_i_ours_formula` =
 # {glue:text}`err_i_ours` (`latency.intermediate_share_at_width`).
 
+# %% [markdown] tags=["lang-zh"]
+# ### 中间结果的内存开销
+#
+# 对于宽度为 {glue:text}`err_i_d` 的模型，内存受限的逐元素运算占步骤时间的 {glue:text}`err_i_share`。
+# 对宽度 {glue:text}`err_i_d2`，让它的时间随宽度增长、矩阵乘法的时间随宽度的平方增长，文章算出
+# {glue:text}`err_i_hers_formula` ≈ {glue:text}`err_i_hers`——它除以的是矩阵乘法的时间，仿佛那就是
+# 整个步骤。在更宽的模型的步骤中，这部分实际所占的比例是 {glue:text}`err_i_ours_formula` =
+# {glue:text}`err_i_ours`（`latency.intermediate_share_at_width`）。
+
 # %% tags=["hide-input"]
 inter = kipply["intermediate_share"]
 hers = latency.intermediate_share_approx(inter["share"], inter["d_model"], m52.D)
@@ -488,6 +660,16 @@ glue("err_i_ours_formula", f"{sh} · {r} / ({sh} · {r} + {1 - sh:.2f} · {r * r
 # give {glue:text}`err_f_a` and {glue:text}`err_f_b` per token: the first output is the
 # two-GPU run, the second the one-GPU run, whose context time ({glue:text}`err_f_ctx1`) is the
 # one she compares with her one-GPU estimate. `book/data/kipply_fastertransformer.csv` stores them that way.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 哪一次 FasterTransformer 运行是哪一次
+#
+# 文章在讨论完两块 GPU 的运行之后，紧接着印出两段基准测试输出：“180.86 ms (context time: 45.45 ms)”
+# 和“283.60 ms (context time: 63.17 ms)”，而在那之前，它引用单块 GPU 的运行为每个词元
+# {glue:text}`err_f_pub1`。用上下文之后的新词元来算，两者分别是每个词元 {glue:text}`err_f_a` 和
+# {glue:text}`err_f_b`：第一段输出是两块 GPU 的运行，第二段才是单块 GPU 的运行；它的上下文时间
+# （{glue:text}`err_f_ctx1`）正是她拿来与自己的单 GPU 估计比较的那个。
+# `book/data/kipply_fastertransformer.csv` 就是这样保存它们的。
 
 # %% tags=["hide-input"]
 by_gpus = {r["gpus"]: r for r in ft_runs}

@@ -93,6 +93,17 @@ def test_markdown_pages_split_at_block_breaks_but_not_inside_code():
         bilingual.markdown_blocks("a\n+++ {tags: [lang-zh]}\nb\n")
 
 
+def test_a_block_for_every_edition_is_shown_by_both_and_needs_no_twin():
+    page = ('# T\n\n+++ {"tags": ["lang-zh"]}\n\n# 题\n\n+++ {"tags": ["lang-all"]}\n\n'
+            '| term | 术语 |\n')
+    blocks = bilingual.markdown_blocks(page)
+    assert [len(t) for _, t in bilingual.twins(blocks)] == [1]      # the title, translated
+    assert bilingual.select_markdown(page, "en") == "# T\n\n| term | 术语 |\n"
+    assert bilingual.select_markdown(page, "zh") == "# 题\n\n| term | 术语 |\n"
+    with pytest.raises(ValueError, match="lang-all"):
+        bilingual.twins(bilingual.markdown_blocks('a\n+++ {"tags": ["lang-all", "lang-zh"]}\nb\n'))
+
+
 def test_glue_stores_every_value_under_each_languages_name():
     present.glue("t_count", present.fmt_count(13.0e6))
     present.glue("t_word", present.bilingual("faster", zh="更快"))

@@ -36,7 +36,9 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "chapters/10_weight_stationary_2d.py", "exercises/08_many_chips.py",
               "book/hardware.py", "chapters/04_inference_arithmetic.py",
               "exercises/02_performance_models.py", "chapters/03_latency_throughput_memory.py",
-              "chapters/02_rooflines.py"]
+              "chapters/02_rooflines.py", "book/how_to_run.md", "book/estimate_reference.md",
+              "book/instructors.md", "book/references.md", "book/errata.py",
+              "book/notation.md"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
@@ -111,7 +113,8 @@ def term_pattern(term: str, abbreviation: bool) -> re.Pattern:
     last = words[-1]
     if not abbreviation:        # a plural or a verb form of the last word counts too
         last = re.sub(r"s$", "", last)
-        last = last[:-1] + "(?:y|ies)" if last.endswith("y") else last + "(?:s|es|d|ed)?"
+        last = last[:-1] + "(?:y|ys|ies|ied|yed)" if last.endswith("y") \
+            else last + "(?:s|es|d|ed)?"
     body = r"[\s-]+".join(words[:-1] + [last])
     return re.compile(rf"(?<![\w-]){body}(?![\w])", 0 if abbreviation else re.I)
 

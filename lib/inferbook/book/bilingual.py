@@ -14,6 +14,10 @@ A Markdown page (book/*.md) does the same with MyST's block breaks: the text up 
 ``+++ {"tags": ["lang-zh"]}`` is the English block, the text from it to the next ``+++`` its
 Chinese twin.
 
+A Markdown cell tagged ``lang-all`` belongs to every edition, like a code cell: it is for
+what needs no translation because it already holds both languages (the glossary's table of
+English and Chinese terms). It has no twin and is shown as it is.
+
 `select` gives the page of one language: the English edition drops every Chinese cell; the
 Chinese edition keeps each Chinese cell in place of the English one before it, keeps an
 English cell that has no twin yet (a page not yet translated reads in English), and renames
@@ -56,8 +60,17 @@ def _tags(cell: Any) -> list[str]:
     return list((cell.metadata or {}).get("tags", []))
 
 
+# The tag of a Markdown cell that every edition shows as it is (see the module doc).
+SHARED_TAG = "lang-all"
+
+
 def cell_language(cell: Any) -> str | None:
-    """The language of a Markdown cell's prose; None for a code cell (shared by all)."""
+    """The language of a Markdown cell's prose; None for a cell every edition shares (a code
+    cell, or a Markdown cell tagged SHARED_TAG)."""
+    if cell.cell_type == "markdown" and SHARED_TAG in _tags(cell):
+        if len([t for t in _tags(cell) if t.startswith("lang-")]) > 1:
+            raise ValueError(f"a {SHARED_TAG} cell cannot also be tagged with a language")
+        return None
     langs = [t.removeprefix("lang-") for t in _tags(cell) if t.startswith("lang-")]
     if cell.cell_type != "markdown":
         if langs:
