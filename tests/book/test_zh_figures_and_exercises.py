@@ -21,6 +21,7 @@ from inferbook.grading import evaluate, registry  # noqa: E402
 from inferbook.grading.localize import STATUS, question_text, translations  # noqa: E402
 
 TRANSLATED_SETS = ["ch01"]
+TRANSLATED_SETS += ["ch13", "ch14"]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
