@@ -211,9 +211,11 @@ ax.bar(x + 0.2, p, 0.4, label="target p", color="tab:blue")
 ax.plot(x + 0.2, counts / N, "k.", label=f"speculative samples (N={N:,})")
 ax.set_xlabel("token"); ax.set_ylabel("probability"); ax.legend(fontsize=8)
 ax.set_title("Rejection sampling turns draws from q into draws from p", fontsize=9)
+zh_legend = {"draft q": "草稿 q", "target p": "目标 p",
+             f"speculative samples (N={N:,})": f"推测采样的样本（N={N:,}）"}
 glue_figure("ch13_rejection_figure", fig, zh=dict(
     title="拒绝采样把从 q 中的抽样变成从 p 中的抽样", xlabel="词元", ylabel="概率",
-    legend=["草稿 q", "目标 p", f"推测采样的样本（N={N:,}）"]))
+    legend=[zh_legend[t.get_text()] for t in ax.get_legend().get_texts()]))  # lines first
 
 # %% [markdown]
 # ```{glue:figure} ch13_rejection_figure
