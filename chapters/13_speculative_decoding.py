@@ -27,6 +27,18 @@
 # model and with prompt lookup, checks the claims, and measures what they give on this device
 # against what the formula predicts.
 
+# %% [markdown] tags=["lang-zh"]
+# # 推测解码
+#
+# 批处理换来的是吞吐量，而不是延迟：无论多少个序列共享一个解码步骤，每个序列每一步仍然只得到一个
+# 词元，而这一步不可能比把每个权重读取一遍更快（第 2 章）。当要紧的是*一个*回答流出来的速度时，
+# 还有一根杠杆可拉 {cite:p}`austin2025scaling`：让一个廉价的*起草者*猜出接下来的几个词元，再让大的
+# *目标*模型在一次前向计算中检查所有猜测。检查 $\gamma + 1$ 个位置读取的权重与生成一个词元相同，
+# 所以在解码是内存受限的硬件上，代价也差不多；每个经受住检查的猜测，都是多赚的一个词元
+# {cite:p}`leviathan2023speculative,chen2023speculative`。只要做对了，输出就与目标模型单独生成的完全
+# 一样——贪心解码时词元完全相同，采样时分布完全相同。本章推导这些规则，分别用草稿模型和提示词查找
+# 实现它们，验证这些论断，并在本设备上测量它们带来的收益，与公式的预测相比较。
+
 # %%
 import inferbook
 
@@ -53,6 +65,7 @@ DEVICE = timing.device_name()
 
 # %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import fmt_percent, fmt_ratio, fmt_seconds, glue
 
 glue("ch13_device", DEVICE)
@@ -65,6 +78,14 @@ glue("ch13_device", DEVICE)
 # $(\gamma + 1)$ times the FLOPs but reads the weights once, so until $\gamma + 1$ approaches
 # the critical batch size the time barely moves. The estimator shows it for LLaMA-2 70B on an
 # H200, which holds its weights on one chip, with 1,000 tokens of context:
+
+# %% [markdown] tags=["lang-zh"]
+# ## 为什么检查很便宜
+#
+# 一个大模型的解码步骤，在批次里只有一个序列时，做大约 $2P$ FLOPs，同时读取 $P$ 个权重：远低于
+# 任何加速器的临界强度。给 $\gamma + 1$ 个词元打分，FLOPs 是 $(\gamma + 1)$ 倍，但权重只读一遍，所以在
+# $\gamma + 1$ 接近临界批量大小之前，时间几乎不变。估算器为 H200 上的 LLaMA-2 70B 展示了这一点
+# （一块 H200 就放得下它的权重），上下文为 1,000 个词元：
 
 # %%
 target_cfg, draft_cfg = get_preset("llama-2-70b"), get_preset("llama-2-7b")
@@ -114,12 +135,42 @@ glue("ch13_c", f"{c_h200:.2f}")
 # $\min(p, q) + \max(0, p - q) = p(x)$ {cite:p}`leviathan2023speculative`. Here is the library's
 # rule, both cases in one function:
 
+# %% [markdown] tags=["lang-zh"]
+# 一个解码步骤耗时 {glue:text}`ch13_h200_step`；给九个词元打分的耗时是它的
+# {glue:text}`ch13_h200_verify8`。用 LLaMA-2 7B 作草稿模型，每个词元的代价是目标模型一步的
+# $c =$ {glue:text}`ch13_c`。（实践中，草稿模型必须与目标模型共用词表，并且经常与它意见一致；常见的
+# 来源有一同训练的同系列模型、蒸馏出来的草稿模型，以及在目标模型的隐藏状态上训练的额外输出头——
+# Medusa、EAGLE {cite:p}`cai2024medusa,li2024eagle`。）
+#
+# ## 规则
+#
+# 起草者提出 $d_1, \dots, d_\gamma$。目标模型对 $[x_\text{last}, d_1, \dots, d_\gamma]$ 运行一次，得到
+# 每个位置上的下一词元分布 $p_1, \dots, p_{\gamma+1}$：$p_i$ 就是目标模型在 $d_1 \dots d_{i-1}$ 之后
+# 会从中采样的分布。
+#
+# **贪心。** 只要 $d_i$ 等于 $\arg\max p_i$，就接受它。在第一个不一致处，改为输出
+# $\arg\max p_i$；如果 $\gamma$ 个全都一致，就额外输出 $\arg\max p_{\gamma+1}$ 作为奖励。输出的每个
+# 词元都是目标模型在前面那些词元之后自己的 argmax，所以输出与贪心解码的完全相同，而一轮产出 1 到
+# $\gamma + 1$ 个词元。
+#
+# **采样。** 起草者从它自己的分布 $q_i$ 中采样 $d_i$。以概率 $\min(1, p_i(d_i) / q_i(d_i))$ 接受它。
+# 在第一次拒绝时，从*残差* $\max(0, p_i - q_i)$（重新归一化后）中抽取替代词元；如果全部被接受，就从
+# $p_{\gamma+1}$ 中抽取一个奖励词元。这样输出的词元恰好服从 $p_i$：词元 $x$ 要么作为被接受的草稿
+# 出现，概率为 $q(x) \min(1, p(x)/q(x)) = \min(p(x), q(x))$；要么作为替代词元出现，概率为
+# $(1 - \sum_y \min(p(y), q(y))) \cdot \frac{\max(0, p(x) - q(x))}{\sum_y \max(0, p(y) - q(y))}$；
+# 又因为 $\sum_y \max(0, p - q) = 1 - \sum_y \min(p, q)$，两者相加等于
+# $\min(p, q) + \max(0, p - q) = p(x)$ {cite:p}`leviathan2023speculative`。下面是库中的规则，两种情形
+# 写在同一个函数里：
+
 # %%
 show_source(verify)
 
 # %% [markdown]
 # We can check the identity exactly for one position — no sampling involved — and then check
 # the code by sampling it many times:
+
+# %% [markdown] tags=["lang-zh"]
+# 我们可以对单个位置精确地验证这个恒等式——不涉及任何采样——然后再对代码大量采样来检验它：
 
 # %%
 rng = np.random.default_rng(0)
@@ -160,9 +211,16 @@ ax.bar(x + 0.2, p, 0.4, label="target p", color="tab:blue")
 ax.plot(x + 0.2, counts / N, "k.", label=f"speculative samples (N={N:,})")
 ax.set_xlabel("token"); ax.set_ylabel("probability"); ax.legend(fontsize=8)
 ax.set_title("Rejection sampling turns draws from q into draws from p", fontsize=9)
-plt.show()
+zh_legend = {"draft q": "草稿 q", "target p": "目标 p",
+             f"speculative samples (N={N:,})": f"推测采样的样本（N={N:,}）"}
+glue_figure("ch13_rejection_figure", fig, zh=dict(
+    title="拒绝采样把从 q 中的抽样变成从 p 中的抽样", xlabel="词元", ylabel="概率",
+    legend=[zh_legend[t.get_text()] for t in ax.get_legend().get_texts()]))  # lines first
 
 # %% [markdown]
+# ```{glue:figure} ch13_rejection_figure
+# ```
+#
 # Over {glue:text}`ch13_N` rounds the emitted tokens match $p$ (chi-square p-value
 # {glue:text}`ch13_pvalue`), and the draft was accepted in a fraction
 # {glue:text}`ch13_acc_mc` of them, as predicted by the *acceptance rate*
@@ -186,6 +244,30 @@ plt.show()
 # where $v$, the cost of the verification relative to one decode step, is 1 in the paper's
 # analysis and, as we just saw, about 1 on an accelerator.
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch13_rejection_figure
+# ```
+#
+# 在 {glue:text}`ch13_N` 轮中，输出的词元与 $p$ 相符（卡方检验的 p 值为 {glue:text}`ch13_pvalue`），
+# 草稿被接受的比例是 {glue:text}`ch13_acc_mc`，与*接受率*
+# $\alpha = \sum_x \min(p(x), q(x)) =$ {glue:text}`ch13_alpha_pq` 的预测一致：它等于一减去两个分布之间的
+# 总变差距离。库的测试在真实模型上、对连续两个词元做同样的检验，拒绝、残差和奖励词元都覆盖到。
+#
+# ## 每一步得到多少个词元
+#
+# 如果每个草稿各自独立地以概率 $\alpha$ 经受住检查，那么当前 $k$ 个草稿通过、下一个失败时，一轮输出
+# $k + 1$ 个词元；全部通过时输出 $\gamma + 1$ 个。期望值是一个几何级数
+# {cite:p}`leviathan2023speculative`：
+#
+# $$E[\text{tokens per step}] = \frac{1 - \alpha^{\gamma + 1}}{1 - \alpha}.$$
+#
+# 一轮的代价是 $\gamma$ 个相对代价为 $c$ 的草稿步骤，加上一次验证，所以相对于普通解码的加速比是
+#
+# $$\text{speedup} = \frac{1 - \alpha^{\gamma + 1}}{(1 - \alpha)(\gamma c + v)},$$
+#
+# 其中 $v$ 是验证相对于一个解码步骤的代价：在论文的分析中它等于 1，而正如我们刚才所见，在加速器上
+# 它也约等于 1。
+
 # %%
 show_source(speculation.speculative_speedup)
 
@@ -206,11 +288,16 @@ ax.set_xlabel("draft tokens per step, γ"); ax.set_ylabel("expected speedup")
 ax.set_title(f"LLaMA-2 70B with a 7B draft on an {chip.name} (estimator, c = {c_h200:.2f})",
              fontsize=9)
 ax.legend(fontsize=8)
-plt.show()
+glue_figure("ch13_speedup_figure", fig, zh=dict(
+    title=f"LLaMA-2 70B 配 7B 草稿模型，在 {chip.name} 上（估算器，c = {c_h200:.2f}）",
+    xlabel="每步的草稿词元数 γ", ylabel="预期加速比"))
 glue("ch13_best_06", str(best[0.6])); glue("ch13_best_09", str(best[0.9]))
 glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8], c_h200)))
 
 # %% [markdown]
+# ```{glue:figure} ch13_speedup_figure
+# ```
+#
 # The better the draft agrees with the target, the further it pays to guess: the best $\gamma$
 # grows from {glue:text}`ch13_best_06` at $\alpha = 0.6$ to {glue:text}`ch13_best_09` at
 # $\alpha = 0.9$, and at $\alpha = 0.8$ the expected speedup is {glue:text}`ch13_speedup_08`.
@@ -227,6 +314,24 @@ glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8]
 # followed by its final norm and unembedding — early exit, as in LayerSkip and Draft & Verify
 # {cite:p}`elhoushi2024layerskip,zhang2023draftverify`. The target is the `small` preset.
 # First the correctness claim for greedy decoding:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch13_speedup_figure
+# ```
+#
+# 草稿模型与目标模型越一致，往前多猜几个就越划算：最佳的 $\gamma$ 从 $\alpha = 0.6$ 时的
+# {glue:text}`ch13_best_06` 增长到 $\alpha = 0.9$ 时的 {glue:text}`ch13_best_09`；在 $\alpha = 0.8$ 时，
+# 预期加速比为 {glue:text}`ch13_speedup_08`。更可预测的文本（比如代码）有更高的 $\alpha$，也更值得
+# 大胆地起草。每个被接受的词元所花的 FLOPs 比普通解码更多——被拒绝的草稿白白丢掉，草稿模型也要运行——
+# 这就是推测解码用吞吐量换延迟的原因。当批次本来就很小时（内存少、上下文长），多余的 FLOPs 是免费的，
+# 它可能两头都赢 {cite:p}`austin2025scaling`。
+#
+# ## 在本设备上，用草稿模型
+#
+# 我们需要一个与目标模型一致的次数多于碰运气的草稿模型。手头没有训练好的模型，我们就用
+# *自推测*：草稿模型就是目标模型自己的第一层，后面接上它的最终归一化层和反嵌入——即提前退出，与
+# LayerSkip 和 Draft & Verify 的做法相同 {cite:p}`elhoushi2024layerskip,zhang2023draftverify`。目标模型
+# 是 `small` 预设。先验证贪心解码的正确性论断：
 
 # %%
 cfg = get_preset("small")
@@ -250,6 +355,12 @@ print(f"greedy: identical to decode.generate; acceptance rate {alpha_greedy:.2f}
 # with many sides. With temperature-1 sampling the same draft does far better, because the
 # rejection rule accepts in proportion to how much the two distributions *overlap*, and two
 # nearly flat distributions overlap a lot:
+
+# %% [markdown] tags=["lang-zh"]
+# 词元完全相同。但接受率只有 {glue:text}`ch13_alpha_greedy`：随机初始化的模型给出的下一词元分布几乎
+# 是平的，所以单层草稿模型最中意的词元是否也是四层目标模型最中意的，几乎就像掷一枚有很多面的硬币。
+# 换成温度为 1 的采样，同一个草稿模型的表现要好得多，因为拒绝规则按两个分布*重叠*的程度来接受，而
+# 两个几乎平坦的分布重叠得很多：
 
 # %%
 SAMPLER = Sampler(temperature=1.0)
@@ -280,9 +391,14 @@ ax.bar(np.arange(GAMMA + 1) + 0.2, model_probs, 0.4, label="i.i.d. model with me
 ax.set_xlabel("drafts accepted in a round"); ax.set_ylabel("fraction of rounds")
 ax.set_title(f"Acceptances per round, γ = {GAMMA}, one-layer self-draft", fontsize=9)
 ax.legend(fontsize=8)
-plt.show()
+glue_figure("ch13_accepted_figure", fig, zh=dict(
+    title=f"每轮的接受数，γ = {GAMMA}，单层自草稿", xlabel="一轮中被接受的草稿数",
+    ylabel="轮次占比", legend=["实测", "代入实测 α 的独立同分布模型"]))
 
 # %% [markdown]
+# ```{glue:figure} ch13_accepted_figure
+# ```
+#
 # Over {glue:text}`ch13_rounds` rounds the draft's tokens were accepted at a rate
 # $\hat\alpha =$ {glue:text}`ch13_alpha`, and a round produced {glue:text}`ch13_tpr` tokens on
 # average — the formula, fed the measured $\hat\alpha$ and $\gamma =$ {glue:text}`ch13_gamma`,
@@ -293,6 +409,19 @@ plt.show()
 # Does it make generation faster here? The formula needs two more numbers, both measured on
 # this device: the draft's cost per token relative to the target's ($c$), and the cost of
 # scoring $\gamma + 1$ tokens relative to one ($v$).
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch13_accepted_figure
+# ```
+#
+# 在 {glue:text}`ch13_rounds` 轮中，草稿词元被接受的比率为 $\hat\alpha =$ {glue:text}`ch13_alpha`，
+# 一轮平均产出 {glue:text}`ch13_tpr` 个词元——把实测的 $\hat\alpha$ 和
+# $\gamma =$ {glue:text}`ch13_gamma` 代入公式，预测值为 {glue:text}`ch13_tpr_pred`。（我们把 $\alpha$
+# 估计为被接受的草稿数除以受检的草稿数，一轮的草稿只数到它的第一次拒绝为止——这是在公式的“各次接受
+# 相互独立”假设下的最大似然估计。）
+#
+# 它在这里能让生成变快吗？公式还需要两个数，都在本设备上测量：草稿模型每个词元的代价相对于目标模型的
+# 比值（$c$），以及给 $\gamma + 1$ 个词元打分相对于给一个词元打分的代价（$v$）。
 
 # %%
 S = 256
@@ -353,6 +482,23 @@ glue("ch13_v_h200", fmt_ratio(verify_s[GAMMA] / step, 2))
 # deterministic, a $q$ with all its mass on the guess, so the same rule applies: accept with
 # probability $p(d)$, otherwise sample from $p$ with $d$ removed.
 
+# %% [markdown] tags=["lang-zh"]
+# 在 {glue:text}`ch13_device` 上，单层草稿模型的代价是目标模型一步的 $c =$ {glue:text}`ch13_c_cpu`，
+# 给五个词元打分的代价是目标模型的 $v =$ {glue:text}`ch13_v_cpu` 步——而前面 H200 的估算是
+# {glue:text}`ch13_v_h200`。CPU 运行行数很少的矩阵乘法时远达不到峰值，所以多出来的词元并不免费，
+# 推测解码的前提只成立了一半。代入这些实测代价，公式预测的加速比为 {glue:text}`ch13_pred_cpu`；实测
+# 为 {glue:text}`ch13_meas_cpu`（普通采样 {glue:text}`ch13_plain_s`，对比推测解码
+# {glue:text}`ch13_spec_s`）。其余的差距是公式没有计入的开销：每一轮是一个单独编译的程序，有自己的
+# 采样和簿记，还要与主机同步，才能知道有多少个词元留了下来。在加速器上，有 $v \approx 1$ 和一个训练
+# 好的草稿模型，同样的代码就能兑现估算所承诺的延迟收益。
+#
+# ## 不用模型起草：提示词查找
+#
+# 最便宜的起草者根本没有权重。*提示词查找* {cite:p}`saxena2023promptlookup` 在上下文中找到最后几个
+# 词元最近一次较早的出现，并提议当时紧随其后的内容。它的 $c$ 为零；只要输出在重复输入——编辑代码、
+# 抽取字段、带引用地做摘要——它就猜得很准。它的草稿是确定性的，相当于一个把全部概率质量放在所猜
+# 词元上的 $q$，所以同样的规则照样适用：以概率 $p(d)$ 接受，否则从去掉 $d$ 的 $p$ 中采样。
+
 # %%
 show_source(PromptLookup.propose)
 
@@ -388,3 +534,19 @@ print(f"prompt lookup proposed something in {proposed} of {rounds} rounds; "
 # - The speedup also depends on what drafting and verification cost; on this CPU verification
 #   is not free ($v =$ {glue:text}`ch13_v_cpu`), which the formula accounts for once $v$ is
 #   measured.
+
+# %% [markdown] tags=["lang-zh"]
+# 提示词查找不会改变贪心解码的输出，这是理所当然的。在我们的随机模型上，它只在
+# {glue:text}`ch13_lookup_frac` 的轮次中找到了可以提议的东西：随机权重不会照抄提示词，所以上下文很少
+# 重复。在它提议的轮次中，接受率为 {glue:text}`ch13_lookup_alpha`。在一个依据文档作答的训练好的模型
+# 上，这两个数都会高得多；它们能换来什么，上面的估算器已经说明。
+#
+# ## 小结
+#
+# - 在内存受限的硬件上，给 $\gamma + 1$ 个词元打分的代价约等于一个解码步骤，所以起草者的猜测几乎可以
+#   免费检查。
+# - 贪心验证让输出保持完全相同；拒绝采样让输出分布保持完全相同，无论草稿是什么。
+# - 每一轮平均产出 $(1 - \alpha^{\gamma+1}) / (1 - \alpha)$ 个词元；我们实测为 {glue:text}`ch13_tpr`，
+#   预测为 {glue:text}`ch13_tpr_pred`。
+# - 加速比还取决于起草和验证的代价；在这台 CPU 上验证并不免费（$v =$ {glue:text}`ch13_v_cpu`），只要
+#   测出 $v$，公式就把它考虑进去了。

@@ -36,6 +36,25 @@
 # As in chapters 8 to 10, sharded programs run on emulated devices, so we report bytes,
 # collectives and tokens, never their wall-clock time.
 
+# %% [markdown] tags=["lang-zh"]
+# # 混合专家：稀疏模型的推理服务
+#
+# 混合专家（MoE）把每个 MLP 换成 $E$ 个 MLP，再加一个路由器，把每个词元发给其中 $k$ 个
+# {cite:p}`shazeer2017moe,fedus2022switch`。模型持有 $E$ 个专家的权重，却只在一个词元上花 $k$ 个专家
+# 的 FLOPs；今天最大的开放模型——Mixtral {cite:p}`jiang2024mixtral`、Qwen3 的 MoE 模型、DeepSeek-V3
+# {cite:p}`deepseekai2024v3`——正是这样在不增加每个词元代价的前提下增加参数的。对推理服务来说，模型
+# *拥有*的权重与一个词元*用到*的权重之间的这种分离，在三个地方改变了前面各章的算术，本章依次讨论：
+#
+# - **屋顶线。** 一个解码步骤只读取它的词元被路由到的专家，所以它读取的字节数随批次增长；这一步变为
+#   计算受限时的批次，约为稠密模型的 $E/k$ 倍。
+# - **分片。** 专家是一个个完整的权重单元，可以放在不同的芯片上。*专家并行*让每块芯片持有自己的专家，
+#   用一次全交换（AllToAll）把每个词元发到它的专家所在的芯片，而不是把每个专家都切分到每块芯片上。
+# - **缓存。** DeepSeek 的模型给专家配上了*多头潜在注意力*：它为每个词元缓存一个压缩向量，而不是键和值
+#   {cite:p}`deepseekai2024v2`。
+#
+# 与第 8 章到第 10 章一样，分片后的程序运行在模拟设备上，所以我们报告字节数、集合通信和词元，从不报告
+# 它们的实际运行时间。
+
 # %%
 import inferbook
 
@@ -66,6 +85,7 @@ print(info.describe())
 v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
 
 # %% tags=["hide-input"]
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds, glue
 
 # %% [markdown]
@@ -75,6 +95,13 @@ from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds,
 # into a mixture of 16 experts, 2 per token. Beside it, three models readers serve today. The
 # *active* parameters are those one token uses: everything but the routed experts, plus $k$
 # of them.
+
+# %% [markdown] tags=["lang-zh"]
+# ## 总参数与激活参数
+#
+# scaling book {cite:p}`austin2025scaling` 的实例题 5 把它虚构的 18B 模型改成 16 个专家的混合，每个
+# 词元用 2 个。旁边是读者如今实际部署的三个模型。*激活*参数是一个词元用到的参数：除路由专家之外的
+# 一切，再加上其中 $k$ 个专家。
 
 # %%
 base = get_preset("scaling-book-18b")
@@ -125,6 +152,22 @@ Markdown("| model | E | k | parameters | active | total / active |\n"
 #
 # $k$ for one token, rising to all $E$ as the batch grows:
 
+# %% [markdown] tags=["lang-zh"]
+# 这道题的模型共有 {glue:text}`ch14_wp5_total`个参数，其中 {glue:text}`ch14_wp5_active`是激活的，
+# 所以一次前向计算每个词元花费 {glue:text}`ch14_wp5_flops` FLOPs（激活参数的 $2 \times$）。这道题的
+# 一个版本写的 FLOPs 用的是 {glue:text}`ch14_wp5_written`，而不是它自己算出的激活参数数；勘误页把两者
+# 并列对照（{ref}`errata-wp5`）。DeepSeek-V3 每个词元用到它的权重的 {glue:text}`ch14_v3_share`。
+#
+# ## 解码步骤读取的权重
+#
+# 一个稠密模型的解码步骤把每个权重读取一遍，无论批次多大（第 2 章）。一个 MoE 层只读取这一步中至少
+# 有一个词元被发去的那些专家。如果路由器是均衡的，每个词元以概率 $k/E$ 选中某个给定的专家，一个专家被
+# 全部 $B$ 个词元都错过的概率是 $(1 - k/E)^B$。因此一步在每层平均触及的专家数是
+#
+# $$ E_\text{touched}(B) = E \left(1 - \left(1 - \frac{k}{E}\right)^B\right), $$
+#
+# 一个词元时为 $k$，随着批次增大升到全部 $E$ 个：
+
 # %%
 show_source(params.expected_experts)
 
@@ -136,6 +179,13 @@ show_source(params.expected_experts)
 # selects. DeepSeek-V3's selection bias starts at zero and is moved only to balance the load
 # {cite:p}`deepseekai2024v3`; we run it at zero, and once more with a random bias, the way a
 # badly balanced router would favour some experts.
+
+# %% [markdown] tags=["lang-zh"]
+# 这是一个关于路由器的论断，所以我们在库的路由器上测量它。两个小模型分别像 Mixtral 那样路由（8 个
+# 专家，每个词元 2 个，softmax），以及像 DeepSeek-V3 那样路由（256 个专家，每个词元 8 个，带选择偏置的
+# sigmoid 分数，在 8 组中选 4 组）；它们的路由器接收各种大小批次的随机输入，我们数出每一层选中的不同
+# 专家数。DeepSeek-V3 的选择偏置从零开始，只为平衡负载而调整 {cite:p}`deepseekai2024v3`；我们让它
+# 保持为零运行一次，再用随机偏置运行一次，模拟一个平衡得很差的路由器偏爱某些专家的情形。
 
 # %%
 def routing_model(moe: MoE, name: str) -> ModelConfig:
@@ -189,6 +239,9 @@ glue("ch14_trials", str(TRIALS * routers["Mixtral's routing"][0].L))
 glue("ch14_route_worst", f"{max(gaps[k] for k, (_, ok) in routers.items() if ok):.1%}")
 glue("ch14_route_skewed", f"{gaps[SKEWED]:.0%}")
 
+zh_routers = {"Mixtral's routing": "Mixtral 的路由", "DeepSeek-V3's routing": "DeepSeek-V3 的路由",
+              "DeepSeek-V3's, random bias": "DeepSeek-V3 的路由，随机偏置"}
+zh_legend = []
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for label, (cfg, balanced) in routers.items():
     m = cfg.moe
@@ -196,6 +249,8 @@ for label, (cfg, balanced) in routers.items():
         grid = np.geomspace(1, batches[-1], 100)
         ax.semilogx(grid, [params.expected_experts(m.E, m.k, b) / m.E for b in grid],
                     label=f"E(1 − (1 − k/E)^B), E = {m.E}, k = {m.k}")
+        zh_legend.append(ax.lines[-1].get_label())
+    zh_legend.append(f"实测：{zh_routers[label]}")
     mean = np.array([measured[label, B][0] for B in batches])
     ax.semilogx(batches, mean / m.E, "o" if balanced else "x", label=f"measured: {label}",
                 color=ax.lines[-1].get_color() if balanced else "gray")
@@ -205,9 +260,14 @@ ax.set_title("Experts a decode step reads: the library's routers against the for
              fontsize=10)
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch14_experts_figure", fig, zh=dict(
+    title="解码步骤读取的专家：库中的路由器与公式对照", xlabel="这一步中的词元数 B",
+    ylabel="每层被触及的专家所占比例", legend=zh_legend))
 
 # %% [markdown]
+# ```{glue:figure} ch14_experts_figure
+# ```
+#
 # Each point is the mean over {glue:text}`ch14_trials` draws (four layers, several random
 # batches). The balanced routers sit on the curve, at most {glue:text}`ch14_route_worst`
 # below it; the router with a random bias touches up to {glue:text}`ch14_route_skewed` fewer
@@ -218,6 +278,19 @@ plt.show()
 #
 # In bytes, a step of $B$ tokens reads the dense part of the model and
 # $E_\text{touched}(B)/E$ of the experts (`estimator.weight_bytes_read`):
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch14_experts_figure
+# ```
+#
+# 每个点是 {glue:text}`ch14_trials` 次抽样的平均（四个层，若干个随机批次）。均衡的路由器落在曲线上，
+# 最多比它低 {glue:text}`ch14_route_worst`；带随机偏置的路由器触及的专家最多少
+# {glue:text}`ch14_route_skewed`。只会更低，不会更高：对和为 $k$ 的概率 $p_e$，期望个数
+# $\sum_e 1 - (1 - p_e)^B$ 在每个 $p_e$ 都等于 $k/E$ 时最大，所以偏爱某些专家的路由器触及的专家更少。
+# MoE 训练中的负载均衡损失和偏置把路由推向公式所设的情形，而服务器也应当按公式来规划。
+#
+# 换算成字节：一个处理 $B$ 个词元的步骤读取模型的稠密部分，以及专家中的 $E_\text{touched}(B)/E$
+# （`estimator.weight_bytes_read`）：
 
 # %%
 rows, read = [], {}
@@ -257,6 +330,25 @@ Markdown("| model (bf16) | all weights | read at B = 1 | B = 8 | B = 64 | B = 51
 # it does. The library finds the exact crossing by bisection (`estimator.critical_batch_moe`).
 # Its "dense twin" has one MLP of the active width: the same FLOPs per token, $1/(E/k)$ of the
 # expert weights.
+
+# %% [markdown] tags=["lang-zh"]
+# 一个 DeepSeek-V3 词元读取 {glue:text}`ch14_v3_read1` 的权重；一个处理 64 个词元的步骤读取
+# {glue:text}`ch14_v3_read64`，已是全部 {glue:text}`ch14_v3_total` 的大部分。让单个词元变便宜的稀疏性，
+# 在服务器实际运行的批量大小下已经不复存在。
+#
+# ## 稀疏层的临界批次
+#
+# 当一个权重矩阵乘法每字节的 FLOPs 超过芯片的 $C/W$ 时，它就变为计算受限；对稠密层而言，这发生在
+# $B_\text{crit} = (C/W) \cdot (\text{bytes per weight}/2)$ 个词元处（第 2 章）。一个有 $E$ 个专家、每个
+# 专家 $P_e$ 个参数的 MoE 层，每个词元做 $2 k P_e$ FLOPs，却读取 $E_\text{touched}(B) \cdot P_e$ 个权重，
+# 所以它从
+#
+# $$ B^\text{MoE}_\text{crit} = B_\text{crit} \cdot \frac{E_\text{touched}(B)}{k}
+#    \;\approx\; \frac{E}{k} \, B_\text{crit} $$
+#
+# 起变为计算受限；近似在批次触及每一个专家之后成立——在这样的批量大小下，确实如此。库用二分法求出
+# 准确的交点（`estimator.critical_batch_moe`）。它的“稠密孪生模型”只有一个宽度等于激活宽度的 MLP：
+# 每个词元的 FLOPs 相同，专家权重只有 $1/(E/k)$。
 
 # %%
 def layer_critical_batch(cfg: ModelConfig, chip, weight_bytes: float = 2) -> float:
@@ -305,6 +397,17 @@ Markdown("| model | chip | dense B_crit | E/k | E/k · B_crit | MoE layer, exact
 # larger of their FLOPs over $C$ and their bytes over $W$; the cache and the interconnect
 # come on top, as in chapters 3 and 9), beside each model's dense twin.
 
+# %% [markdown] tags=["lang-zh"]
+# 在 TPU v5e 上，稠密层在 bfloat16 下从 {glue:text}`ch14_bdense_v5e` 个词元起变为计算受限，所以实例题 5
+# 的专家层需要 {glue:text}`ch14_bcrit_wp5` 个：即题目的 {glue:text}`ch14_wp5_bcrit_source`，只是把原文
+# 取整的数字换成了注册表中的带宽。DeepSeek-V3 的一个专家层在 H100 上每步需要
+# {glue:text}`ch14_bcrit_v3` 个词元。整个模型越过得更早（{glue:text}`ch14_bwhole_v3` 个词元），因为它的
+# 注意力和共享专家是稠密的，更早到达它们自己的临界批次；但在低于它的每一个批次上，这一步都在读取
+# 权重——比每个词元 FLOPs 相同的稠密模型读取得更多。
+#
+# 下面把这个比较换成一步的时间：一块 H100 上一步中的权重矩阵乘法（取 FLOPs 除以 $C$ 与字节数除以
+# $W$ 中较大的那个；缓存和互连的开销另计，如第 3 章和第 9 章），与每个模型的稠密孪生模型并排。
+
 # %%
 def weights_step(cfg: ModelConfig, B: float, chip=h100) -> float:
     total = counts.param_bytes(cfg, 2)
@@ -347,9 +450,15 @@ for ax, (label, (moe_t, twin_t)) in zip(axes, step_times.items()):
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
 fig.tight_layout()
-plt.show()
+glue_figure("ch14_twin_figure", fig, zh=[
+    dict(title=f"{label}，bf16，一块 {h100.name}（公式）", xlabel="每步的词元数 B",
+         ylabel="一步中权重部分的时间（ms）", legend=[label, "稠密孪生模型（激活参数相同）"])
+    for label in step_times])
 
 # %% [markdown]
+# ```{glue:figure} ch14_twin_figure
+# ```
+#
 # The dense twin's step is flat until its critical batch and then grows with the FLOPs; the
 # MoE's step starts at the same height (one token reads the same active weights), climbs as
 # the batch touches more experts — at 64 tokens Mixtral's weights take
@@ -381,12 +490,46 @@ plt.show()
 # whole heads and attends over its own sequences' caches. Any remaining mesh axes, $Y$, split
 # heads and every $F$ as the 1D layout does. Here is the MoE block, one chip's view:
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch14_twin_figure
+# ```
+#
+# 稠密孪生模型的一步在到达其临界批次之前是平的，之后随 FLOPs 增长；MoE 的一步从同样的高度起步（一个
+# 词元读取同样的激活权重），随着批次触及更多专家而攀升——64 个词元时，Mixtral 的权重耗时是它的孪生
+# 模型的 {glue:text}`ch14_mx_ratio_64`——只在两者都计算受限的地方才与孪生模型的线相会（点线：整个模型的
+# 临界批次）。所以高效地部署 MoE 意味着大批次，而且由于它的权重一块芯片放不下，还意味着许多芯片。
+#
+# ## 专家并行
+#
+# 第 8 章和第 9 章的一维布局会像切分稠密 MLP 那样，把每个专家的 $F$ 切分到 $M$ 块芯片上：即*张量
+# 并行*。这样每块芯片读取一步所触及的每个专家的 $1/M$ 切片，而每个 MoE 块都以一次对所有词元激活值的
+# 全规约（AllReduce）结束。专家提示了另一种切法 {cite:p}`lepikhin2021gshard`：给 $Z$ 块芯片中的每一块
+# $E/Z$ 个完整的专家，然后把*词元*搬到它们那里。每块芯片为自己的词元做路由，把每个词元的一份副本写进
+# 一个每个专家 $C$ 个槽位的缓冲区，一次沿 $Z$ 的全交换（AllToAll）把每块芯片的专家要处理的词元送到
+# 这块芯片；专家运行之后，第二次全交换把结果送回原处，在那里每个词元用路由器给出的权重把它的 $k$ 个
+# 输出加起来。
+#
+# 缓冲区有固定的形状 $[E, C, D]$，因为集合通信的形状在程序编译时就必须已知。$C$ 是*容量*：对于
+# *容量因子* $c$，每个专家为一块芯片的 $N$ 个词元保留 $C = \lceil c \cdot N k / E \rceil$ 个槽位——
+# 是它在完全均衡时所占份额的 $c$ 倍 {cite:p}`lepikhin2021gshard,fedus2022switch`。一个专家第 $C$ 个之后
+# 的分配会被丢弃（这个词元只保留它的其他专家），该层会统计这些丢弃。没有容量因子时，库取 $C = N$，
+# 这样什么都不会溢出。
+#
+# 注意力没有专家可分。在这种布局中它以*数据并行*的方式运行，正如 DeepSeek 部署 V3 那样
+# {cite:p}`deepseekai2024v3`：批次切分到同样的 $Z$ 块芯片上，每块芯片持有完整的注意力头，对自己那些
+# 序列的缓存做注意力计算。其余的网格轴 $Y$ 像一维布局那样切分注意力头和每一个 $F$。下面是 MoE 块，
+# 从一块芯片的视角看：
+
 # %%
 show_source(expert_parallel.moe_expert_parallel)
 
 # %% [markdown]
 # A small model with eight experts (two per token), a shared expert and a dense first layer,
 # as DeepSeek's models have; the unsharded model's greedy tokens are the reference.
+
+# %% [markdown] tags=["lang-zh"]
+# 一个有八个专家（每个词元两个）、一个共享专家和一个稠密第一层的小模型，与 DeepSeek 的模型一样；未
+# 分片模型的贪心输出词元作为参照。
 
 # %%
 cfg = ModelConfig(L=2, D=64, F=96, N=8, K=2, H=8, V=128, name="demo-moe",
@@ -405,6 +548,12 @@ print(cfg)
 # heads and widths over `x` ($Y = 2$). For each, generation, the decode step's collectives
 # read from the compiled program, and the library's inventory
 # (`collectives.expert_parallel_collectives`) beside them.
+
+# %% [markdown] tags=["lang-zh"]
+# 先是 $1 \times 8$ 网格的每个轴都持有专家（$Z = 8$，每块芯片一个专家，每块芯片服务一个序列），然后是
+# $2 \times 4$ 网格，专家沿 `y` 分布（$Z = 4$），注意力头和宽度沿 `x` 切分（$Y = 2$）。对每一种，我们
+# 运行生成，从编译好的程序中读出解码步骤的集合通信，并把库的清单
+# （`collectives.expert_parallel_collectives`）放在旁边。
 
 # %%
 def inventory(plan, batch, tokens=1, capacity_factor=None):
@@ -453,6 +602,18 @@ glue("ch14_ep_colls", str(len(colls8)))
 # is uneven. The library reports the assignments it dropped; we count them ourselves from the
 # unsharded router's choices, chip by chip, in token order.
 
+# %% [markdown] tags=["lang-zh"]
+# 所有三次运行——两次专家并行、一次张量并行——都给出了未分片模型的词元。当专家分布在全部八块芯片上时，
+# 解码步骤恰好包含 {glue:text}`ch14_ep_colls` 次集合通信：每个 MoE 层一次全交换（AllToAll）送往专家、
+# 一次送回，这里每次 {glue:text}`ch14_dispatch_bytes`，别无其他——没有全规约（AllReduce），因为每块芯片
+# 运行的都是完整的注意力头和完整的专家。$2 \times 4$ 网格在此之上再加上一维布局沿 $Y$ 的集合通信。
+#
+# ### 容量与被丢弃的词元
+#
+# 现在单独看一个 MoE 块（`expert_parallel.moe_program`），容量因子取二分之一：每个专家在每块芯片上
+# 有 $C$ 个槽位，只要路由不均匀，这就少于一块芯片发给它的词元。库会报告它丢弃的分配；我们根据未分片
+# 路由器的选择，逐块芯片、按词元顺序自己数一遍。
+
 # %%
 half = make_plan(cfg, named_mesh("2x4"), "expert-parallel", experts="y", capacity_factor=0.5)
 layer = next(i for i in range(cfg.L) if cfg.is_moe_layer(i))
@@ -498,6 +659,21 @@ print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 # sequences of their own). On a $2 \times 2 \times 2$ mesh, for the problem's own model, from
 # shapes alone (in float32: XLA on a CPU computes bfloat16 in float32, collectives included,
 # so float32 keeps the compiled bytes those of the formula):
+
+# %% [markdown] tags=["lang-zh"]
+# 每块芯片 {glue:text}`ch14_cap_tokens` 个词元时，容量为 $C =$ {glue:text}`ch14_cap_C`（每块芯片上每个
+# 专家的槽位数），有 {glue:text}`ch14_cap_dropped` 个分配（占全部的 {glue:text}`ch14_cap_share`）发现
+# 它们的专家已满——恰好等于对每块芯片按专家统计的个数 $n_e$ 求得的 $\sum_e \max(0, n_e - C)$。训练能
+# 容忍少量被丢弃的分配；推理服务通常不能（答案会取决于批次中的其他请求），所以推理引擎会发送大小可变
+# 的消息，或者为宽裕的容量买单。缓冲区，以及随之的全交换（AllToAll），随 $C$ 增长。
+#
+# ## 实例题 6：专家沿 Z、D 沿 X、F 沿 Y
+#
+# scaling book 的实例题 6 把第一个专家矩阵 $[E, D, F]$ 分片为 $[E_Z, D_X, F_Y]$：专家沿 $Z$，每个专家
+# 的 $F$ 沿 $Y$，它的 $D$ 沿 $X$——在训练中，这个轴以 FSDP 的方式对权重分片。库的布局三者都支持
+# （`x=` 指定 FSDP 轴；这些轴上的芯片在使用前收集它们的专家，其余时候服务它们自己的序列）。在
+# $2 \times 2 \times 2$ 网格上，针对这道题自己的模型，只根据形状（用 float32：CPU 上的 XLA 用 float32
+# 计算 bfloat16，集合通信也一样，所以用 float32 能让编译出的字节数就是公式给出的字节数）：
 
 # %%
 mesh3 = named_mesh("2x2x2")
@@ -545,6 +721,16 @@ glue("ch14_wp6_gathered", fmt_bytes(gathered / short.L * wp5.L))
 # divides every weight by all 128 chips; in this layout only the experts are split 128 ways,
 # while attention and the embeddings are split over $Y$ alone:
 
+# %% [markdown] tags=["lang-zh"]
+# 每块芯片持有 {glue:text}`ch14_wp6_held` 的 float32 权重，与公式一致
+# （`moe_layouts.expert_parallel_param_bytes`），而编译好的解码步骤除缓存和词元之外，正是以这些权重
+# 作为参数。它也说明了推理为什么让 $X$ 保持为一：每个解码步骤都要沿 $X$ 重新收集每块芯片的专家，对
+# 64 层的模型每块芯片 {glue:text}`ch14_wp6_gathered`——这正是第 9 章为解码排除掉的 FSDP 模式。
+#
+# 这道题本身把模型放在 TPU v5e $8 \times 16$ 切片上，$Y = 8$，$Z = 16$，用 int8。最简单的答案，也就是
+# 性能模型练习所评分的那个，把每个权重除以全部 128 块芯片；在这种布局中，只有专家被切成 128 份，而
+# 注意力和嵌入只沿 $Y$ 切分：
+
 # %%
 chips6 = 128
 ours = moe_layouts.expert_parallel_param_bytes(wp5, X=1, Y=8, Z=16, bytes_per_param=1)
@@ -574,6 +760,19 @@ glue("ch14_wp6_min", str(int(np.ceil(counts.param_bytes(wp5, 1) / v5e.hbm_bytes)
 # $E \cdot C \cdot D$ numbers to the experts and back. We compile one MoE block of
 # Mixtral-8x7B both ways on eight devices (from shapes, in float32) at three batch sizes, with
 # a capacity factor of 1.25, and read what the programs move.
+
+# %% [markdown] tags=["lang-zh"]
+# 均匀切分会让每块芯片留下 {glue:text}`ch14_wp6_even`，读取耗时 {glue:text}`ch14_wp6_load_even`；这种
+# 布局每块芯片持有 {glue:text}`ch14_wp6_ours`，读取耗时 {glue:text}`ch14_wp6_load_ours`，每块芯片还剩
+# {glue:text}`ch14_wp6_free` 的内存给缓存。（单看权重，{glue:text}`ch14_wp6_min` 块芯片就放得下。）
+# 关于实例题 5 和 6 的练习在[练习 14](../exercises/14_mixture_of_experts.py)中。
+#
+# ## 专家并行还是张量并行？
+#
+# 同样的模型、同样的芯片、两种布局。每个 MoE 块中，张量并行对每个词元的激活值做全规约（AllReduce），
+# 即 $B \cdot D$ 个数；专家并行把每块芯片的 $E \cdot C \cdot D$ 个数的缓冲区送往专家再送回。我们在八个
+# 设备上把 Mixtral-8x7B 的一个 MoE 块按两种方式编译（只根据形状，用 float32），取三种批量大小，容量
+# 因子为 1.25，然后读出这些程序搬运的数据量。
 
 # %%
 mixtral = models["Mixtral-8x7B"]
@@ -615,6 +814,15 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
 # batch. Priced on eight H100s with the estimator's rule (the larger of the roofline and the
 # collectives' bandwidth time, plus their latencies; `moe_layouts.moe_decode_step`):
 
+# %% [markdown] tags=["lang-zh"]
+# 编译出的程序搬运的量与公式完全一致：全规约（AllReduce）为 $B \cdot D$ 个数，两次全交换（AllToAll）为
+# $2 E C D \approx 2 c k B D / n$ 个数，从批次 {glue:text}`ch14_fewer_from` 起后者更少。在线路上差距
+# 还会拉大：一次全规约要把它的数组发送两遍（先一次规约散射（ReduceScatter），再一次全收集
+# （AllGather）），一次全交换只发送其中的 $(n-1)/n$；而且张量并行在注意力之后每层还要再做一次全规约。
+# 专家并行的代价在别处：每块芯片都持有并读取完整的注意力。哪种代价更高取决于批次。按估算器的规则
+# （取屋顶线时间与集合通信的带宽时间中较大的那个，再加上它们的延迟；`moe_layouts.moe_decode_step`）在
+# 八块 H100 上定价：
+
 # %%
 grid = [8 * 2 ** i for i in range(12)]
 tp = [moe_layouts.moe_decode_step(mixtral, h100, 8, b, "1d-ws") for b in grid]
@@ -640,9 +848,15 @@ ax.set_ylabel("decode step (ms)")
 ax.set_title(f"Mixtral-8x7B on 8 × {h100.name}, bf16 (formula)", fontsize=10)
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch14_layouts_figure", fig, zh=dict(
+    title=f"Mixtral-8x7B 在 8 × {h100.name} 上，bf16（公式）",
+    xlabel="批量 B（序列数，每条一个词元）", ylabel="解码步骤（ms）",
+    legend=["张量并行（1d-ws）", f"专家并行，c = {CF}", f"交叉点，B = {cross:,}"]))
 
 # %% [markdown]
+# ```{glue:figure} ch14_layouts_figure
+# ```
+#
 # At small batches tensor parallelism wins: the step is reading weights, and expert
 # parallelism reads {glue:text}`ch14_extra_read` more per chip (every chip's copy of the
 # attention and embeddings). Its advantage is in the collectives: about as many, but each a
@@ -661,6 +875,25 @@ plt.show()
 # $R_{kv} + H_\text{rope}$ numbers, against $2 K H$ for grouped-query attention. We measure it
 # on the library's cache, allocating one for the full DeepSeek configurations (a few tokens
 # long) and for the same models with multi-head and 8-group attention in place of the latent.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch14_layouts_figure
+# ```
+#
+# 在小批次时张量并行胜出：这一步在读取权重，而专家并行每块芯片要多读 {glue:text}`ch14_extra_read`
+# （每块芯片各有一份注意力和嵌入的副本）。它的优势在集合通信上：次数差不多，但每次只需一趟，而全规约
+# （AllReduce）要两趟——每步的延迟为 {glue:text}`ch14_ep_lat`，对比 {glue:text}`ch14_tp_lat`——而且
+# 数据量更小。一旦这一步变为计算受限，两者做的 FLOPs 相同，多出来的副本就不再有代价，所以从批次
+# {glue:text}`ch14_cross` 起，专家并行是更快的布局。（在真实流量带来的路由不均衡下，最慢的芯片决定一步
+# 的时间；这里给出的是均衡路由下的期望值。）
+#
+# ## 多头潜在注意力
+#
+# DeepSeek-V2 和 V3 给它们的专家配上了*潜在注意力* {cite:p}`deepseekai2024v2`：每个词元在全部 $N$ 个头上
+# 的键和值都从一个 $R_{kv}$ 个数的潜在向量解压出来，缓存中保存这个潜在向量，外加一个由所有头共享的、
+# $H_\text{rope}$ 个数的小旋转键（`model.mla`）。每个词元每层的缓存是 $R_{kv} + H_\text{rope}$ 个数，
+# 而分组查询注意力是 $2 K H$ 个。我们在库的缓存上测量它：为完整的 DeepSeek 配置分配一个缓存（只有几个
+# 词元长），再为把潜在注意力换成多头注意力和 8 组注意力的同样模型各分配一个。
 
 # %%
 per_model = {}
@@ -700,6 +933,15 @@ Markdown("| model | N | MHA | GQA, K = 8 | MLA | MHA / MLA |\n|---|---:|---:|---
 # (W_{UK}^\top q)^\top c$), and attends over the latents as they are: one "KV head" $R_{kv} +
 # H_\text{rope}$ wide shared by all $N$ query heads. They compute the same thing:
 
+# %% [markdown] tags=["lang-zh"]
+# 一个 DeepSeek-V3 词元在 bfloat16 下、所有层合计占用 {glue:text}`ch14_mla_v3` 的缓存；若用同样头数的
+# 多头注意力，则要 {glue:text}`ch14_mha_v3`，是潜在注意力的 {glue:text}`ch14_mla_ratio`。
+#
+# 对潜在向量缓存的注意力有两种算法。*朴素*形式把每个缓存的潜在向量解压成键和值，再运行普通的注意力。
+# *吸收*形式则把解压折进查询和输出之中（$q^\top (W_{UK} c) = (W_{UK}^\top q)^\top c$），直接对潜在向量
+# 本身做注意力：一个宽 $R_{kv} + H_\text{rope}$ 的“KV 头”，由全部 $N$ 个查询头共享。两者计算的是同一个
+# 东西：
+
 # %%
 tiny = ModelConfig(L=1, D=32, F=48, N=4, K=4, H=12, V=16, name="tiny-mla",
                    mla=MLA(R_kv=16, R_q=12, H_nope=8, H_rope=4, H_v=8))
@@ -727,6 +969,14 @@ glue("ch14_mla_err", f"{mla_err:.0e}")
 # (`latent_attention_cost.decode_attention_per_cached_token`). We check the absorbed count on
 # the library's own decode step — XLA's FLOPs for two cache lengths, differenced — and place
 # the forms beside multi-head and grouped attention of DeepSeek-V3's heads:
+
+# %% [markdown] tags=["lang-zh"]
+# （两者的差异在 {glue:text}`ch14_mla_err` 以内。）吸收带来的取舍体现在屋顶线上。每个缓存词元、每一层，
+# 一个解码查询在两种形式中读取的都是同样的 $R_{kv} + H_\text{rope}$ 个数；朴素形式接着要花
+# $2 R_{kv} N (H_\text{nope} + H_v)$ FLOPs 把它们解压，而吸收形式只需 $2N(2R_{kv} + H_\text{rope})$ 来
+# 打分和求和（`latent_attention_cost.decode_attention_per_cached_token`）。我们在库自己的解码步骤上检查
+# 吸收形式的计数——取 XLA 对两个缓存长度给出的 FLOPs 之差——并把这两种形式与 DeepSeek-V3 头配置下的
+# 多头注意力和分组注意力放在一起：
 
 # %%
 probe = ModelConfig(L=1, D=64, F=64, N=4, K=4, H=192, V=64, name="probe",
@@ -773,9 +1023,18 @@ ax.set_ylabel("attainable FLOP/s")
 ax.set_title("Decoding attention, DeepSeek-V3's heads, per cached token (formula)", fontsize=10)
 ax.legend(fontsize=8, loc="lower right")
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+zh_forms = {"MHA": "MHA", "GQA, K = 8": "GQA，K = 8", "MLA, absorbed": "MLA，吸收形式",
+            "MLA, naive": "MLA，朴素形式"}
+glue_figure("ch14_mla_roofline_figure", fig, zh=dict(
+    title="解码注意力，DeepSeek-V3 的注意力头，每个缓存词元（公式）",
+    xlabel="每读取一字节缓存的 FLOPs（bf16）", ylabel="可达到的 FLOP/s",
+    legend=[h100.name, v5e.name],
+    texts=[f"{zh_forms[name]}（{value:,.0f}）" for name, value in intensity.items()]))
 
 # %% [markdown]
+# ```{glue:figure} ch14_mla_roofline_figure
+# ```
+#
 # XLA's count of the library's step is within {glue:text}`ch14_xla_gap` of the formula (the
 # difference is the softmax's elementwise work). Multi-head attention does
 # {glue:text}`ch14_i_mha` FLOP per byte of cache and grouped attention {glue:text}`ch14_i_gqa`:
@@ -798,4 +1057,27 @@ plt.show()
 #   parallelism once the step is compute-bound.
 # - Latent attention caches $R_{kv} + H_\text{rope}$ numbers per token and layer; in its
 #   absorbed form every head shares them, bringing decoding attention near the ridge point.
+# ```
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch14_mla_roofline_figure
+# ```
+#
+# XLA 对库中这一步的计数与公式相差不到 {glue:text}`ch14_xla_gap`（差异来自 softmax 的逐元素运算）。
+# 多头注意力每字节缓存做 {glue:text}`ch14_i_mha` FLOP，分组注意力做 {glue:text}`ch14_i_gqa`：两者都远低于
+# 任何芯片的拐点，正如第 2 章所发现的。吸收形式的潜在注意力做 {glue:text}`ch14_i_abs`——接近 H100 的
+# {glue:text}`ch14_ci_h100`——因为全部 128 个头读取的是同一个潜在向量：缓存既小，*又*用得充分。朴素形式
+# 则需要每字节 {glue:text}`ch14_i_naive` FLOPs，深入计算受限的区域却毫无收益，这就是解码器要做吸收的
+# 原因。（库以吸收形式解码；朴素形式是它的参照。）
+#
+# ```{admonition} 要点
+# - 一个 MoE 解码步骤读取稠密权重，以及它的词元触及的专家，每层 $E$ 个中的 $E(1 - (1 - k/E)^B)$ 个：
+#   批量大小为 1 时就是激活参数，在服务器实际运行的批量大小下几乎是全部参数。
+# - 一个 MoE 层大约从稠密层临界批次的 $E/k$ 倍起变为计算受限；在此之前，它的一步比每个词元 FLOPs 相同
+#   的稠密模型更慢。
+# - 专家并行让每块芯片持有完整的专家，用两次 $[E, C, D]$ 缓冲区的全交换（AllToAll）搬运词元；它的容量
+#   既决定搬运多少，也决定丢弃多少。它在每块芯片上都读取一份注意力的副本，所以小批次时张量并行胜出，
+#   一旦这一步变为计算受限，专家并行胜出。
+# - 潜在注意力每个词元每层缓存 $R_{kv} + H_\text{rope}$ 个数；在吸收形式中每个头都共享它们，使解码注意力
+#   接近拐点。
 # ```

@@ -8,6 +8,9 @@ token; the batch at which expert parallelism overtakes tensor parallelism; worke
 weight bytes per chip in the expert-parallel layout; and a top-k router, checked against the
 library's `model.moe.route`. (Worked problems 5 and 6 as the source asks them are questions
 ch03.wp5_* and ch03.wp6_*, in exercises/02_performance_models.py.)
+
+`ZH` holds the Chinese of every title, hint and message of this set, keyed by the English
+(`inferbook.grading.localize`); messages with fields are templates, filled by `_say`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from inferbook.model.presets import get_preset
 
 from ..compare import allclose
+from ..localize import question_text
 from ..questions import Exact, Function, Mistake, Numeric
 
 MIXTRAL, DEEPSEEK, H100, V5E = "mixtral-8x7b", "deepseek-v3", "H100 SXM", "TPU v5e"
@@ -132,9 +136,15 @@ def _router_reference(x_ND, w_DE, k):
     return route({"router": w_DE}, x_ND, _router_config(int(w_DE.shape[1]), int(k)))
 
 
+def _say(question: str, template: str, **values: object) -> str:
+    """A message of question `ch14.<question>` in the kernel's language, fields filled in."""
+    return question_text(f"ch14.{question}", template).format(**values)
+
+
 def _describe_router(args):
     x, w, k = args
-    return f"x {list(x.shape)}, router {list(w.shape)}, k={k}"
+    return _say("top_k_router", "x {x}, router {w}, k={k}", x=list(x.shape), w=list(w.shape),
+                k=k)
 
 
 QUESTIONS = [
@@ -203,3 +213,83 @@ QUESTIONS = [
              compare=allclose(1e-5, 1e-6, names=("weights", "experts")),
              describe_case=_describe_router),
 ]
+
+
+ZH = {
+    # titles
+    "Experts a DeepSeek-V3 layer touches at batch 32":
+        "批次为 32 个词元时 DeepSeek-V3 一层触及的专家数",
+    "Weight bytes a Mixtral step of 4 tokens reads": "Mixtral 一步处理 4 个词元时读取的权重字节数",
+    "Critical batch of a DeepSeek-V3 MoE layer, H100":
+        "DeepSeek-V3 一个 MoE 层的临界批量大小，H100",
+    "Bytes of one chip's dispatch buffer": "一块芯片的分发缓冲区的字节数",
+    "Slots per expert: 16 tokens, E = 8, k = 2, factor 1":
+        "每个专家的槽位数：16 个词元，E = 8，k = 2，容量因子 1",
+    "Assignments dropped for those counts": "这些计数下被丢弃的分配数",
+    "DeepSeek-V3 cache bytes per token (bf16)": "DeepSeek-V3 每个词元的缓存字节数（bf16）",
+    "Batch from which expert parallelism is faster": "专家并行从多大的批次起更快",
+    "Worked problem 6: int8 weight bytes per chip": "实例题 6：每块芯片上 int8 权重的字节数",
+    "A top-k router (Mixtral's rule)": "一个 top-k 路由器（Mixtral 的规则）",
+    # hints
+    "each token picks a given expert with probability k/E; an expert is missed by all B tokens "
+    "with probability (1 − k/E)^B: E·(1 − (1 − k/E)^B)":
+        "每个词元以概率 k/E 选中某个给定的专家；一个专家被全部 B 个词元错过的概率是 (1 − k/E)^B："
+        "E·(1 − (1 − k/E)^B)",
+    "the dense weights, plus each MoE layer's experts times the share the batch touches, "
+    "E·(1 − (1 − k/E)^B) / E; bf16":
+        "稠密权重，加上每个 MoE 层的专家乘以批次触及的比例 E·(1 − (1 − k/E)^B) / E；bf16",
+    "FLOPs 2·k·P_e·B against bytes E_touched(B)·P_e·2 read at W: about E/k times a dense "
+    "layer's C/W (bf16 weights and math)":
+        "FLOPs 2·k·P_e·B 对比以 W 读取的字节数 E_touched(B)·P_e·2：约为稠密层的 C/W 的 E/k 倍"
+        "（bf16 权重和运算）",
+    "the buffer is [E, C, D] in bf16, C = ceil(factor · tokens · k / E) for the chip's B / 8 "
+    "tokens, full or not":
+        "缓冲区是 bf16 的 [E, C, D]，对这块芯片的 B / 8 个词元，"
+        "C = ceil(容量因子 · 词元数 · k / E)，不论是否填满",
+    "C = ceil(factor · tokens · k / E)": "C = ceil(容量因子 · 词元数 · k / E)",
+    "an expert keeps its first C assignments and drops the rest: Σ_e max(0, n_e − C)":
+        "一个专家保留它的前 C 个分配，丢弃其余的：Σ_e max(0, n_e − C)",
+    "every layer caches the latent (R_kv numbers) and the shared rotary key (H_rope): "
+    "L·(R_kv + H_rope)·2":
+        "每一层缓存潜在向量（R_kv 个数）和共享的旋转键（H_rope 个数）：L·(R_kv + H_rope)·2",
+    "moe_layouts.moe_decode_step gives each layout's step; try batches 8, 16, 24, … (whole "
+    "sequences per chip) and take the first at which expert-parallel is no slower than 1d-ws":
+        "moe_layouts.moe_decode_step 给出每种布局的一步；依次试批次 8、16、24、…（每块芯片上都是"
+        "完整的序列），取专家并行第一次不慢于 1d-ws 的那个批次",
+    "experts [E_Z, D, F_Y] over all 128 chips; attention, embeddings and the unembedding over Y "
+    "only (heads and D), W_K and W_V over gcd(K, Y); norms and routers whole "
+    "(moe_layouts.expert_parallel_param_bytes)":
+        "专家 [E_Z, D, F_Y] 分布在全部 128 块芯片上；注意力、嵌入和反嵌入只沿 Y 切分"
+        "（注意力头和 D），"
+        "W_K 和 W_V 沿 gcd(K, Y) 切分；归一化层和路由器保持完整"
+        "（moe_layouts.expert_parallel_param_bytes）",
+    "softmax of x·W over the E experts (in float32); take the k largest, in decreasing order; "
+    "divide their probabilities by their sum. Return (weights [N, k], experts [N, k] as "
+    "integers)":
+        "在 E 个专家上对 x·W 做 softmax（用 float32）；按从大到小取最大的 k 个；把它们的概率除以"
+        "它们的和。返回 (weights [N, k], experts [N, k])，专家编号为整数",
+    # known mistakes
+    "k·B counts every token's experts as different ones; tokens share experts":
+        "k·B 把每个词元的专家都算成了不同的专家；词元之间会共用专家",
+    "that is one token's read, the active parameters; four tokens touch more experts":
+        "这是一个词元读取的量，即激活参数；四个词元会触及更多专家",
+    "a step reads only the experts its tokens were routed to, not all of them":
+        "一步只读取它的词元被路由到的那些专家，而不是全部专家",
+    "that is a dense layer's critical batch; the experts multiply the bytes by E/k":
+        "这是稠密层的临界批量大小；专家让字节数变成 E/k 倍",
+    "that is the dropless buffer, C = tokens; the capacity factor sets C":
+        "这是不丢弃任何分配的缓冲区，C = 词元数；C 应由容量因子决定",
+    "that is k copies of each token with no padding; the buffer keeps C slots for every expert, "
+    "full or not":
+        "这是每个词元的 k 份副本、不含填充；缓冲区为每个专家保留 C 个槽位，不论是否填满",
+    "spare slots of one expert do not take another's tokens: add up only the overflows":
+        "一个专家空出的槽位不会接收其他专家的词元：只把溢出的部分加起来",
+    "the rotary key is cached beside the latent: it cannot be decompressed from it":
+        "旋转键缓存在潜在向量旁边：它无法从潜在向量解压出来",
+    "latent attention caches no values: the latent serves both":
+        "潜在注意力不缓存值：潜在向量同时充当键和值的来源",
+    "that splits every weight 128 ways; in this layout only the experts are":
+        "这是把每个权重都切成 128 份；在这种布局中，只有专家是这样切分的",
+    # messages of the checks
+    "x {x}, router {w}, k={k}": "x {x}，路由器 {w}，k={k}",
+}
