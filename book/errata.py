@@ -393,15 +393,15 @@ glue("err_a_ours", fmt_seconds(floor_exact, 0));
 # argument, so a number always says which one it means.
 
 # %% [markdown] tags=["lang-zh"]
-# ### 附录 C：集合通信什么时候受延迟限制？
+# ### 附录 C：集合通信什么时候延迟受限？
 #
 # 当每一跳传输的字节所用的时间少于这一跳的固定开销（在 ICI 上约为 {glue:text}`err_c_hop`）时，
-# 集合通信就受延迟限制。对于 8 路分片，直译本给出 {glue:text}`err_c_000`，较自由的译本给出约
+# 集合通信就是延迟受限的。对于 8 路分片，直译本给出 {glue:text}`err_c_000`，较自由的译本给出约
 # {glue:text}`err_c_002`。两者说的都对，只是说的不是同一件事：$b / n$ 字节的分片穿过一条
 # {glue:text}`err_c_link` 的链路只需不到 {glue:text}`err_c_hop`，条件是*分片*小于
 # {glue:text}`err_c_shard`，也就是由 8 个分片组成的*整个缓冲区*小于 {glue:text}`err_c_whole`。
 # 紧接着的例子——一个批次的 16 个宽度为 8,192 的 int8 激活值，共 {glue:text}`err_c_example`——
-# 按哪种理解都受延迟限制。库的 `comm_time.latency_bound_bytes` 把采用哪种理解作为一个参数，
+# 按哪种理解都是延迟受限的。库的 `comm_time.latency_bound_bytes` 把采用哪种理解作为一个参数，
 # 所以每个数字都会说明它指的是哪一种。
 
 # %% tags=["hide-input"]

@@ -107,7 +107,7 @@ check("ch02.critical_intensity_v5e", ci_v5e)
 
 # %% [markdown] tags=["lang-zh"]
 # **1.2** 一个权重矩阵乘法 $[B, D] \cdot [D, F]$ 做 $2BDF$ FLOPs；当 $B \ll D, F$ 时，它的字节基本上
-# 就是权重。量化会同时改变两边。在 TPU v5e 上，权重为 int8、算术为 bfloat16 时，临界批次
+# 就是权重。量化会同时改变两边。在 TPU v5e 上，权重为 int8、算术为 bfloat16 时，临界批量
 # $B_\text{crit}$——每步的词元数超过它，矩阵乘法就是计算受限的——是多少？权重*和*算术都是 int8
 # （`v5e.int8_ops_per_s`）时呢？
 
@@ -228,7 +228,7 @@ check("ch02.even_batch_llama_2_13b", even_batch)
 # `roofline.critical_batch` on random chips.
 
 # %% [markdown] tags=["lang-zh"]
-# **1.8 写出临界批次。** 给定芯片的峰值 FLOP/s、带宽和每个权重的字节数，返回 $B_\text{crit}$（浮点数，
+# **1.8 写出临界批量。** 给定芯片的峰值 FLOP/s、带宽和每个权重的字节数，返回 $B_\text{crit}$（浮点数，
 # 不取整）。检查会在随机生成的芯片上与 `roofline.critical_batch` 比较。
 
 # %%
