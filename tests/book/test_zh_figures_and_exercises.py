@@ -110,3 +110,17 @@ def test_a_known_mistake_and_a_function_answer_are_explained_in_chinese(monkeypa
     assert result.status == "failed" and "第 1 组测试" in result.message and "提示" in \
         result.message
     assert evaluate("ch01.merge_attention", ...).message == "写好函数，然后再运行这个单元"
+
+
+def test_what_differs_between_arrays_is_said_in_the_notebooks_language(monkeypatch):
+    import numpy as np
+
+    from inferbook.grading.compare import allclose
+    want = (np.zeros((2, 3)), np.ones(3))
+    wrong = (np.zeros((2, 3)), np.array([1.0, 2.0, 1.0]))
+    english = allclose(names=["out", "lse"])(wrong, want)
+    monkeypatch.setenv(language.ENV, "zh")
+    chinese = allclose(names=["out", "lse"])(wrong, want)
+    assert english.startswith("`lse` differs at 1 of 3 entries (first at index (1,): 2")
+    assert chinese.startswith("`lse` 在 3 个元素中有 1 个不同（第一个在下标 (1,)：2，应为 1")
+    assert not CJK.search(english) and allclose()(wrong, want).startswith("`输出 1` 在")

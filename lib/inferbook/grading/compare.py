@@ -15,6 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from inferbook.grading.localize import say
+
 __all__ = ["Compare", "describe", "as_numpy", "compare_arrays", "allclose", "error_line",
            "ReportedError"]
 
@@ -45,8 +47,10 @@ def as_numpy(x: Any) -> Any:
 
 
 def compare_arrays(got: Any, want: np.ndarray, rtol: float, atol: float,
-                   name: str = "the output") -> str | None:
-    """None if `got` is an array like `want` within tolerance, else what is wrong."""
+                   name: str | None = None) -> str | None:
+    """None if `got` is an array like `want` within tolerance, else what is wrong (in the
+    notebook's language, `localize.say`)."""
+    name = say("the output") if name is None else name
     if not isinstance(got, np.ndarray):
         original = got
         try:
@@ -54,21 +58,24 @@ def compare_arrays(got: Any, want: np.ndarray, rtol: float, atol: float,
         except Exception:  # noqa: BLE001
             got = None
         if got is None or got.dtype.kind not in "biuf":
-            return f"{name} should be an array of shape {want.shape}, got {describe(original)}"
+            return say("{name} should be an array of shape {shape}, got {got}", name=name,
+                       shape=want.shape, got=describe(original))
     if got.dtype.kind not in "biuf":
-        return f"{name} has dtype {got.dtype}; expected numbers"
+        return say("{name} has dtype {dtype}; expected numbers", name=name, dtype=got.dtype)
     if got.shape != want.shape:
-        return f"{name} has shape {got.shape}; expected {want.shape}"
+        return say("{name} has shape {got}; expected {want}", name=name, got=got.shape,
+                   want=want.shape)
     got64, want64 = got.astype(np.float64), want.astype(np.float64)
     bad = ~np.isclose(got64, want64, rtol=rtol, atol=atol, equal_nan=False)
     if not bad.any():
         return None
     where = tuple(int(i) for i in np.argwhere(bad)[0])
     if np.isnan(got64[where]):
-        return f"{name} contains NaN (first at index {where})"
-    return (f"{name} differs at {int(bad.sum())} of {bad.size} entries (first at index {where}: "
-            f"{got64[where]:.6g} instead of {want64[where]:.6g}; tolerance rtol={rtol:g}, "
-            f"atol={atol:g})")
+        return say("{name} contains NaN (first at index {where})", name=name, where=where)
+    return say("{name} differs at {n} of {size} entries (first at index {where}: {got} instead "
+               "of {want}; tolerance rtol={rtol}, atol={atol})", name=name, n=int(bad.sum()),
+               size=bad.size, where=where, got=f"{got64[where]:.6g}",
+               want=f"{want64[where]:.6g}", rtol=f"{rtol:g}", atol=f"{atol:g}")
 
 
 def allclose(rtol: float = 1e-5, atol: float = 1e-6,
@@ -77,10 +84,10 @@ def allclose(rtol: float = 1e-5, atol: float = 1e-6,
     def compare(got: Any, want: Any) -> str | None:
         if isinstance(want, tuple):
             if not isinstance(got, (tuple, list)) or len(got) != len(want):
-                return f"return a tuple of {len(want)} arrays ({', '.join(names or [])}); " \
-                       f"got {describe(got)}"
+                return say("return a tuple of {n} arrays ({names}); got {got}", n=len(want),
+                           names=", ".join(names or []), got=describe(got))
             for i, (g, w) in enumerate(zip(got, want)):
-                label = names[i] if names else f"output {i}"
+                label = names[i] if names else say("output {i}", i=i)
                 msg = compare_arrays(g, np.asarray(w), rtol, atol, f"`{label}`")
                 if msg:
                     return msg

@@ -64,6 +64,20 @@ MESSAGES = {"zh": {
     "Graded sealed: the grader scores the recorded answers after the notebook has run.":
         "封闭评分：笔记本运行完之后，评分程序才会为记录下的答案打分。",
     "summary: {error}": "summary：{error}",
+    # grading/compare.py: what differs between an output and the library's
+    "the output": "输出",
+    "output {i}": "输出 {i}",
+    "{name} should be an array of shape {shape}, got {got}":
+        "{name} 应当是形状为 {shape} 的数组，得到的是 {got}",
+    "{name} has dtype {dtype}; expected numbers": "{name} 的 dtype 是 {dtype}；需要的是数值",
+    "{name} has shape {got}; expected {want}": "{name} 的形状是 {got}；需要的是 {want}",
+    "{name} contains NaN (first at index {where})": "{name} 含有 NaN（第一个在下标 {where}）",
+    "{name} differs at {n} of {size} entries (first at index {where}: {got} instead of {want}; "
+    "tolerance rtol={rtol}, atol={atol})":
+        "{name} 在 {size} 个元素中有 {n} 个不同（第一个在下标 {where}：{got}，应为 {want}；"
+        "容差 rtol={rtol}，atol={atol}）",
+    "return a tuple of {n} arrays ({names}); got {got}":
+        "请返回由 {n} 个数组组成的元组（{names}）；得到的是 {got}",
 }}
 
 
