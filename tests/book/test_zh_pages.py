@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # The pages with a Chinese twin. When every page of _toc.yml is here, set REQUIRE_ALL.
 TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "exercises/01_sampling_kv_cache.py",
-              "chapters/06_flash_attention.py", "chapters/07_decoding_kernels.py"]
+              "chapters/06_flash_attention.py", "chapters/07_decoding_kernels.py",
+              "exercises/06_kernels.py"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
