@@ -200,10 +200,10 @@ glue("ch6_n_ex", f"{n_ex:,}")
 
 # %% [markdown] tags=["lang-zh"]
 # $H = 128$、bfloat16 时，在 $n =$ {glue:text}`ch6_n_ex` 处，这相当于每字节
-# {glue:text}`ch6_std_intensity` FLOPs，只有 A100 的 {glue:text}`ch6_a100_ridge` 的
-# {glue:text}`ch6_std_of_ridge`：对一个头来说，A100 搬运这些字节需要 {glue:text}`ch6_std_tmem`，
-# 而做算术只需 {glue:text}`ch6_std_tflop`。中间的 softmax 更糟——对一个要完整读写一遍的矩阵，
-# 每个元素只做几次浮点运算。
+# {glue:text}`ch6_std_intensity` FLOPs，仅为 A100 临界强度
+# {glue:text}`ch6_a100_ridge` 的 {glue:text}`ch6_std_of_ridge`：对一个头来说，A100 搬运这些字节
+# 需要 {glue:text}`ch6_std_tmem`，而做算术只需 {glue:text}`ch6_std_tflop`。中间的 softmax 更糟——
+# 对一个要完整读写一遍的矩阵，每个元素只做几次浮点运算。
 #
 # 我们可以拿真实的编译器来核对这个流量计数。XLA 会报告一个编译后的程序中各条指令读写了多少字节。
 # 下面是库中的参考注意力实现（`attention_reference`，它正是按上面三步做的），在这台设备上为一个
@@ -608,7 +608,7 @@ glue_figure("ch6_measured_figure", fig, zh=[
 #
 # 在 $n =$ {glue:text}`ch6_n_max` 时，参考程序需要 {glue:text}`ch6_mem_ref_16k` 的临时内存——比
 # 一个 $n \times n$ float32 矩阵的 {glue:text}`ch6_square_16k` 还多，因为它同时存着分数和概率——
-# 而逐块程序只需要 {glue:text}`ch6_mem_flash_16k`，在 {glue:text}`ch6_device` 上运行
+# 而逐块程序只需要 {glue:text}`ch6_mem_flash_16k`，在 {glue:text}`ch6_device` 上耗时
 # {glue:text}`ch6_time_flash_16k`（它最后的那些查询已与参考实现核对过）。在 CPU 上逐块版本也更快，
 # 在 $n =$ {glue:text}`ch6_n_ref_max` 时快 {glue:text}`ch6_speedup_4k`：它跳过被因果掩码遮住的键
 # 分块，也从不让 $n^2$ 的矩阵流经内存。
