@@ -577,9 +577,9 @@ ax2.legend(fontsize=8); ax2.grid(True, which="both", alpha=0.3)
 plt.tight_layout()
 glue_figure("ch6_measured_figure", fig, zh=[
     dict(title="XLA 的内存分析（精确）", xlabel="序列长度 n", ylabel="程序的临时内存（字节）",
-         legend=["参考实现", "逐块", "n² 个 float32 值"]),
+         legend=["参考实现", "逐块实现", "n² 个 float32 值"]),
     dict(title=f"在 {DEVICE} 上测得", xlabel="序列长度 n", ylabel="时间（s）",
-         legend=["参考实现", "逐块"])])
+         legend=["参考实现", "逐块实现"])])
 
 # %% [markdown]
 # ```{glue:figure} ch6_measured_figure
