@@ -29,6 +29,21 @@
 # changes of FlashAttention-2 {cite:p}`dao2023flashattention2`. The decode-time descendants
 # (Flash-Decoding, FlashDecoding++, paged attention) are chapter 7.
 
+# %% [markdown] tags=["lang-zh"]
+# # FlashAttention：面向预填充的 IO 感知注意力
+#
+# 教科书里写的注意力——分数 $QK^\top/\sqrt{H}$、一次 softmax、再与 $V$ 相乘——精确、简单，而在 GPU
+# 上基本上是一场内存基准测试。对一个 $T$ 个词元的提示词，它算出一个 $T \times S$ 的分数矩阵，写入
+# 内存，读回来求指数，写出概率，再读回来与 $V$ 相乘。与这些数据流量相比，算术运算很便宜，而这个矩阵
+# 随序列长度的平方增长。
+#
+# FlashAttention {cite:p}`dao2022flashattention` 算出同样的数，却从不写出那个矩阵。它不是近似：它
+# 重新安排计算的顺序，让 $Q$、$K$、$V$ 的每一部分在快速的片上内存里停留时被尽可能多地使用；它还让
+# softmax——看上去需要一次拿到整行——每次只处理一块键。本章一步一步推导它，用 JAX 实现它，与参考
+# 实现对照检验，在你的设备上测量它省下了什么，然后逐一讲解 FlashAttention-2
+# {cite:p}`dao2023flashattention2` 的改动。它在解码阶段的后代（Flash-Decoding、FlashDecoding++、
+# 分页注意力）留到第 7 章。
+
 # %%
 from functools import partial
 
@@ -56,6 +71,7 @@ chip_data = {c["chip"]: c for c in on_chip["chips"]}
 
 # %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -75,6 +91,13 @@ from inferbook.book.present import (
 # the chip's streaming multiprocessors (SMs) has a few hundred kilobytes of on-chip SRAM
 # (registers, shared memory, L1) that it can read an order of magnitude faster. The
 # FlashAttention paper's figures for an A100:
+
+# %% [markdown] tags=["lang-zh"]
+# ## 内存层次
+#
+# GPU 有一块大而慢的内存，和一块小而快的内存。权重、激活值和 KV 缓存都放在高带宽内存（HBM）里，
+# 它有几十 GB，位于计算芯片之外。芯片上的每个流式多处理器（SM）都有几百 KB 的片上 SRAM（寄存器、
+# 共享内存、L1），读取速度要快一个数量级。FlashAttention 论文给出的 A100 数据如下：
 
 # %%
 hierarchy = on_chip["memory_hierarchy"]
@@ -117,6 +140,26 @@ glue("ch6_a100_ridge", f"{a100.bf16_flops_per_s / a100.hbm_bytes_per_s:,.0f}")
 # arithmetic is the two products, $4TSH$ FLOPs. For a prefill, $T = S = n$: the $4n^2$ term
 # dominates, and the arithmetic intensity approaches $4n^2H / 4bn^2 = H/b$.
 
+# %% [markdown] tags=["lang-zh"]
+# 片上 SRAM 的速度是 HBM 的 {glue:text}`ch6_sram_speed`，而 HBM 的容量是 SRAM 的
+# {glue:text}`ch6_hbm_size`；SRAM 分成 {glue:text}`ch6_a100_sms` 份，每个 SM 一份，每份
+# {glue:text}`ch6_sram_per_sm`。GPU 运行的每个内核都从 HBM 把输入读进 SRAM，进行计算，再把输出写回
+# 去。内核快不快，取决于它每搬运一个字节做多少算术：A100 从 HBM 读一个字节的时间里，能完成
+# {glue:text}`ch6_a100_ridge` 次 bfloat16 浮点运算（第 2 章的*临界强度*）。低于这个值，内核在等
+# 内存；高于它，内核在等算术。
+#
+# ## 标准注意力受限于内存流量
+#
+# 对一个头，$Q \in \mathbb{R}^{T \times H}$，$K, V \in \mathbb{R}^{S \times H}$，标准实现运行三个
+# 内核：
+#
+# 1. 读 $Q$ 和 $K$，计算 $X = QK^\top / \sqrt{H}$，写出 $X$（$T \times S$）；
+# 2. 读 $X$，逐行计算 $P = \mathrm{softmax}(X)$，写出 $P$（$T \times S$）；
+# 3. 读 $P$ 和 $V$，计算 $O = PV$，写出 $O$（$T \times H$）。
+#
+# 每个元素占 $b$ 字节时，它的 HBM 流量是 $b\,(2TH + 2SH + 4TS)$ 字节，而算术量是两次矩阵乘积，共
+# $4TSH$ FLOPs。对预填充而言 $T = S = n$：$4n^2$ 项占主导，算术强度趋近 $4n^2H / 4bn^2 = H/b$。
+
 # %%
 def standard_io_bytes(T, S, H, b):
     """HBM bytes of the three-kernel attention above (one head)."""
@@ -155,6 +198,17 @@ glue("ch6_n_ex", f"{n_ex:,}")
 # (`attention_reference`, which follows the three steps above) compiled on this device for one
 # head of width 64 in float32:
 
+# %% [markdown] tags=["lang-zh"]
+# $H = 128$、bfloat16 时，在 $n =$ {glue:text}`ch6_n_ex` 处，这相当于每字节
+# {glue:text}`ch6_std_intensity` FLOPs，仅为 A100 临界强度
+# {glue:text}`ch6_a100_ridge` 的 {glue:text}`ch6_std_of_ridge`：对一个头来说，A100 搬运这些字节
+# 需要 {glue:text}`ch6_std_tmem`，而做算术只需 {glue:text}`ch6_std_tflop`。中间的 softmax 更糟——
+# 对一个要完整读写一遍的矩阵，每个元素只做几次浮点运算。
+#
+# 我们可以拿真实的编译器来核对这个流量计数。XLA 会报告一个编译后的程序中各条指令读写了多少字节。
+# 下面是库中的参考注意力实现（`attention_reference`，它正是按上面三步做的），在这台设备上为一个
+# 宽度为 64 的头、以 float32 编译的结果：
+
 # %%
 ref = jax.jit(reference_at_positions)
 xla_bytes, xla_flops = {}, {}
@@ -188,6 +242,21 @@ glue("ch6_xla_vs_count", fmt_ratio(xla_bytes[2048] / standard_io_bytes(2048, 204
 # $e^{x}$ overflows float32 beyond $x \approx$ {glue:text}`ch6_exp_limit`, so every
 # implementation subtracts the maximum $m = \max_j x_j$ first:
 
+# %% [markdown] tags=["lang-zh"]
+# 编译后的程序搬运的字节数是三内核计数的 {glue:text}`ch6_xla_vs_count`（为了掩码以及 softmax 的
+# 最大值和求和，它要多遍历几次分数矩阵），$n$ 每翻一番，它就翻两番；它每字节执行
+# {glue:text}`ch6_xla_intensity` FLOPs。让算术更快无济于事；少搬运些字节才有用。
+#
+# ## 一次一块地算 softmax
+#
+# 把三步融合在一起的障碍是 softmax：$P$ 的第 $i$ 行要先拿到第 $i$ 行的全部分数，才能对其中任何一个
+# 做归一化。FlashAttention 靠三个小小的观察扫除了这个障碍。
+#
+# **1. 减去行最大值什么也不改变——而且必不可少。** softmax 对输入的平移保持不变，
+# $\mathrm{softmax}(x) = \mathrm{softmax}(x - c)$；而 $e^{x}$ 在 $x \approx$
+# {glue:text}`ch6_exp_limit` 以上就会超出 float32 的范围，所以每个实现都先减去最大值
+# $m = \max_j x_j$：
+
 # %%
 exp_limit = float(np.log(np.finfo(np.float32).max))
 x = np.array([100.0, 101.0, 99.0], np.float32)
@@ -211,6 +280,16 @@ print("exp(x) / sum:        ", unsafe, "\nexp(x - m) / sum:    ", safe)
 #
 # Each block's statistics are rescaled by $e^{m_i - m}$ — the factor that converts
 # "exponentials relative to my maximum" into "exponentials relative to the overall maximum".
+
+# %% [markdown] tags=["lang-zh"]
+# **2. 两块可以分别归一化，再合并起来。** 把一行分数拆成 $x^{(1)}$ 和 $x^{(2)}$。每块有自己的
+# 最大值 $m_i$ 和自己的和 $\ell_i = \sum_j e^{x^{(i)}_j - m_i}$。令 $m = \max(m_1, m_2)$，则
+#
+# $$\ell = e^{m_1 - m}\,\ell_1 + e^{m_2 - m}\,\ell_2,
+# \qquad \mathrm{softmax}(x) = \big[e^{x^{(1)} - m},\; e^{x^{(2)} - m}\big] / \ell .$$
+#
+# 每块的统计量都乘以 $e^{m_i - m}$ 重新缩放——正是这个因子，把“相对于我自己的最大值的指数”换算成
+# “相对于全局最大值的指数”。
 
 # %%
 rng = np.random.default_rng(0)
@@ -239,6 +318,19 @@ print("two-block softmax equals the softmax of the whole row")
 # log-sum-exp, $\log \sum_j e^{x_j}$. This is the *online softmax* of
 # {cite:t}`milakov2018online`, applied to attention (see also {cite:t}`rabe2021selfattention`).
 # Written from scratch for one query row, in numpy:
+
+# %% [markdown] tags=["lang-zh"]
+# **3. 输出也能用同样的办法重新缩放，所以每行只需保留三个累计量。** 我们从来不需要 $P$ 本身，只需要
+# $O = PV$。一块一块地遍历键，为每个查询行保留累计最大值 $m$、累计和 $\ell$，以及*未归一化*的输出
+# $o = \sum_j e^{x_j - m} v_j$。当第 $j$ 块带着分数 $x^{(j)}$ 到来时：
+#
+# $$m' = \max\!\big(m, \max x^{(j)}\big), \quad
+# \ell' = e^{m - m'}\ell + \sum e^{x^{(j)} - m'}, \quad
+# o' = e^{m - m'}\,o + e^{x^{(j)} - m'}\, V^{(j)} .$$
+#
+# 最后一块处理完后，$O = o / \ell$；顺带地，$\log \ell + m$ 就是这一行的对数和指数（log-sum-exp），
+# 即 $\log \sum_j e^{x_j}$。这就是 {cite:t}`milakov2018online` 的*在线 softmax*，用在了注意力上（另见
+# {cite:t}`rabe2021selfattention`）。下面用 numpy 为单个查询行从零写出它：
 
 # %%
 def attention_row_by_blocks(q_H, K_SH, V_SH, block):
@@ -274,6 +366,13 @@ print("block by block equals the full softmax, for every block size")
 # reading a $T \times S$ mask. The update step, the final division by the running sum, and
 # the kernel:
 
+# %% [markdown] tags=["lang-zh"]
+# FlashAttention 就是这个循环，再多一层分块：一*块查询行*一起处理，这样从 HBM 读入的每个键分块和值
+# 分块都能服务于这些行。库中的版本取 `block_q` 行的查询分块和 `block_k` 个键的 KV 分块，处理分组
+# 查询的头（同一个 KV 头的 $G$ 个查询头共享同一个 $K$、$V$ 分块），并根据位置为每个分块构造它那一
+# 部分的因果、填充和窗口掩码，而不是去读取一个 $T \times S$ 的掩码。下面是更新步骤、最后除以累计和
+# 的那一步，以及内核本身：
+
 # %%
 show_source(flash.online_softmax_step, flash.online_softmax_result, flash.flash_attention)
 
@@ -283,6 +382,12 @@ show_source(flash.online_softmax_step, flash.online_softmax_result, flash.flash_
 # the function returns the log-sum-exp beside the output: with it, attention over two sets of
 # keys can be merged exactly (chapter 1's decode step already does this; chapter 7 builds on it).
 # Against the reference, on a ragged batch with grouped-query heads and a sliding window:
+
+# %% [markdown] tags=["lang-zh"]
+# 有两个细节值得一提。遍历 KV 分块的循环从 `lo` 跑到 `hi`——只包括这一块中某个查询能看到的
+# 分块——所以因果的预填充大约只访问其中一半。另外，函数在输出旁边还返回对数和指数：有了它，对两组
+# 键的注意力就能精确地合并（第 1 章的解码步骤已经这样做了；第 7 章以此为基础）。下面在一个带分组
+# 查询头和滑动窗口的参差批次上，与参考实现对照：
 
 # %%
 B, T, N, K, H = 3, 200, 8, 2, 32
@@ -320,6 +425,22 @@ for window in (64,):
 # tiling achieves; on a real GPU the concurrently running query tiles of one head also share
 # $K$ and $V$ through the L2 cache, so the measured traffic is lower than this count.
 
+# %% [markdown] tags=["lang-zh"]
+# ## 分块省下了什么
+#
+# 每个 $b_q$ 行的查询分块读一次 $Q$，再把 $K$ 和 $V$ 的每个分块各读一次，最后写一次输出。没有任何
+# $T \times S$ 大小的东西经过 HBM：
+#
+# $$\text{字节数} \approx b\,\Big(2TH + \frac{T}{b_q}\cdot 2SH\Big).$$
+#
+# $K$、$V$ 这一项要重读 $T/b_q$ 次，所以查询分块越大越好，上限是一个 SM 的 SRAM 放得下多少：
+# $H = 128$、bfloat16 时，一个 {glue:text}`ch6_bq` 个查询的分块，加上 {glue:text}`ch6_bk` 个键和
+# 值的分块，共占 {glue:text}`ch6_tile_kb`。对预填充而言，两种计数之比趋近
+# $4n^2 / (2n^2H/b_q) = 2b_q/H$：一个常数因子，由多少个查询行共享每一次载入的 $K$ 和 $V$ 决定。
+# {cite:t}`dao2022flashattention` 证明，对大小为 $M$ 的 SRAM，没有哪个精确算法的 HBM 访问量能低于
+# $\Theta(n^2H^2/M)$，而分块正好达到这个下界；在真实的 GPU 上，同一个头中并发运行的查询分块还会
+# 通过 L2 缓存共享 $K$ 和 $V$，所以实测的流量比这个计数更低。
+
 # %%
 def flash_io_bytes(T, S, H, b, block_q):
     return b * (2 * T * H + (T / block_q) * 2 * S * H)
@@ -346,9 +467,15 @@ ax.set_ylabel("HBM bytes per head (bfloat16, H = 128)")
 ax.set_title("Attention's memory traffic, by the count above")
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch6_traffic_figure", fig, zh=dict(
+    title="注意力的内存流量（按上面的计数）", xlabel="序列长度 n（T = S）",
+    ylabel="每个头的 HBM 字节数（bfloat16，H = 128）",
+    legend=["标准算法（写出并读回 n × n 矩阵）", f"FlashAttention，{block_q_gpu} 行的查询分块"]))
 
 # %% [markdown]
+# ```{glue:figure} ch6_traffic_figure
+# ```
+#
 # At $n =$ {glue:text}`ch6_n_ex` FlashAttention moves {glue:text}`ch6_io_saving` fewer bytes
 # than the standard algorithm by this count, while doing the same matrix products (plus the
 # cheap rescaling) — and more importantly the bytes it does move are the inputs, read in large
@@ -362,6 +489,23 @@ plt.show()
 # memory for them. We read the memory each compiled program needs from XLA's buffer
 # assignment (exact, and free: nothing has to run), for one head of width 64 in float32, and
 # time both on {glue:text}`ch6_device` (the fastest of three runs after a warm-up).
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch6_traffic_figure
+# ```
+#
+# 在 $n =$ {glue:text}`ch6_n_ex` 时，按这个计数，标准算法搬运的字节数是 FlashAttention 的
+# {glue:text}`ch6_io_saving`，而两者做的矩阵乘积相同（FlashAttention 另加一点廉价的重新缩放）——
+# 更重要的是，FlashAttention 确实要搬运的那些字节是输入，以连续的大分块读入，而不是一个平方级的
+# 中间结果。它的内存*占用*变化更大：标准算法必须在某处存下一个 $n \times n$ 的矩阵，FlashAttention
+# 只需要分块。
+#
+# ## 在这台设备上测量
+#
+# CPU 上没有程序员可见的 SRAM，但同样的两种效应依然存在：参考实现要把 $n^2$ 个分数经由各级缓存
+# 写到主内存再读回来，而且需要内存来存放它们。我们从 XLA 的缓冲区分配中读出每个编译后程序所需的
+# 内存（精确，而且不花代价：什么都不用运行），对象是一个宽度为 64、float32 的头；并在
+# {glue:text}`ch6_device` 上为两者计时（预热之后三次运行中最快的一次）。
 
 # %%
 blockwise = partial(flash.flash_attention, block_q=512, block_k=512)
@@ -431,9 +575,16 @@ ax2.set_xlabel("sequence length n"); ax2.set_ylabel("time (s)")
 ax2.set_title(f"Measured on {DEVICE}", fontsize=9)
 ax2.legend(fontsize=8); ax2.grid(True, which="both", alpha=0.3)
 plt.tight_layout()
-plt.show()
+glue_figure("ch6_measured_figure", fig, zh=[
+    dict(title="XLA 的内存分析（精确）", xlabel="序列长度 n", ylabel="程序的临时内存（字节）",
+         legend=["参考实现", "逐块实现", "n² 个 float32 值"]),
+    dict(title=f"在 {DEVICE} 上测得", xlabel="序列长度 n", ylabel="时间（s）",
+         legend=["参考实现", "逐块实现"])])
 
 # %% [markdown]
+# ```{glue:figure} ch6_measured_figure
+# ```
+#
 # At $n =$ {glue:text}`ch6_n_max` the reference program would need {glue:text}`ch6_mem_ref_16k` of scratch
 # memory — more than the {glue:text}`ch6_square_16k` of one $n \times n$ float32 matrix, because
 # it keeps both scores and probabilities — while the blockwise program needs
@@ -450,6 +601,24 @@ plt.show()
 # **Fewer non-matmul FLOPs.** Tensor cores do only matrix products. Everything else — the
 # exponentials, the rescaling, the divisions — runs on the ordinary float32 units, which are
 # much slower:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch6_measured_figure
+# ```
+#
+# 在 $n =$ {glue:text}`ch6_n_max` 时，参考程序需要 {glue:text}`ch6_mem_ref_16k` 的临时内存——比
+# 一个 $n \times n$ float32 矩阵的 {glue:text}`ch6_square_16k` 还多，因为它同时存着分数和概率——
+# 而逐块程序只需要 {glue:text}`ch6_mem_flash_16k`，在 {glue:text}`ch6_device` 上耗时
+# {glue:text}`ch6_time_flash_16k`（它最后的那些查询已与参考实现核对过）。在 CPU 上逐块版本也更快，
+# 在 $n =$ {glue:text}`ch6_n_ref_max` 时快 {glue:text}`ch6_speedup_4k`：它跳过被因果掩码遮住的键
+# 分块，也从不让 $n^2$ 的矩阵流经内存。
+#
+# ## FlashAttention-2
+#
+# FlashAttention-2 通过三处改动让内核又快了不少，三处都是为了让张量核心（tensor core）保持忙碌。
+#
+# **更少的非矩阵乘法 FLOPs。** 张量核心只做矩阵乘积。其他一切——求指数、重新缩放、除法——都在普通
+# 的 float32 运算单元上执行，而它们慢得多：
 
 # %%
 a100_fp32 = chip_data["A100 40GB"]["fp32_flops_per_s"]
@@ -506,6 +675,24 @@ glue("ch6_R", str(R))
 # heads is large, but a long prompt usually comes with a small batch. FlashAttention-2 adds the
 # query tiles to the grid — they are independent, since each owns its rows of the output.
 
+# %% [markdown] tags=["lang-zh"]
+# 在 A100 上，bfloat16 矩阵乘积的速度是 {glue:text}`ch6_a100_bf16`，其他一切只有
+# {glue:text}`ch6_a100_fp32`：一个非矩阵乘法 FLOP 的代价是一个矩阵乘法 FLOP 的
+# {glue:text}`ch6_nonmatmul_cost`。FlashAttention-1 在每个 KV 分块之后都让输出保持归一化（乘以旧的
+# 和，再除以新的和）；FlashAttention-2 让它保持未归一化，只在最后除一次，并且为反向传播只保存对数和
+# 指数，而不是同时保存 $m$ 和 $\ell$。为一个 {glue:text}`ch6_R` × {glue:text}`ch6_R` 的分数分块
+# 编译后，XLA 统计出第一种更新的非矩阵乘法 FLOPs 共 {glue:text}`ch6_fa1_extra`，第二种共
+# {glue:text}`ch6_fa2_extra`。
+#
+# FlashAttention-1 的循环顺序也正好相反：*外层*循环遍历 KV 分块，内层遍历查询分块，所以每处理完一个
+# KV 分块，每个查询分块的 $o$、$m$、$\ell$ 都要写回 HBM，处理下一个 KV 分块时再读出来。
+# FlashAttention-2 把查询分块放在外层；它的累加量从第一个 KV 分块到最后一个都留在片上。
+#
+# **沿序列并行。** GPU 内核是由相互独立的线程块组成的网格（grid），每个线程块在一个 SM 上运行。
+# FlashAttention-1 为每个（序列，头）启动一个线程块：当批次 × 头数很大时这就够了，但长提示词通常伴随
+# 着小批次。FlashAttention-2 把查询分块也加进网格——它们相互独立，因为每个分块拥有输出中属于自己的
+# 那些行。
+
 # %%
 llama_heads, long_T = 32, 8192
 fa1_blocks = 1 * llama_heads
@@ -545,6 +732,20 @@ print(f"Pallas kernel (grid {grid}, interpreted: {jax.default_backend() == 'cpu'
 # add them up — a "split-K" scheme. FlashAttention-2 splits the *queries*: each warp owns a
 # slice of the rows, sees all of $K$ and $V$, and finishes its rows alone.
 
+# %% [markdown] tags=["lang-zh"]
+# 对一个 32 头的模型，以只有一个序列的批次预填充 {glue:text}`ch6_n_ex` 个词元时，FlashAttention-1
+# 给 A100 的 {glue:text}`ch6_a100_sms` 个 SM 只提供 {glue:text}`ch6_fa1_blocks` 个线程块——最多只
+# 用上芯片的 {glue:text}`ch6_busy_fa1`——而 FlashAttention-2 提供 {glue:text}`ch6_fa2_blocks` 个。
+# 库中的 Pallas 内核（`inferbook.kernels.pallas`）就是按这种网格写的，每个（批次中的行，查询头，
+# 查询分块）一个程序——对上面那个小问题是 {glue:text}`ch6_pallas_grid` 个程序；它们由 Pallas 的
+# 解释器在这台 CPU 上运行，结果与参考实现一致。在 GPU 上，同样的代码由 Triton 编译。
+#
+# **线程束之间的工作划分。** 在一个线程块内部，工作分给若干个线程束（warp），即步调一致地执行的一组
+# 线程。FlashAttention-1 切分的是*键*：每个线程束拿着 $K$、$V$ 分块的一片，计算每个查询行的分数和
+# $PV$ 中属于自己的那一份，然后各线程束必须通过共享内存交换部分输出，再把它们加起来——这是一种
+# “split-K”方案。FlashAttention-2 切分的是*查询*：每个线程束拥有若干行，能看到全部的 $K$ 和 $V$，
+# 独自算完自己的行。
+
 # %%
 warps = 4
 exchange_fa1 = (warps - 1) * block_q_gpu * H_gpu * 4     # float32 partial outputs to combine
@@ -575,3 +776,22 @@ glue("ch6_exchange_head", fmt_bytes(per_head))
 # - FlashAttention-2 does fewer non-matmul FLOPs (one division at the end), parallelises over
 #   query tiles as well as batch and heads, and splits queries rather than keys across warps.
 # - At decode time there is one query per sequence, and this grid runs dry: chapter 7.
+
+# %% [markdown] tags=["lang-zh"]
+# 用 {glue:text}`ch6_warps` 个线程束、{glue:text}`ch6_bq` 行的输出分块时，split-K 每处理一个 KV
+# 分块，都要在共享内存中写入再读回 {glue:text}`ch6_exchange_tile` 的部分输出——对一个
+# {glue:text}`ch6_n_ex` 个词元的预填充，一个头就是 {glue:text}`ch6_exchange_head`，而且每次还要让
+# 各线程束同步一次。split-Q 什么都不用交换。
+#
+# ## 小结
+#
+# - 标准注意力要写出并读回 $T \times S$ 的矩阵；它的算术强度约为每字节 $H/b$ FLOPs，低于任何加速器
+#   的临界强度。它受限于内存流量，并需要 $O(TS)$ 的内存。
+# - 在线 softmax 为每个查询行保留三个数（累计最大值、累计和、未归一化的输出），最大值变大时就重新
+#   缩放它们，于是键可以分块遍历；结果及其对数和指数都是精确的。
+# - FlashAttention 对查询和键分块，让每个分块只被读进快速内存一次：HBM 流量从 $O(n^2)$ 降到
+#   $O(n^2H/b_q)$，内存从 $O(n^2)$ 降到 $O(n)$。在这台设备上，实测的最长预填充所需的内存以 MB
+#   计，而不是以 GB 计。
+# - FlashAttention-2 做更少的非矩阵乘法 FLOPs（最后只除一次），除了批次和头之外还在查询分块上并行，
+#   并且在线程束之间切分查询而不是键。
+# - 到了解码阶段，每个序列只有一个查询，这种网格就分不出足够的活了：见第 7 章。

@@ -26,6 +26,18 @@
 # its implementation in the library, a check against the reference, and a measurement on your
 # device; the project's own measurements close the chapter.
 
+# %% [markdown] tags=["lang-zh"]
+# # 解码内核
+#
+# 第 6 章通过分块让预填充的注意力变快了。解码步骤是另一个问题。每个序列只带来*一个*新查询，而它
+# 必须读取缓存中的每一个键和值。每字节的工作量极少，所以这一步受限于内存带宽——而要达到带宽上限，
+# 需要整块芯片同时读取；当每个序列只有一个查询时，FlashAttention 的调度安排不出这一点。本章按照
+# CIS 565 项目 {cite:p}`cis565llm2023` 介绍的顺序讲解这些修正：Flash-Decoding
+# {cite:p}`dao2023flashdecoding` 把缓存切分到整块芯片上，FlashDecoding++
+# {cite:p}`hong2023flashdecodingpp` 去掉了切分所需的同步，PagedAttention
+# {cite:p}`kwon2023pagedattention` 则改变了缓存存放的位置。每一种都配有库中的实现、与参考实现的
+# 对照检验，以及在你的设备上的测量；本章最后是那个项目自己的测量结果。
+
 # %%
 import textwrap
 from functools import partial
@@ -56,7 +68,9 @@ reference = jax.jit(reference_at_positions, static_argnames=("window",))
 
 # %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import (
+    bilingual,
     fmt_bytes,
     fmt_count,
     fmt_percent,
@@ -76,6 +90,14 @@ glue("ch7_device", DEVICE)
 # traffic is the cache, $2KSH$ elements. With $G = N/K$ query heads per KV head and $b$ bytes
 # per element, the intensity is $2G/b$ FLOPs per byte — a handful, for any model. Batching does
 # not help: every sequence has its own cache.
+
+# %% [markdown] tags=["lang-zh"]
+# ## 为什么 FlashAttention 在解码时让芯片闲着
+#
+# 一个序列的一个解码步骤：每个头一个查询，共 $N$ 个，对着每个 KV 头的 $S$ 个缓存的键和值。算术量是
+# $4NSH$ FLOPs（算分数，再按权重求和）；内存流量就是缓存，$2KSH$ 个元素。每个 KV 头对应
+# $G = N/K$ 个查询头、每个元素 $b$ 字节时，强度为每字节 $2G/b$ FLOPs——对任何模型都只有寥寥几个。
+# 批处理也帮不上忙：每个序列都有自己的缓存。
 
 # %%
 h100 = get_chip("H100 SXM")
@@ -99,6 +121,14 @@ glue("ch7_h100_ridge", f"{ridge:,.0f}")
 # heads that share a KV head are handled together so that each key is read once. For a
 # Mistral-7B-shaped model ($K =$ {glue:text}`ch7_mistral_K`) at batch 1 that is
 # {glue:text}`ch7_mistral_K` programs:
+
+# %% [markdown] tags=["lang-zh"]
+# 所以解码注意力的速度就是读取缓存的速度，而要以满带宽读取，需要许多 SM 同时发出载入请求；单个 SM
+# 只能拉动 HBM 带宽的一小部分。现在来数一数工作单元。FlashAttention 的网格是每个（序列，查询头，
+# 查询分块）一个程序；解码时只有一个查询分块，所以 $B$ 个序列的批次给出 $B \cdot N$ 个程序——如果像
+# 解码内核应该做的那样，把共享一个 KV 头的 $G$ 个查询头放在一起处理、让每个键只读一次，那就是
+# $B \cdot K$ 个。对一个形状与 Mistral-7B 相同的模型（$K =$ {glue:text}`ch7_mistral_K`），批次中
+# 只有一个序列时，这就是 {glue:text}`ch7_mistral_K` 个程序：
 
 # %%
 mistral = get_preset("mistral-7b")
@@ -129,12 +159,20 @@ ax.set_ylabel("share of SMs with work")
 ax.set_title("Decode attention for Mistral-7B (K = 8): the grid against the chip")
 ax.legend(fontsize=7)
 ax.grid(True, alpha=0.3)
-plt.show()
+glue_figure("ch7_busy_figure", fig, zh=dict(
+    title=f"Mistral-7B 的解码注意力（K = {mistral.K}）：网格与芯片", xlabel="批量大小 B",
+    ylabel="有活可干的 SM 所占比例",
+    legend=[text for chip_name in ("H100 SXM", "L4") for text in (
+        f"每个（序列，KV 头）一个程序——{chip_name}，{on_chip[chip_name]['sms']} 个 SM",
+        f"Flash-Decoding，P = {P_fd} 个块——{chip_name}")]))
 glue("ch7_busy_b1", fmt_percent(busy_b1)); glue("ch7_h100_sms", str(h100_sms))
 glue("ch7_full_batch", str(int(np.ceil(h100_sms / mistral.K))))
 glue("ch7_P", str(P_fd)); glue("ch7_mistral_K", str(mistral.K))
 
 # %% [markdown]
+# ```{glue:figure} ch7_busy_figure
+# ```
+#
 # At batch 1 the H100's {glue:text}`ch7_h100_sms` SMs have {glue:text}`ch7_mistral_K`
 # programs between them: {glue:text}`ch7_busy_b1` of the chip does all the reading. It takes
 # a batch of {glue:text}`ch7_full_batch` before every SM has work — and long contexts, where
@@ -157,6 +195,29 @@ glue("ch7_P", str(P_fd)); glue("ch7_mistral_K", str(mistral.K))
 # normalised over its own keys, and $e^{\lambda_p - \lambda}$ is the share of the total
 # softmax weight that its keys carry. In the library:
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch7_busy_figure
+# ```
+#
+# 批次中只有一个序列时，H100 的 {glue:text}`ch7_h100_sms` 个 SM 一共只分到
+# {glue:text}`ch7_mistral_K` 个程序：全部读取工作由芯片的 {glue:text}`ch7_busy_b1` 完成。要等批次
+# 达到 {glue:text}`ch7_full_batch` 个序列，每个 SM 才都有活干——而长上下文恰恰是注意力最要紧的地方，
+# 也正是内存把批次限制在寥寥几个序列的地方。
+#
+# ## Flash-Decoding：切分缓存
+#
+# 剩下的唯一一个长维度，就是缓存本身。Flash-Decoding 把每个序列的缓存切成 $P$ 块，每块 $S/P$ 个
+# 槽位，并给每个（序列，KV 头，块）分配一个自己的程序：
+#
+# 1. **切分**——第 $p$ 块是槽位 $pS/P \ldots (p+1)S/P - 1$：只是缓存的一个视图，什么都不用搬；
+# 2. **计算注意力**——每个程序按 FlashAttention 的方式，只在自己那一块上计算它的查询的注意力，写出
+#    输出 $O_p$ 以及分数的对数和指数 $\lambda_p$；
+# 3. **合并**——一次小小的归约：$\lambda = \log \sum_p e^{\lambda_p}$，
+#    $O = \sum_p e^{\lambda_p - \lambda} O_p$。
+#
+# 第 3 步就是第 6 章的合并规则，一次用在 $P$ 个部分上：每块的输出只在它自己的键上归一化，而
+# $e^{\lambda_p - \lambda}$ 是它的键在 softmax 总权重中所占的份额。库中的实现：
+
 # %%
 show_source(flash_decoding.combine_chunks, flash_decoding.flash_decoding)
 
@@ -164,6 +225,10 @@ show_source(flash_decoding.combine_chunks, flash_decoding.flash_decoding)
 # Checked against the reference on a decode step for a ragged batch with grouped-query heads,
 # for several numbers of chunks — including chunks that lie entirely beyond a short sequence's
 # length, which must contribute nothing:
+
+# %% [markdown] tags=["lang-zh"]
+# 在一个带分组查询头的参差批次的解码步骤上，用几种不同的块数与参考实现对照检验——其中包括完全落在
+# 短序列长度之外的块，它们必须毫无贡献：
 
 # %%
 B, N, K, H, S = 3, 8, 2, 32, 512
@@ -202,6 +267,18 @@ glue("ch7_pallas_grid", f"{B} × {K} × 4")
 # $H = 128$, float32), against context length: XLA's unsplit reference against the split
 # version, and the bytes of cache each step reads against the bandwidth this device achieves
 # on a plain read. Each time is the fastest of nine runs after a warm-up.
+
+# %% [markdown] tags=["lang-zh"]
+# 库中的 Pallas 版本（`inferbook.kernels.pallas.pallas_flash_decoding`）正是这种网格——上面共
+# {glue:text}`ch7_pallas_grid` 个程序——每个程序把它的查询载入一次，再分块遍历自己那一块缓存；
+# `num_splits=1` 时它就是不切分的内核，每个（序列，KV 头）一个程序。在 CPU 上它运行在 Pallas 的
+# 解释器里，测试就是这样检查它的；在 GPU 上由 Triton 编译。
+#
+# ## 在这台设备上测量
+#
+# 对一个形状与 Mistral-7B 相同的层（$N = 32$，$K = 8$，$H = 128$，float32）中的一个序列，测量解码
+# 注意力随上下文长度的变化：XLA 不切分的参考实现对比切分版本，每一步读取的缓存字节数对比这台设备
+# 单纯读取时达到的带宽。每个时间都是预热之后九次运行中最快的一次。
 
 # %%
 contexts = [2048, 8192, 32768]
@@ -267,9 +344,17 @@ for ax in (ax1, ax2):
     ax.legend(fontsize=8); ax.grid(True, alpha=0.3)
 ax2.set_ylim(bottom=0)
 plt.tight_layout()
-plt.show()
+kernels_zh = ["不切分（参考实现）", f"切分，P = {P_fd}"]
+glue_figure("ch7_measured_figure", fig, zh=[
+    dict(title=f"在 {DEVICE} 上测得", xlabel="上下文长度 S", ylabel="解码注意力的时间（ms）",
+         legend=kernels_zh),
+    dict(title=f"在 {DEVICE} 上测得", xlabel="上下文长度 S", ylabel="读取的缓存字节数 / 时间（GB/s）",
+         legend=kernels_zh + ["单纯读取"])])
 
 # %% [markdown]
+# ```{glue:figure} ch7_measured_figure
+# ```
+#
 # At {glue:text}`ch7_longest` tokens the step reads {glue:text}`ch7_kv_longest` of cache at
 # {glue:text}`ch7_frac` of the {glue:text}`ch7_read_bw` this device reads at: decode attention
 # is a pass over the cache, and its time grows with the context. The split version takes
@@ -278,12 +363,23 @@ plt.show()
 # idle hardware for the split to recruit. Flash-Decoding is a fix for a GPU's grid, and its
 # gains must be measured on one.
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch7_measured_figure
+# ```
+#
+# 在 {glue:text}`ch7_longest` 个词元时，这一步读取 {glue:text}`ch7_kv_longest` 的缓存，速度是这台
+# 设备读取速度 {glue:text}`ch7_read_bw` 的 {glue:text}`ch7_frac`：解码注意力就是把缓存过一遍，它的
+# 时间随上下文增长。在这里，切分版本的用时是不切分版本的 {glue:text}`ch7_split_ratio`。这在 CPU 上
+# 是意料之中的结果：XLA 已经把那一个长长的矩阵–向量乘积分摊到所有核心上，没有闲置的硬件可供切分去
+# 调动。Flash-Decoding 修正的是 GPU 的网格，它的收益必须在 GPU 上测量。
+
 # %% tags=["hide-input"]
 # Recorded runs are listed in an index file, fetched by name: on Colab only the files asked
 # for by name are downloaded, so listing a folder would never see a new record.
 gpu_records = bookdata.records("flash_decoding_index.json")
 if not gpu_records:
-    glue("ch7_gpu_note", "No GPU measurement has been recorded in the book's data yet")
+    glue("ch7_gpu_note", bilingual("No GPU measurement has been recorded in the book's data yet",
+                                   zh="本书的数据中还没有记录任何 GPU 测量"))
     print("No GPU record in book/data. On a GPU, run\n"
           "  python -m inferbook.cli.kernel_bench --out book/data/flash_decoding_<device>.json\n"
           "  python -m inferbook.book.bookdata reindex\n"
@@ -309,8 +405,9 @@ for record in gpu_records:
         ax.legend(fontsize=7); ax.grid(True, which="both", alpha=0.3)
     plt.tight_layout()
     plt.show()
-    glue("ch7_gpu_note", f"The GPU measurement recorded in book/data ({record['device']}) "
-                         "is plotted above")
+    glue("ch7_gpu_note", bilingual(f"The GPU measurement recorded in book/data "
+                                   f"({record['device']}) is plotted above",
+                                   zh=f"上图画出了 book/data 中记录的 GPU 测量（{record['device']}）"))
 
 # %% [markdown]
 # {glue:text}`ch7_gpu_note`: the same sweep on an accelerator — Pallas Flash-Decoding split
@@ -337,6 +434,26 @@ for record in gpu_records:
 # step is recomputed with per-chunk maxima. The answer is always exact; the speed depends on
 # how rarely the fallback runs.
 
+# %% [markdown] tags=["lang-zh"]
+# {glue:text}`ch7_gpu_note`：在加速器上做的同一组扫描——Pallas Flash-Decoding 的切分与不切分版本，
+# 以及 XLA 的注意力——由 `python -m inferbook.cli.kernel_bench` 连同设备、日期和版本一起记录下来；
+# 只要有这样的文件，这个单元就会把它画出来。
+#
+# ## FlashDecoding++：所有块共用一个最大值
+#
+# 切分也有它自己的代价。每一块在求指数之前都减去*它自己的*最大值，所以各部分结果的尺度各不相同，
+# 合并时必须先读到每一块的最大值（或对数和指数），才能重新缩放任何东西：这是一次跨程序的同步，
+# FlashDecoding++ 的作者测得它占去注意力时间中相当可观的一部分。他们的观察是：softmax 减去*任意*
+# 常数都不变，而对一个给定的模型，分数落在一个可以预测的范围内。事先为模型选定一个数 $\varphi$，
+# 让每一块都计算 $e^{x - \varphi}$，各部分的和直接相加即可：
+#
+# $$O = \frac{\sum_p \sum_{j \in p} e^{x_j - \varphi} v_j}{\sum_p \sum_{j \in p} e^{x_j - \varphi}} .$$
+#
+# 风险在于数值。如果某个分数远高于 $\varphi$，$e^{x - \varphi}$ 就会溢出；如果一行的所有分数都远低于
+# 它，这一行的权重就会下溢，它们的和也会失去精度。所以每一块都为自己的每一行检查最大分数是否落在
+# $[\varphi + a, \varphi + b]$ 之内——这是局部的检查，不需要通信——只要有任何一行不满足，这一步就
+# 改用每块各自的最大值重新计算。答案总是精确的；速度则取决于回退路径多久才运行一次。
+
 # %%
 show_source(flash_decoding.unified_max_attention)
 
@@ -349,6 +466,13 @@ show_source(flash_decoding.unified_max_attention)
 # tokens, and of the same model with its queries multiplied by {glue:text}`ch7_q_scale` — a
 # stand-in for a trained model whose attention is much more peaked than random weights make
 # it.
+
+# %% [markdown] tags=["lang-zh"]
+# 回退路径多久运行一次，取决于模型：$\varphi$、$a$ 和 $b$ 必须适合它的分数分布。FlashDecoding++
+# 用 float16 计算，它的范围很窄：一块中 $C$ 个至多为 $e^b$ 的权重，加起来必须小于 float16 的最大值；
+# 而小于其最小正规数的权重会失去精度。我们按每块 {glue:text}`ch7_C` 个键取这两个界，考察库中
+# `small` 模型在随机词元上的分数，以及同一个模型把查询乘以 {glue:text}`ch7_q_scale` 之后的分数——
+# 后者代表一个训练过的模型，它的注意力比随机权重给出的要尖锐得多。
 
 # %%
 f16 = np.finfo(np.float16)
@@ -419,7 +543,10 @@ for name in models:
 ax.set_xlabel("largest score of a query row"); ax.set_ylabel("rows")
 ax.set_title(f"Where φ + [a, b] (shaded, float16, chunks of {C_fdpp}) must fall", fontsize=9)
 ax.legend(fontsize=8)
-plt.show()
+glue_figure("ch7_maxima_figure", fig, zh=dict(
+    title=f"φ + [a, b]（阴影，float16，每块 {C_fdpp} 个键）必须落在哪里",
+    xlabel="一个查询行的最大分数", ylabel="行数",
+    legend=["small（随机权重）", f"small，查询 × {q_scale:.0f}（尖锐）"]))
 
 # %%
 # Exactness on a real decode step: the last position's queries against the cache, both models.
@@ -439,6 +566,9 @@ for name, scale in models.items():
     print(f"{name}: exact; recomputed: {bool(redo)}")
 
 # %% [markdown]
+# ```{glue:figure} ch7_maxima_figure
+# ```
+#
 # The shaded band is $\varphi + [a, b]$: {glue:text}`ch7_window` wide in float16 with chunks
 # of {glue:text}`ch7_C`. For the random-weight model one $\varphi$ covers every row, and the fast path always
 # applies. For the peaked model, the best $\varphi$ still leaves {glue:text}`ch7_out_peaked` of
@@ -458,6 +588,26 @@ for name, scale in models.items():
 # mapping its logical blocks to physical ones. A sequence then holds only the blocks it has
 # filled, wasting less than one block. How much that matters, for requests whose lengths are
 # spread evenly up to the maximum:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch7_maxima_figure
+# ```
+#
+# 阴影带就是 $\varphi + [a, b]$：在 float16 下、每块 {glue:text}`ch7_C` 个键时，它宽
+# {glue:text}`ch7_window`。对随机权重的模型，一个 $\varphi$ 就能覆盖所有行，快速路径总是适用。对
+# 尖锐的模型，最好的 $\varphi$ 仍有 {glue:text}`ch7_out_peaked` 的行落在外面——而只要有一行这样，
+# 整个步骤就要走慢速路径，所以一个有 {glue:text}`ch7_rows_per_step` 行的步骤需要重算的概率是
+# {glue:text}`ch7_p_step`。这正是 CIS 565 的报告从 FlashDecoding++ 论文中得出的告诫：统一最大值是
+# 按模型设定的，对分数分布很宽的模型，它收效甚微。（库中的检查是全局的，回退时全部重算；一个内核
+# 可以只重算不满足条件的那些行。）在上面的每一种情况下，两条路径都与参考实现一致。
+#
+# ## PagedAttention：缓存放在哪里
+#
+# 到目前为止，每个序列都拥有一段 $S$ 个槽位的连续缓存，按它可能达到的最大长度分配。请求事先并不
+# 知道自己的长度，所以服务器按最大值预留，其中大部分都空着。PagedAttention 借用了虚拟内存的答案：
+# 把缓存存放在一个共享池里固定大小的**块**中，并给每个序列一张**块表**，把它的逻辑块映射到物理块。
+# 这样一个序列只持有它已经填满的块，浪费不到一个块。对于长度在最大值以内均匀分布的请求，这有多大
+# 影响：
 
 # %%
 max_len, block = 2048, 16
@@ -495,6 +645,18 @@ print(f"LLaMA-2 7B on an A100 80GB: {seqs_contiguous} sequences (contiguous) vs 
 # head-major, like the contiguous cache — and an int32 table `[B, max_blocks]`. The reference
 # gathers each sequence's blocks into a contiguous cache and calls `attention_reference`; the
 # kernel walks the logical blocks and fetches each straight from the pool:
+
+# %% [markdown] tags=["lang-zh"]
+# 请求最长 {glue:text}`ch7_max_len` 个词元时，连续预留只让缓存内存的 {glue:text}`ch7_contig_use`
+# 装上真实的词元；用 {glue:text}`ch7_block` 个词元的块则能装满 {glue:text}`ch7_paged_use`。对
+# bfloat16 的 LLaMA-2 7B、在 A100 80GB 上，这就是 {glue:text}`ch7_seqs_contig` 个序列与大约
+# {glue:text}`ch7_seqs_paged` 个序列一起解码的差别——而由于一个解码步骤为整个批次只读一遍权重，
+# 吞吐量也差不多相差这个比例。以相同提示词开头的序列还可以共享块；第 12 章在此基础上构建前缀缓存。
+#
+# 库中的布局（`inferbook.kernels.paged`，引擎的块管理器和讲 KV 缓存的那一章都建立在它之上）是每层
+# 一个 `[num_blocks, K, block_size, H]` 的池——每个块以头为先排列，和连续缓存一样——再加上一张
+# int32 的表 `[B, max_blocks]`。参考实现把每个序列的块收集到一段连续缓存里，再调用
+# `attention_reference`；内核则遍历逻辑块，直接从池中取出每一块：
 
 # %%
 show_source(paged.paged_attention)
@@ -550,6 +712,17 @@ glue("ch7_Bm", str(Bm)); glue("ch7_Sm", f"{Sm:,}")
 # of its own, and served models on one NVIDIA L4. Its reported numbers are kept, with their
 # source, in `book/data/cis565_results.json`:
 
+# %% [markdown] tags=["lang-zh"]
+# 做收集的参考实现对 {glue:text}`ch7_Bm` 个序列、每个 {glue:text}`ch7_Sm` 个词元，需要
+# {glue:text}`ch7_gather_mem` 的临时内存——这是它们那 {glue:text}`ch7_cache_bytes` 缓存的一份完整
+# 的连续副本，每一步都要重新复制——而分页内核只需要 {glue:text}`ch7_paged_mem`。GPU 上的分页内核
+# 更进一步，把块表查找折叠进它的载入操作；序列很长时，它使用与 Flash-Decoding 相同的切分 KV 网格。
+#
+# ## CIS 565 项目测到了什么
+#
+# 该项目复刻（fork）了 vLLM，用自己写的 Flash-Decoding 内核替换了它的解码注意力内核，并在一块
+# NVIDIA L4 上提供模型服务。它报告的数字连同出处一起保存在 `book/data/cis565_results.json` 中：
+
 # %%
 cis = bookdata.load("cis565_results.json")
 ftl = cis["first_token_latency"]
@@ -576,12 +749,20 @@ ax.set_xticks(np.arange(len(sizes)), sizes)
 ax.set_xlabel("model size"); ax.set_ylabel("first-token latency (ms)")
 ax.set_title("Reported by the CIS 565 project (one NVIDIA L4)", fontsize=9)
 ax.legend(fontsize=8)
-plt.show()
+short_zh = {"network": "仅网络往返", "baseline_kernel": "基线注意力内核",
+            "flash_decoding": "Flash-Decoding 内核",
+            "flash_decoding_cached": "Flash-Decoding 内核 + 前缀缓存"}
+glue_figure("ch7_cis_figure", fig, zh=dict(
+    title="CIS 565 项目报告的结果（一块 NVIDIA L4）", xlabel="模型大小",
+    ylabel="首个词元延迟（ms）", legend=[short_zh[col] for col in cols]))
 glue("ch7_network_share", fmt_percent(network_share))
 glue("ch7_fd_gain_lo", fmt_ratio(min(fd_gain), 2)); glue("ch7_fd_gain_hi", fmt_ratio(max(fd_gain), 2))
 glue("ch7_cache_gain_lo", fmt_ratio(cache_gain[-1])); glue("ch7_cache_gain_hi", fmt_ratio(cache_gain[0]))
 
 # %% [markdown]
+# ```{glue:figure} ch7_cis_figure
+# ```
+#
 # Swapping in Flash-Decoding cut the first-token latency by a factor between
 # {glue:text}`ch7_fd_gain_lo` and {glue:text}`ch7_fd_gain_hi`, most for the largest model; the
 # prefix cache (reusing earlier requests' keys and values) helped far more, from
@@ -589,6 +770,16 @@ glue("ch7_cache_gain_lo", fmt_ratio(cache_gain[-1])); glue("ch7_cache_gain_hi", 
 # on the largest. The network round trip was at most {glue:text}`ch7_network_share` of the
 # uncached latency. The throughput they report is
 # a more sobering number:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch7_cis_figure
+# ```
+#
+# 换上 Flash-Decoding 后，首个词元的延迟缩短了，前后之比在 {glue:text}`ch7_fd_gain_lo` 到
+# {glue:text}`ch7_fd_gain_hi` 之间，最大的模型缩短得最多；前缀缓存（重用先前请求的键和值）的帮助
+# 大得多：从最小模型上的 {glue:text}`ch7_cache_gain_hi`，到最大模型上的
+# {glue:text}`ch7_cache_gain_lo`。网络往返至多占无缓存时延迟的 {glue:text}`ch7_network_share`。他们
+# 报告的吞吐量则是一个更让人冷静的数字：
 
 # %%
 tput = {r["framework"]: r["tokens_per_s"] for r in cis["throughput"]["rows"]}
@@ -622,9 +813,15 @@ ax.set_xlabel("tokens in the KV cache, summed over the batch")
 ax.set_ylabel("attention's share of step bytes (%)")
 ax.set_title("Mistral-7B decode step in bfloat16, up to a full L4 (predicted)", fontsize=9)
 ax.legend(fontsize=8); ax.grid(True, which="both", alpha=0.3)
-plt.show()
+glue_figure("ch7_share_figure", fig, zh=dict(
+    title="bfloat16 的 Mistral-7B 解码步骤，直到装满一块 L4（预测）",
+    xlabel="KV 缓存中的词元数（整个批次合计）", ylabel="注意力占一步字节数的比例（%）",
+    legend=["报告的吞吐量增益所对应的比例"]))
 
 # %% [markdown]
+# ```{glue:figure} ch7_share_figure
+# ```
+#
 # The Flash-Decoding kernel raised vLLM's throughput by {glue:text}`ch7_tput_gain`, and
 # DeepSpeed (whose kernels and batching differ) delivered {glue:text}`ch7_ds_gain` that. The
 # estimator explains why a better attention kernel moves end-to-end throughput so little. A
@@ -652,3 +849,30 @@ plt.show()
 #   reservation, and reads blocks in place.
 # - End to end, a faster attention kernel helps in proportion to the cache's share of the bytes
 #   a step reads.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch7_share_figure
+# ```
+#
+# Flash-Decoding 内核把 vLLM 的吞吐量提高到原来的 {glue:text}`ch7_tput_gain`，而 DeepSpeed（它的
+# 内核和批处理方式都不同）的吞吐量是后者的 {glue:text}`ch7_ds_gain`。估算器可以解释，为什么更好的
+# 注意力内核对端到端吞吐量的影响这么小。一个解码步骤要读取权重和缓存；只有缓存属于注意力。如果内核
+# 让注意力快了 {glue:text}`ch7_f_kernel`，那么 {glue:text}`ch7_tput_gain` 的增益意味着注意力约占
+# 这一步的 {glue:text}`ch7_share`——对 Mistral-7B 来说，这对应于批次中缓存的词元总数约为
+# {glue:text}`ch7_tokens_share` 的情形。在 L4 的 {glue:text}`ch7_l4_mem` 内存里，缓存的词元数最多
+# 可以增长到约 {glue:text}`ch7_max_cached`，那时注意力将占这一步的 {glue:text}`ch7_max_share`：解码
+# 内核的重要性与内存流量中缓存所占的比例成正比，所以它们对长上下文和大批次最为重要，而其余的一切由
+# 批处理、调度和内存管理（本书的其余部分）决定。
+#
+# ## 小结
+#
+# - 解码步骤的注意力每字节缓存做 $2G/b$ FLOPs：它就是对缓存的一次读取，速度取决于内核能拉动的
+#   带宽。
+# - FlashAttention 的网格在解码时每个序列、每个头只有一个程序，批次小时太少，无法让 GPU 的各个 SM
+#   都忙于读取。Flash-Decoding 把缓存切成块，并行地为每块算出部分输出和对数和指数，再把它们精确地
+#   合并起来。
+# - FlashDecoding++ 用一个校准好的 $\varphi$ 代替各块自己的最大值，在本地检查每一行，一旦有行超出
+#   范围就重新计算；这种情况多久发生一次，是模型分数分布的一个性质。
+# - PagedAttention 把缓存存放在共享池的块中，用块表寻址，每个序列浪费不到一个块，而不是浪费按最大
+#   长度预留的空间中没用上的部分；它还在原地读取这些块。
+# - 从端到端来看，更快的注意力内核带来的帮助，与缓存在一步所读字节中所占的比例成正比。

@@ -39,7 +39,9 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "chapters/02_rooflines.py", "book/how_to_run.md", "book/estimate_reference.md",
               "book/instructors.md", "book/references.md", "book/errata.py",
               "book/notation.md", "chapters/13_speculative_decoding.py",
-              "exercises/14_mixture_of_experts.py", "chapters/14_mixture_of_experts.py"]
+              "exercises/14_mixture_of_experts.py", "chapters/14_mixture_of_experts.py",
+              "chapters/06_flash_attention.py", "chapters/07_decoding_kernels.py",
+              "exercises/06_kernels.py"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
