@@ -397,8 +397,10 @@ for record in gpu_records:
         if mine[0][1]["hbm_fraction"] is not None:
             ax2.semilogx([s for s, _ in mine], [100 * r["hbm_fraction"] for _, r in mine], "o-",
                          label=name)
-    ax1.set_xlabel("context length S"); ax1.set_ylabel("decode attention time (µs)")
-    ax2.set_xlabel("context length S"); ax2.set_ylabel("% of HBM bandwidth")
+    # Labels in symbols and units only: a recorded run appears in both editions, and this
+    # figure exists only when one does, so it has no glued name for prose to show per language.
+    ax1.set_xlabel("$S$"); ax1.set_ylabel("$t$ (µs)")
+    ax2.set_xlabel("$S$"); ax2.set_ylabel("HBM %")
     for ax in (ax1, ax2):
         ax.set_title(f"{record['device']}, jax {record['jax_version']}, {record['date']}",
                      fontsize=8)
@@ -412,7 +414,9 @@ for record in gpu_records:
 # %% [markdown]
 # {glue:text}`ch7_gpu_note`: the same sweep on an accelerator — Pallas Flash-Decoding split
 # and unsplit, and XLA's attention — recorded by `python -m inferbook.cli.kernel_bench` with
-# the device, date and versions, is what this cell plots whenever such a file is present.
+# the device, date and versions, is what this cell plots whenever such a file is present:
+# decode attention's time $t$ against the context $S$, and the share of HBM bandwidth it reads
+# at.
 #
 # ## FlashDecoding++: one maximum for everyone
 #
@@ -437,7 +441,8 @@ for record in gpu_records:
 # %% [markdown] tags=["lang-zh"]
 # {glue:text}`ch7_gpu_note`：在加速器上做的同一组扫描——Pallas Flash-Decoding 的切分与不切分版本，
 # 以及 XLA 的注意力——由 `python -m inferbook.cli.kernel_bench` 连同设备、日期和版本一起记录下来；
-# 只要有这样的文件，这个单元就会把它画出来。
+# 只要有这样的文件，这个单元就会把它画出来：解码注意力的用时 $t$ 随上下文 $S$ 的变化，以及它读取
+# 缓存时达到的 HBM 带宽占比。
 #
 # ## FlashDecoding++：所有块共用一个最大值
 #
