@@ -20,7 +20,7 @@ from inferbook.book import figures, language, prose  # noqa: E402
 from inferbook.grading import evaluate, registry  # noqa: E402
 from inferbook.grading.localize import STATUS, question_text, translations  # noqa: E402
 
-TRANSLATED_SETS = ["ch01"]
+TRANSLATED_SETS = ["ch01", "ch05"]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
