@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The pages with a Chinese twin. When every page of _toc.yml is here, set REQUIRE_ALL.
 TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "exercises/01_sampling_kv_cache.py",
-              "exercises/05_kv_cache_size.py"]
+              "exercises/05_kv_cache_size.py", "chapters/05_kv_cache_size.py"]
 REQUIRE_ALL = False
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
