@@ -405,12 +405,13 @@ glue("ch5_prompt_share", fmt_percent(prompt_kv / (a100.hbm_bytes - l7_weights), 
 # and never copies a key. For LLaMA-2 70B's shape:
 
 # %% [markdown] tags=["lang-zh"]
-# 每个词元约 {glue:text}`ch5_token_flops`（参与乘法的每个参数 2 FLOPs）。提示词的词元在注意力和 MLP 的
-# 权重上做了 {glue:text}`ch5_prompt_weight_flops`（反嵌入只在最后一个位置上做），注意力的乘积又加上
-# {glue:text}`ch5_prompt_attn_flops`——每个查询对着提示词的每个键，也就是稠密内核算出的整个正方形，尽
-# 管因果掩码会丢掉其中一半：合计 {glue:text}`ch5_prompt_flops`，按 A100 的峰值算力需要
-# {glue:text}`ch5_prompt_a100`——还有 {glue:text}`ch5_prompt_kv` 的缓存，一直占到请求结束：这是一块
-# 80 GB 的 A100 放下权重后所剩内存的 {glue:text}`ch5_prompt_share`。被占着的内存，别的请求就用不了。
+# 每个词元约 {glue:text}`ch5_token_flops`（参与乘法的每个参数各做一次乘法、一次加法）。提示词的词元
+# 在注意力和 MLP 的权重上做了 {glue:text}`ch5_prompt_weight_flops`（反嵌入只在最后一个位置上做），注
+# 意力的乘积又加上 {glue:text}`ch5_prompt_attn_flops`——每个查询对着提示词的每个键，也就是稠密内核算
+# 出的整个正方形，尽管因果掩码会丢掉其中一半：合计 {glue:text}`ch5_prompt_flops`，按 A100 的峰值算力
+# 需要 {glue:text}`ch5_prompt_a100`——还有 {glue:text}`ch5_prompt_kv` 的缓存，一直占到请求结束：这是
+# 一块 80 GB 的 A100 放下权重后所剩内存的 {glue:text}`ch5_prompt_share`。被占着的内存，别的请求就用
+# 不了。
 #
 # ## 各根杠杆
 #
