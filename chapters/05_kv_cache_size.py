@@ -24,6 +24,16 @@
 # of Pierre Lienhart's article on KV caching {cite:p}`lienhart2023kvcache` and the "tricks"
 # section of the scaling book's inference chapter {cite:p}`austin2025scaling`.
 
+# %% [markdown] tags=["lang-zh"]
+# # KV 缓存有多大，又如何缩小
+#
+# 第 1 章用内存换来了速度：KV 缓存保存每一层的键和值，这样任何一个解码步骤都不必重新计算它们。本章要
+# 问：对真实的模型来说，这块内存要花多少；它对一块芯片能服务的请求数有什么影响；然后逐一考察人们找到
+# 的每一种缩小缓存的办法——更少的键/值头、局部注意力、在层之间共享缓存、每个数用更少的位、忘掉不重要
+# 的词元、少浪费已分配的内存，以及到别处找更多的内存。每一种技术都在库中实现，与参照对照检查，并加以
+# 测量。本章依据 Pierre Lienhart 关于 KV 缓存的文章的后半部分 {cite:p}`lienhart2023kvcache`，以及
+# scaling book 推理一章中的“技巧”一节 {cite:p}`austin2025scaling`。
+
 # %%
 import inspect
 from functools import partial
@@ -55,6 +65,7 @@ BF16 = counts.dtype_bytes("bfloat16")
 
 # %% tags=["hide-input"]
 from inferbook.book.claims import expect_measured
+from inferbook.book.figures import glue_figure
 from inferbook.book.present import (
     fmt_bytes,
     fmt_count,
@@ -81,6 +92,18 @@ from inferbook.book.present import (
 # attention, below — store $G = N/K$ times less. The estimator's formula, and the library's
 # cache measured against it:
 
+# %% [markdown] tags=["lang-zh"]
+# ## 数一数字节
+#
+# 对每个序列的每个词元，$L$ 层中的每一层都为它的每个 KV 头保存一个键向量和一个值向量，每个向量有 $H$
+# 个数。每个数占 $p$ 字节时，一个由 $B$ 条序列、每条 $S$ 个词元组成的批次占用
+#
+# $$\text{KV 缓存字节数} = 2 \cdot B \cdot S \cdot L \cdot K \cdot H \cdot p .$$
+#
+# 在最初的多头注意力中，每个查询头都有自己的键/值头，$K = N$，而且通常 $N H = D$，所以这个公式常被写
+# 成 $2 B S L D p$。我们把 $K$ 和 $H$ 分开写：查询头从不进入缓存，而 $K < N$ 的模型——也就是下文的分
+# 组查询注意力——存的字节只有原来的 $1/G$，$G = N/K$。下面是估算器的公式，以及对照它测量的库中的缓存：
+
 # %%
 show_source(counts.kv_bytes_per_token)
 
@@ -96,6 +119,13 @@ assert kvcache.cache_bytes(kvcache.init_cache(tiny, 3, 100)) == \
 # sizes taken from the library's presets (each preset cites its config). Everything is in
 # bfloat16, two bytes per number. The last column is the number of cached tokens whose keys and
 # values weigh as much as the model's weights.
+
+# %% [markdown] tags=["lang-zh"]
+# ## 常见的模型
+#
+# 下面把这个公式用到 Lienhart 表格里的模型和几个更晚的模型上，它们的尺寸取自库中的预设（每个预设都注
+# 明了它的配置出处）。一切都按 bfloat16 计，每个数两个字节。最后一列是一个词元数：这么多词元的键和值，
+# 与模型的权重一样重。
 
 # %%
 table_models = ["llama-2-7b", "llama-2-13b", "llama-2-70b", "opt-13b", "opt-30b", "opt-66b",
@@ -160,6 +190,24 @@ glue("ch5_mistral_W", f"{get_preset('mistral-7b').window:,}")
 # experts (Mixtral, Qwen3-30B-A3B, DeepSeek) change the weights, not the cache. The same
 # formula, read from each model's published config (the presets cite them), in bfloat16:
 
+# %% [markdown] tags=["lang-zh"]
+# LLaMA-2 7B 每个词元存 {glue:text}`ch5_l7_token`，BLOOM-176B 存 {glue:text}`ch5_bloom_token`。这个
+# 7B 模型的权重占 {glue:text}`ch5_l7_weights`，与 {glue:text}`ch5_l7_equal` 个词元的缓存占的内存一样
+# 多——比如 {glue:text}`ch5_l7_equal_512` 条 512 个词元的序列，一个不算大的批次。与权重相比，缓存绝不
+# 是细枝末节；在推理服务常用的批量大小下，它是两者中较大的那个。
+#
+# 表格也显示了后来的模型是怎么应对的。LLaMA-2 70B 每个词元存 {glue:text}`ch5_l70_token`，比 LLaMA-2
+# 13B 的 {glue:text}`ch5_l13_token` 还少，因为它的 {glue:text}`ch5_l70_N` 个查询头只配了
+# {glue:text}`ch5_l70_K` 个 KV 头；只有一个 KV 头的 Falcon-7B 存 {glue:text}`ch5_falcon7_token`。
+#
+# ### 今天的模型家族
+#
+# 今天在线服务的模型把这根杠杆推得更远，还添上了另外两根。Gemma-2 和 Phi-3 给部分或全部层配上滑动窗
+# 口，所以当上下文长过窗口时，它们每个词元的缓存会变小（见下文滑动窗口一节）；DeepSeek 的潜在注意力
+# 为每个词元、每一层缓存一个压缩后的向量，而不是每个头的键和值。混合专家模型（Mixtral、Qwen3-30B-A3B、
+# DeepSeek）改变的是权重，不是缓存。同一个公式，用各模型公开的配置（预设里注明了出处），按 bfloat16
+# 计：
+
 # %%
 family_models = ["llama-3.2-1b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
                  "qwen2.5-7b", "qwen3-8b", "qwen3-30b-a3b", "mixtral-8x7b", "gemma-2-9b",
@@ -217,6 +265,20 @@ glue("ch5_l31_8b_token", fmt_bytes(fam["llama-3.1-8b"]["full"], 1))
 # Whatever memory the weights leave is all the cache can have. For LLaMA-2 7B in bfloat16 on
 # common accelerators, and for two 7–8B models with grouped-query attention:
 
+# %% [markdown] tags=["lang-zh"]
+# 表中最大的模型 DeepSeek-V3 每个词元存 {glue:text}`ch5_ds3_token`，而 Llama-3.1-405B 存
+# {glue:text}`ch5_l405_token`，是前者的 {glue:text}`ch5_ds3_vs_l405`，因为 DeepSeek 的各层缓存的是一
+# 个由 {glue:text}`ch5_ds3_latent` 个数组成的潜在向量，而不是每个头的键和值。只要每一层都还保留着某
+# 个词元，Gemma-2-9B 每个词元就要存 {glue:text}`ch5_gemma_token`；但它每隔一层只保留一个
+# {glue:text}`ch5_gemma_window` 个词元的窗口，所以在它的整个上下文上平均下来，一个词元只占
+# {glue:text}`ch5_gemma_ctx`。Phi-3-mini 采用多头注意力，参数还不到 Llama-3.1-8B 的一半，每个词元却
+# 要存 {glue:text}`ch5_phi_token`，而 Llama 只存 {glue:text}`ch5_l31_8b_token`。
+#
+# ## 一块芯片上放得下什么
+#
+# 权重留下多少内存，缓存就只能有多少。下面是 LLaMA-2 7B 以 bfloat16 放在常见加速器上的情况，以及两个
+# 采用分组查询注意力的 7–8B 模型：
+
 # %%
 chip_names = ["A10", "L4", "A100 40GB", "A100 80GB", "H100 SXM", "TPU v5e"]
 cap_models = [l7, get_preset("mistral-7b"), get_preset("llama-3-8b")]
@@ -265,6 +327,21 @@ glue("ch5_v5e_hbm", fmt_bytes(get_chip("TPU v5e").hbm_bytes, 0))
 # before a single output token exists, prefill has pushed every prompt token through the model
 # and left its keys and values in memory for the rest of the request. For a 1,000-token prompt
 # to LLaMA-2 7B:
+
+# %% [markdown] tags=["lang-zh"]
+# 在 A10 上，LLaMA-2 7B 给缓存留下 {glue:text}`ch5_a10_free`：总共能放 {glue:text}`ch5_a10_tokens`
+# 个词元，提示词也算在内——同时只能容纳 {glue:text}`ch5_a10_batch4k` 个 4,096 个词元的请求。TPU v5e
+# 有 {glue:text}`ch5_v5e_hbm` 内存，放下权重之后只剩 {glue:text}`ch5_v5e_tokens` 个词元的空间。
+# LLaMA-3 8B 是一个稍大、但 KV 头只有四分之一的模型，在同一块 A10 上能放
+# {glue:text}`ch5_a10_l3_tokens` 个词元。每个同时服务的请求都需要自己的缓存，所以这个数限制了批量大
+# 小，也就限制了吞吐量（第 3 章）。每个解码步骤还要把这些字节读一遍，所以缓存越小，步骤也越快：缩小
+# 缓存对容量、延迟和吞吐量同时有益。
+#
+# ### 为什么输入词元也要收费
+#
+# API 提供商不只对生成的词元收费，也对提示词的词元收费。数字说明了原因：在第一个输出词元出现之前，预
+# 填充已经让提示词的每个词元都走过了整个模型，并把它们的键和值留在内存里，直到请求结束。以交给
+# LLaMA-2 7B 的一个 1,000 个词元的提示词为例：
 
 # %%
 prompt = 1000
@@ -327,6 +404,38 @@ glue("ch5_prompt_share", fmt_percent(prompt_kv / (a100.hbm_bytes - l7_weights), 
 # attention has handled it from the start: it views the $N$ query heads as $K$ groups of $G$
 # and never copies a key. For LLaMA-2 70B's shape:
 
+# %% [markdown] tags=["lang-zh"]
+# 每个词元约 {glue:text}`ch5_token_flops`（参与乘法的每个参数各做一次乘法、一次加法）。提示词的词元
+# 在注意力和 MLP 的权重上做了 {glue:text}`ch5_prompt_weight_flops`（反嵌入只在最后一个位置上做），注
+# 意力的乘积又加上 {glue:text}`ch5_prompt_attn_flops`——每个查询对着提示词的每个键，也就是稠密内核算
+# 出的整个正方形，尽管因果掩码会丢掉其中一半：合计 {glue:text}`ch5_prompt_flops`，按 A100 的峰值算力
+# 需要 {glue:text}`ch5_prompt_a100`——还有 {glue:text}`ch5_prompt_kv` 的缓存，一直占到请求结束：这是
+# 一块 80 GB 的 A100 放下权重后所剩内存的 {glue:text}`ch5_prompt_share`。被占着的内存，别的请求就用
+# 不了。
+#
+# ## 各根杠杆
+#
+# $2 B S L K H p$ 中的每个因子都是缩小缓存的一个途径，而且每一个都有人试过：
+#
+# - **$B$**，批次：批次越小，用的内存越少，但正是批次让推理服务变得便宜（第 3 章）。这不是我们想拉的
+#   杠杆。
+# - **$S$**，每条序列保留的词元：局部注意力只保留一个窗口；淘汰只保留预算之内的重要词元。
+# - **$L$**，层数：换一个更小的模型，或者让几层*共享*一份缓存。
+# - **$K$**，KV 头：多查询注意力和分组查询注意力。
+# - **$H$**，头维度：由模型家族决定；不换模型就没有什么可省的。
+# - **$p$**，每个数的字节数：量化缓存。
+#
+# 还有两根杠杆不在公式里：少浪费已分配的内存（分页），以及找来更多的内存（卸载、更多设备）。我们逐一
+# 来看。
+#
+# ## 更少的 KV 头：MQA 与 GQA
+#
+# 查询头从不进入缓存。多查询注意力（MQA）{cite:p}`shazeer2019mqa` 保留全部 $N$ 个查询头，但只给它们
+# 一个键/值头；分组查询注意力（GQA）{cite:p}`ainslie2023gqa` 取其中间：$K$ 个 KV 头，每个由一组
+# $G = N/K$ 个查询头共用。多头注意力就是 $K = N$ 的 GQA，MQA 就是 $K = 1$ 的 GQA。缓存缩小为原来的
+# $1/G$，而 scaling book 指出，质量损失很小。库中的注意力从一开始就支持这种结构：它把 $N$ 个查询头看
+# 成 $K$ 组、每组 $G$ 个，从不复制任何一个键。以 LLaMA-2 70B 的形状为例：
+
 # %%
 l70 = get_preset("llama-2-70b")
 h100 = get_chip("H100 SXM")
@@ -353,6 +462,15 @@ Markdown("| KV heads K | kind | KV per token | sequences of 4,096 on 8 H100s |\n
 # on this device, in a configuration where the cache dominates the traffic — one layer of
 # width 256 with 16 query heads of 64, four sequences of 4,096 cached tokens, float32 — with
 # $K$ = 16, 4 and 1 KV heads:
+
+# %% [markdown] tags=["lang-zh"]
+# 用 {glue:text}`ch5_l70_N` 个 KV 头（每个查询头一个）时，八块 H100 在权重之外能放下
+# {glue:text}`ch5_gqa_batch_mha` 条 4,096 个词元的序列；用 LLaMA-2 70B 实际拥有的
+# {glue:text}`ch5_l70_K` 个头时，能放下 {glue:text}`ch5_gqa_batch_gqa` 条。
+#
+# 字节少了，要*读*的字节也就少了。我们在这台设备上测量库中模型的一个解码步骤，所用的配置让缓存主导数
+# 据流量——一层，宽度 256，16 个 64 维的查询头，四条序列，每条缓存了 4,096 个词元，float32——分别用
+# $K$ = 16、4 和 1 个 KV 头：
 
 # %%
 att = ModelConfig(L=1, D=256, F=512, N=16, K=16, H=64, V=512, max_seq_len=8192,
@@ -393,9 +511,14 @@ ax.set_xlabel("KV cache read per step (MB)")
 ax.set_ylabel("decode step (ms)")
 ax.set_title(f"Decode step against KV heads, measured on {DEVICE}", fontsize=9)
 ax.grid(alpha=0.3)
-plt.show()
+glue_figure("ch5_gqa_figure", fig, zh=dict(
+    title=f"解码步骤与 KV 头数，在 {DEVICE} 上测得", xlabel="每步读取的 KV 缓存（MB）",
+    ylabel="解码步骤（ms）"))
 
 # %% [markdown]
+# ```{glue:figure} ch5_gqa_figure
+# ```
+#
 # Multi-head attention takes {glue:text}`ch5_gqa_mha_time` per step, multi-query
 # {glue:text}`ch5_gqa_mqa_time`: {glue:text}`ch5_gqa_speedup` faster, on
 # {glue:text}`ch5_device`. Step time falls with the bytes of cache read, as a memory-bound step
@@ -416,6 +539,25 @@ plt.show()
 # information and most of the savings. The library's `kv_window` module implements the ring
 # and the mixed pattern; its attention masks each slot by the position it holds:
 
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch5_gqa_figure
+# ```
+#
+# 多头注意力每步耗时 {glue:text}`ch5_gqa_mha_time`，多查询注意力耗时 {glue:text}`ch5_gqa_mqa_time`：
+# 在 {glue:text}`ch5_device` 上快了 {glue:text}`ch5_gqa_speedup`。步骤时间随读取的缓存字节数下降，正
+# 如内存受限的步骤所应有的那样（第 2 章），但并不成正比：每一步都有固定开销；而且 $G$ 个查询头共用每
+# 个键时，注意力的乘积变成了小矩阵乘法，运行这类乘法的速度远低于带宽所允许的，在 CPU 上尤其如此。这
+# 种共享正是 scaling book 指出的另一个效果：注意力每读一个字节，要做的算术多了 $G$ 倍。
+#
+# ## 用一个窗口代替全部过去
+#
+# 在**局部**（滑动窗口）注意力中，一个词元只关注它之前的 $W$ 个词元。Mistral 7B
+# {cite:p}`jiang2023mistral` 在每一层都这样做，$W =$ {glue:text}`ch5_mistral_W`。既然没有哪个查询会
+# 往更远处看，缓存每层就从不需要多于 $W$ 个槽位：槽位 $t \bmod W$ 存放位置 $t$，每个新词元覆盖刚刚滑
+# 出窗口的那个——这就是一个环形缓冲区。把少数**全局**层（完整注意力）与许多局部层混在一起的模型
+# {cite:p}`gemmateam2024gemma2,characterai2024inference`，既保留了长距离的信息，又得到了大部分节省。
+# 库中的 `kv_window` 模块实现了这个环和混合模式；它的注意力按每个槽位存放的位置为它加掩码：
+
 # %%
 show_source(kv_window.slot_positions)
 
@@ -424,6 +566,11 @@ show_source(kv_window.slot_positions)
 # 36-token sequence goes in three chunks of 12: the first fills the ring (and wraps around it),
 # the next two attend to it. Every logit must equal a forward pass without a cache that masks
 # each layer with its window — and the local layer's cache must hold 8 slots.
+
+# %% [markdown] tags=["lang-zh"]
+# 我们在一个小模型上检查它：一个局部层（窗口 8）和一个全局层。一条 36 个词元的序列分三块送入，每块
+# 12 个：第一块填满这个环（还绕回了开头），后两块关注它。所有 logits 都必须等于一次不带缓存、用各层
+# 的窗口做掩码的前向计算所得的结果——而且局部层的缓存必须只有 8 个槽位。
 
 # %%
 w_cfg = tiny
@@ -452,6 +599,12 @@ print(windows, [k.shape[2] for k in ring.k], f"largest logit difference {window_
 # every layer (Mistral's choice), and with five local layers of window 1,024 per global one (the
 # ratio of Gemma 3):
 
+# %% [markdown] tags=["lang-zh"]
+# 带缓存的 logits 与加了掩码的参照结果相差不超过 {glue:text}`ch5_window_err`，而局部层保存的从不超过
+# 它的窗口。窗口省下的随上下文增长。对一个形状与 LLaMA-3 8B 相同的模型，按每条序列计，比较三种情况：
+# 所有层都是全局层；每一层都用 4,096 的窗口（Mistral 的选择）；每个全局层配五个窗口为 1,024 的局部层
+# （Gemma 3 的比例）：
+
 # %%
 l3 = get_preset("llama-3-8b")
 patterns = {"all global": (None,) * l3.L,
@@ -476,11 +629,17 @@ ax.set_xlabel("tokens in the sequence")
 ax.set_ylabel("KV cache per sequence (GB, bfloat16)")
 ax.set_title("llama-3-8b shape: where local attention pays")
 ax.legend(); ax.grid(alpha=0.3, which="both")
-plt.show()
+glue_figure("ch5_window_figure", fig, zh=dict(
+    title="llama-3-8b 的形状：局部注意力在哪里划算", xlabel="序列中的词元数",
+    ylabel="每条序列的 KV 缓存（GB，bfloat16）",
+    legend=["全部为全局层", "全部为局部层，W = 4,096", "5 个局部层（W = 1,024）: 1 个全局层"]))
 glue("ch5_w_full", fmt_bytes(full_32k)); glue("ch5_w_local", fmt_bytes(local_32k))
 glue("ch5_w_mixed", fmt_bytes(mixed_32k)); glue("ch5_w_mixed_x", fmt_ratio(full_32k / mixed_32k))
 
 # %% [markdown]
+# ```{glue:figure} ch5_window_figure
+# ```
+#
 # At 32,768 tokens a full cache holds {glue:text}`ch5_w_full` per sequence, an all-local one
 # {glue:text}`ch5_w_local`, and the 5:1 mix {glue:text}`ch5_w_mixed` —
 # {glue:text}`ch5_w_mixed_x` less, with every sixth layer still seeing the whole context. Below
@@ -497,6 +656,23 @@ glue("ch5_w_mixed", fmt_bytes(mixed_32k)); glue("ch5_w_mixed_x", fmt_ratio(full_
 # tests check cached decoding against recomputation); here we count, from XLA's analysis of the
 # compiled decode step, what a step holds and what it reads, for pairs of layers sharing a
 # cache in the attention-heavy configuration:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch5_window_figure
+# ```
+#
+# 在 32,768 个词元时，完整的缓存每条序列占 {glue:text}`ch5_w_full`，全部为局部层时占
+# {glue:text}`ch5_w_local`，5:1 的混合占 {glue:text}`ch5_w_mixed`——缩小了 {glue:text}`ch5_w_mixed_x`，
+# 而每六层中仍有一层能看到整个上下文。序列短于窗口时则毫无节省：局部注意力只对长序列划算。
+#
+# ## 几层共用一份缓存
+#
+# 模型可以这样训练：几个相邻的层使用同一组键和值 {cite:p}`brandon2024cla`——每组的第一层计算并缓存它
+# 们，其余各层用自己的查询去关注这份缓存。Character.AI 把这种做法与局部层结合了起来
+# {cite:p}`characterai2024inference`。缓存按组的大小成比例缩小。scaling book 补充了一个提醒：共享的
+# 缓存仍要被每个使用它的层读一遍，所以一个解码步骤读取的字节和以前一样多，未必会变快。`kv_share` 实
+# 现了这种模式（它的测试把带缓存的解码与重新计算作比较）；这里我们在注意力占主导的那个配置中，让两层
+# 一组共用一份缓存，从 XLA 对编译后解码步骤的分析中数出一个步骤占用多少、读取多少：
 
 # %%
 att4 = att.replace(L=2)
@@ -535,6 +711,20 @@ glue("ch5_share_read", fmt_bytes(read[pair])); glue("ch5_share_read_own", fmt_by
 # reading it — TensorRT-LLM and vLLM do this with int8 or fp8. `kv_quant` gives each key and
 # value vector its own scale (its largest magnitude over 127), so no calibration is needed:
 
+# %% [markdown] tags=["lang-zh"]
+# 共享让内存减半（{glue:text}`ch5_share_held`，而不是 {glue:text}`ch5_share_held_own`），但一个步骤
+# 仍要读取 {glue:text}`ch5_share_read`，对比 {glue:text}`ch5_share_read_own`：容量翻了一番，但一个步
+# 骤读取的字节——它们决定了内存受限的步骤的时间——原地不动。（如果有一个内核能用一次读取同时服务一组中
+# 的两层，情况就不同了；但这两层是一前一后运行的，中间还隔着一个 MLP。）
+#
+# ## 每个数少用几个字节：int8 缓存
+#
+# 只量化权重的方法（GPTQ、AWQ）不动缓存；连激活也量化的方法（LLM.int8()
+# {cite:p}`dettmers2022llmint8`、SmoothQuant {cite:p}`xiao2023smoothquant`）顺带得到了量化的缓存，但
+# 解码步骤是内存受限的，所以更快的 int8 算术帮不了多少。真正有用的是把缓存以 8 位存储，读取时再转换
+# 回来——TensorRT-LLM 和 vLLM 就是用 int8 或 fp8 这样做的。`kv_quant` 给每个键向量和值向量各配一个缩
+# 放因子（它的最大绝对值除以 127），因此不需要校准：
+
 # %%
 show_source(kv_quant.quantize)
 
@@ -543,6 +733,11 @@ show_source(kv_quant.quantize)
 # can move (the derivation is in `kv_quant.attention_error_bound`). We measure the error on the
 # library's own keys, values and queries — the second layer of the `tiny` preset over a
 # 256-token sequence — and compare it with the bound:
+
+# %% [markdown] tags=["lang-zh"]
+# 舍入让每个元素最多移动半个量化步长，这就限定了一个注意力输出最多能偏移多远（推导见
+# `kv_quant.attention_error_bound`）。我们在库自己的键、值和查询上测量误差——`tiny` 预设的第二层，序
+# 列长 256 个词元——并与这个上界比较：
 
 # %%
 qm = tiny
@@ -604,6 +799,17 @@ print(f"largest error {float(err.max()):.1e}, largest bound {float(bound.max()):
 # the cache itself — and it charges every operand of every operation as a
 # main-memory access, including the converted head that never leaves the processor's caches.)
 
+# %% [markdown] tags=["lang-zh"]
+# 最大误差是 {glue:text}`ch5_q_err`，在它的上界 {glue:text}`ch5_q_bound` 之内；在全部输出上，相对误
+# 差是 {glue:text}`ch5_q_rel`。
+#
+# 再看内存：每个元素用一个字节存编码，再分摊四字节缩放因子的一小份，而 bfloat16 要两个字节。一个解码
+# 步骤必须读取什么，由编译后的程序决定：它的输入缓冲区就是缓存（程序会读每一个元素，因为每一个都可能
+# 改变输出），而它的临时缓冲区则表明它是否在途中做了一份缓存的浮点副本。XLA 对编译后步骤的内存分析同
+# 时给出这两者。（它的*开销*分析在这里不是合适的工具：它少算了循环内部发生的事——对这个步骤，它报告的
+# 字节数比缓存本身还少——而且它把每个运算的每个操作数都算作一次主存访问，包括那个转换后从未离开处理器
+# 缓存的头。）
+
 # %%
 tok_att = jnp.zeros((B_att, 1), jnp.int32)
 p_att = decoder.init_params(att)
@@ -647,6 +853,15 @@ glue("ch5_int8_capacity", fmt_ratio(1 / int8_share, 2))
 # cache one KV head at a time, converting a head's block and using it while it is still in the
 # processor's caches (real int8 kernels do the same in registers):
 
+# %% [markdown] tags=["lang-zh"]
+# int8 的步骤读取的缓存字节是 bfloat16 步骤的 {glue:text}`ch5_int8_share`（$H = 64$ 时每个元素
+# {glue:text}`ch5_int8_bpe` 字节）；它的缓存大小是 float32 缓存的 {glue:text}`ch5_int8_share_f32`。
+# 它的临时缓冲区 {glue:text}`ch5_int8_temp` 一次只存一个头，而不是一份转换后的缓存。
+#
+# int8 缓存怎么读，决定了这能否变成速度。在注意力乘积之前把整个缓存转换成浮点数——最直白的写法——会让
+# XLA 把缓存的浮点副本写出去再读回来，流量比浮点缓存还大。所以 `kv_quant` 一次处理缓存中的一个 KV 头：
+# 转换一个头的数据块，趁它还在处理器缓存里就用掉（真正的 int8 内核在寄存器里做同样的事）：
+
 # %%
 show_source(kv_quant.attend_per_head)
 
@@ -659,6 +874,14 @@ show_source(kv_quant.attend_per_head)
 # forward pass; the append that follows writes one token and is the same for all), alternating
 # the variants over two rounds so that other activity on the machine affects them alike, and
 # keep each one's fastest call, the one least disturbed.
+
+# %% [markdown] tags=["lang-zh"]
+# 现在看步骤时间。在 CPU 上，bfloat16 算术是模拟出来的，很慢，所以我们拿 int8 缓存与以下几种作比较：
+# 由同样的逐头代码读取的 **float32** 缓存；库的标准解码步骤（`decode.extend`，对 float32 缓存做一次
+# 覆盖整个批次的乘积）；以及读取 int8 缓存最直白的办法，写在下面：先把每一层的整个缓存转换成浮点数，
+# 再照常做注意力。我们为步骤中读取缓存的部分计时（`extend`，即整个前向计算；随后的追加只写一个词元，
+# 对所有变体都一样），分两轮交替运行各个变体，让机器上的其他活动对它们的影响相同，并取每个变体最快的
+# 一次调用，即受干扰最少的那次。
 
 # %%
 @partial(jax.jit, static_argnames=("cfg",))
@@ -752,6 +975,42 @@ glue("ch5_t_naive_x", fmt_ratio(t_naive / t_i8))
 # RoPE — and check the
 # structure is there before measuring:
 
+# %% [markdown] tags=["lang-zh"]
+# 先全部转换的做法是所有方案中最慢的：{glue:text}`ch5_t_naive`，是逐头读取器所用时间的
+# {glue:text}`ch5_t_naive_x`，因为 XLA 会把转换后的缓存写进内存再读回来。在 {glue:text}`ch5_device`
+# 上，逐头读取器耗时 {glue:text}`ch5_t_i8`，用同样的代码读取 float32 缓存则耗时
+# {glue:text}`ch5_t_f32`：用 {glue:text}`ch5_t_bytes_ratio` 的缓存字节，花了
+# {glue:text}`ch5_t_ratio` 的时间。库的标准 float32 步骤——一次覆盖整个批次的大乘积，由 XLA 分摊到所
+# 有核上——耗时 {glue:text}`ch5_t_lib`。在 CPU 上，字节上的节省转化成的时间节省要少得多，甚至没有：把
+# 一个编码转换回浮点数，每个元素要一条指令，而核数不多的处理器做转换，并不比它从内存读浮点数快多少。
+# XLA:CPU 没有提供绕过去的办法——它的矩阵乘法，连同整数乘法，都会先把 int8 操作数转换成浮点数，存成一
+# 份完整大小的副本。GPU 和 TPU 在读取缓存的内核里、在寄存器中完成转换，int8 和 fp8 的 KV 缓存在实践
+# 中正是用在那里。int8 缓存在哪里都能带来的，是容量：在同样的内存里，它容纳的词元数是 16 位缓存的
+# {glue:text}`ch5_int8_capacity`。
+#
+# ## 忘掉一些词元：StreamingLLM 与 H2O
+#
+# 在训练好的模型中，注意力集中在少数几个词元上。如果缓存丢掉那些几乎得不到注意力的词元，输出几乎不会
+# 变，而缓存的大小就可以固定下来，不管序列有多长。有几种方法不需重新训练就能做到这一点：
+#
+# - **StreamingLLM** {cite:p}`xiao2024streamingllm` 观察到，最前面的几个词元不论内容是什么，都会得到
+#   大量注意力——即*注意力汇聚点*——最近的几个词元也是如此。它保留少量起始词元，外加一个由最近词元组成
+#   的滑动窗口。
+# - **H2O** {cite:p}`zhang2023h2o` 保留一个预算之内的词元：最近的那些，再加上*高关注词元*，即到目前
+#   为止在所有步骤上累计注意力最大的那些。缓存满了，就丢掉累计注意力最小的那个词元。
+# - **Scissorhands** {cite:p}`liu2023scissorhands` 基于同样的“重要性的持续性”：重要过的词元会一直重
+#   要。它保留最近的词元，以及在最近一段历史窗口中注意力高的词元；为了达到目标压缩率，它一次丢掉许多
+#   词元，而不是每一步丢一个。
+# - **FastGen** {cite:p}`ge2024fastgen` 固定的是误差目标，而不是预算。预填充之后，它对每个注意力头做
+#   一次剖析，为每个头挑出能把注意力恢复到目标之内的最便宜的策略——保留特殊词元、标点、一个局部窗口、
+#   高关注词元，或它们的组合——如果没有更便宜的策略够好，就退回到完整的缓存。
+#
+# `kv_evict` 按 KV 头实现了 StreamingLLM 和 H2O，缓存恰好容纳预算那么多词元（它的测试用纯 Python 重
+# 放两种策略，并比较保留下来的词元）。我们的模型权重是随机的，所以它们的注意力没有这些方法所利用的那
+# 种结构。因此我们构造一个具有这种结构的查询和键的流——第一个位置上有一个汇聚点，
+# {glue:text}`ch5_ev_heavy` 的词元是高关注词元，在 RoPE 下偏好最近的词元——并在测量之前先确认这种结构
+# 确实存在：
+
 # %%
 T_ev, K_ev, G_ev, H_ev = 256, 2, 2, 64
 
@@ -798,6 +1057,13 @@ glue("ch5_ev_top_frac", fmt_percent(inspect.signature(top_share_of).parameters["
 # StreamingLLM with 4 sinks, the same window without sinks, and H2O with half its budget for
 # recent tokens (the paper's split).
 
+# %% [markdown] tags=["lang-zh"]
+# 在这个结构化的流中，最后一个查询把 {glue:text}`ch5_ev_sink` 的注意力放在第一个词元上，把
+# {glue:text}`ch5_ev_top` 放在排名前 {glue:text}`ch5_ev_top_frac` 的词元上；而在我们权重随机的模型中，
+# 排名前 {glue:text}`ch5_ev_top_frac` 的词元只得到 {glue:text}`ch5_ev_model_top`。现在来看注意力输出
+# 的误差，以一个典型值向量的大小为单位，预算从 8 到 128（共 256 个词元）：带 4 个汇聚点的
+# StreamingLLM、去掉汇聚点的同样窗口，以及把一半预算留给最近词元的 H2O（论文中的分法）。
+
 # %%
 budgets = [8, 16, 32, 64, 128]
 policies = {"StreamingLLM (4 sinks + window)": ("streaming", 4, lambda b: 0),
@@ -821,11 +1087,17 @@ ax.set_xlabel(f"cache budget (tokens kept per head, of {T_ev})")
 ax.set_ylabel("attention output error\n(in typical value norms)")
 ax.set_title("Eviction policies on a structured attention stream")
 ax.legend(); ax.grid(alpha=0.3)
-plt.show()
+glue_figure("ch5_evict_figure", fig, zh=dict(
+    title="结构化注意力流上的淘汰策略", xlabel=f"缓存预算（每个头保留的词元数，共 {T_ev} 个）",
+    ylabel="注意力输出的误差\n（以典型值向量的范数为单位）",
+    legend=["StreamingLLM（4 个汇聚点 + 窗口）", "仅窗口（无汇聚点）", "H2O（高关注词元 + 最近词元）"]))
 glue("ch5_ev_h2o_32", f"{h2o[2]:.2f}"); glue("ch5_ev_stream_32", f"{stream[2]:.2f}")
 glue("ch5_ev_window_32", f"{window_only[2]:.2f}")
 
 # %% [markdown]
+# ```{glue:figure} ch5_evict_figure
+# ```
+#
 # Errors fall as the budget grows, for every policy. At a budget of 32 (an eighth of the
 # sequence), H2O's error is {glue:text}`ch5_ev_h2o_32`, StreamingLLM's
 # {glue:text}`ch5_ev_stream_32`, and the window without sinks {glue:text}`ch5_ev_window_32`:
@@ -838,6 +1110,21 @@ glue("ch5_ev_window_32", f"{window_only[2]:.2f}")
 # The same two policies run inside the library's model: `kv_evict.model_logits` decodes a
 # sequence token by token with every layer's cache under the budget. Here is the `tiny` model
 # (random weights) on 64 tokens, against its logits with the full cache:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch5_evict_figure
+# ```
+#
+# 对每一种策略，误差都随预算增大而下降。在预算为 32（序列的八分之一）时，H2O 的误差是
+# {glue:text}`ch5_ev_h2o_32`，StreamingLLM 是 {glue:text}`ch5_ev_stream_32`，不带汇聚点的窗口是
+# {glue:text}`ch5_ev_window_32`：保留汇聚点对单纯的窗口有帮助，而保留那些积累了注意力的词元帮助更大，
+# 因为在这里高关注词元散布在整条序列中。这些数字都说明不了训练好的模型的准确率——那要看论文的测量——但
+# 它们显示了每条规则能保留什么、不能保留什么。而内存上的收益是实实在在的：缓存容纳的是预算，而不是整
+# 条序列，所以它的大小和一个步骤读取的字节都不再随长度增长。
+#
+# 同样两种策略也在库的模型内部运行：`kv_evict.model_logits` 逐个词元地解码一条序列，每一层的缓存都限
+# 制在预算之内。下面是 `tiny` 模型（随机权重）在 64 个词元上的结果，与它使用完整缓存时的 logits 作比
+# 较：
 
 # %%
 ev_tokens = jax.random.randint(jax.random.key(4), (2, 64), 0, tiny.V)
@@ -873,6 +1160,20 @@ glue("ch5_ev_model_8s", f"{model_err['streaming'][0]:.2f}")
 # with paging, which hands out small fixed-size blocks as a sequence grows (the engine's
 # `BlockManager`, chapter 12). Its figures are in the book's data:
 
+# %% [markdown] tags=["lang-zh"]
+# 有空间容纳全部 64 个词元时，两种策略都是精确的；预算为 8 时，logits 偏离了它们典型大小的
+# {glue:text}`ch5_ev_model_8`（H2O）和 {glue:text}`ch5_ev_model_8s`（StreamingLLM）。在这里哪种策略
+# 胜出无关紧要：这个模型的注意力里根本没有汇聚点或高关注词元可找。
+#
+# ## 少浪费已分配的内存：分页
+#
+# 到目前为止，我们都假设每个分配出去的字节都存着一个词元。vLLM {cite:p}`kwon2023pagedattention` 之前
+# 的系统给每个请求一段连续的区域，在接纳请求时就按它可能达到的最大长度预留，因为它们的注意力内核要求
+# 每条序列的缓存连成一片。由此产生三种浪费：为尚未生成的词元预留的槽位；因请求提前结束而从未用上的槽
+# 位（内部碎片）；以及夹在空洞里、小到放不下下一个请求的空闲内存（外部碎片）。PagedAttention 论文测
+# 量了在这样的系统中 KV 内存有多少真正存着词元，以及采用分页之后又有多少——分页随着序列的增长分发固定
+# 大小的小块（引擎的 `BlockManager`，第 12 章）。论文的数据收在本书的数据文件里：
+
 # %%
 paper = bookdata.load("pagedattention_waste.json")
 shares = paper["token_state_share"]
@@ -891,7 +1192,7 @@ print({k: fmt_percent(v) for k, v in paper_waste.items()})
 # %% [markdown]
 # Between {glue:text}`ch5_paper_low` and {glue:text}`ch5_paper_high` of the memory wasted with
 # contiguous reservations, against less than {glue:text}`ch5_paper_paged` with paging. We check
-# those numbers on our own allocators. `kv_memory.simulate` serves a queue of requests with
+# those numbers on our own allocators. `memory_sim.simulate` serves a queue of requests with
 # log-normal lengths around the means of the paper's ShareGPT trace
 # ({glue:text}`ch5_sg_in` prompt and {glue:text}`ch5_sg_out` output tokens, at most
 # {glue:text}`ch5_sg_max` in all) from a pool of 40,000 token slots: with contiguous regions
@@ -899,6 +1200,16 @@ print({k: fmt_percent(v) for k, v in paper_waste.items()})
 # oracle, first-fit in one address space), and with 16-token pages from the engine's block
 # manager. The breakdown is averaged over the steps in which a request was waiting — the pool is
 # full, so every slot not holding a token is a loss.
+
+# %% [markdown] tags=["lang-zh"]
+# 采用连续预留时，有 {glue:text}`ch5_paper_low` 到 {glue:text}`ch5_paper_high` 的内存被浪费，而采用
+# 分页时不到 {glue:text}`ch5_paper_paged`。我们在自己的分配器上检验这些数字。`memory_sim.simulate` 用
+# 一个有 40,000 个词元槽位的池子服务一队请求，请求长度服从对数正态分布，均值取论文中 ShareGPT 轨迹的
+# 均值（提示词 {glue:text}`ch5_sg_in` 个词元、输出 {glue:text}`ch5_sg_out` 个词元，总共最多
+# {glue:text}`ch5_sg_max` 个）；分配方式有：按最大长度、按下一个 2 的幂、或按确切的最终长度划分的连
+# 续区域（最后一种是预知一切的“神谕”，在单一地址空间中首次适配），以及引擎的块管理器提供的 16 个词元
+# 一页的分页。各部分的占比是在有请求等待的那些步骤上平均得出的——此时池子已满，所以每个没有存词元的槽
+# 位都是损失。
 
 # %%
 requests = memory_sim.synthetic_requests(600, seed=0,
@@ -914,18 +1225,31 @@ labels = {"max": "contiguous, max length", "pow2": "contiguous, power of two",
 parts = [("tokens", "token states"), ("reserved", "reserved for future tokens"),
          ("internal", "internal fragmentation"), ("external", "free but unusable")]
 fig, ax = plt.subplots(figsize=(6.5, 3.8), layout="constrained")
-left = np.zeros(len(mem))
+rows, left = np.arange(len(mem)), np.zeros(len(mem))
 for attr, name in parts:
     vals = np.array([getattr(b, attr) for b in mem.values()]) * 100
-    ax.barh([labels[s] for s in mem], vals, left=left, label=name)
+    ax.barh(rows, vals, left=left, label=name)
     left += vals
 ax.scatter([100 * shares[f"orca_{s}"] for s in ("max", "pow2", "oracle")] + [100 * shares["vllm"]],
-           [labels[s] for s in mem], marker="|", s=300, color="black", zorder=3,
+           rows, marker="|", s=300, color="black", zorder=3,
            label="token states reported (Kwon et al.)")
+# The schemes' names are texts beside the rows, not tick labels, so that the Chinese figure
+# can carry their Chinese (`glue_figure` translates an axes' texts).
+ax.set_yticks(rows, [""] * len(rows))
+for row, s in zip(rows, mem):
+    ax.text(-0.02, row, labels[s], transform=ax.get_yaxis_transform(), ha="right", va="center")
 ax.set_xlabel("share of the KV memory pool (%), averaged while requests wait")
 ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.22), ncol=3)
 ax.invert_yaxis()
-plt.show()
+labels_zh = {"max": "连续，按最大长度", "pow2": "连续，按 2 的幂", "oracle": "连续，按确切长度（神谕）",
+             "paged": "分页，16 个词元一块"}
+parts_zh = {"token states": "词元状态", "reserved for future tokens": "为后续词元预留",
+            "internal fragmentation": "内部碎片", "free but unusable": "空闲但无法使用",
+            "token states reported (Kwon et al.)": "论文报告的词元状态（Kwon 等）"}
+glue_figure("ch5_paging_figure", fig, zh=dict(
+    xlabel="占 KV 内存池的比例（%），在有请求等待时取平均",
+    legend=[parts_zh[t.get_text()] for t in ax.get_legend().get_texts()],
+    texts=[labels_zh[s] for s in mem]))
 for s, b in mem.items():
     print(f"{labels[s]:28s} tokens {b.tokens:6.1%}  waste {b.waste:6.1%}  "
           f"requests decoding at once {b.running:6.1f}")
@@ -944,6 +1268,9 @@ glue("ch5_pg_paged", fmt_percent(mem["paged"].waste, 1))
 glue("ch5_pg_batch", fmt_ratio(mem["paged"].running / mem["max"].running))
 
 # %% [markdown]
+# ```{glue:figure} ch5_paging_figure
+# ```
+#
 # Reserving the maximum length wastes {glue:text}`ch5_pg_max` of the pool, inside the paper's
 # range. Powers of two waste {glue:text}`ch5_pg_pow2` and even the oracle, which knows every
 # answer's length in advance, {glue:text}`ch5_pg_oracle` — less than the paper found for those
@@ -959,6 +1286,23 @@ glue("ch5_pg_batch", fmt_ratio(mem["paged"].running / mem["max"].running))
 # streams it to the accelerator when needed, as FlexGen {cite:p}`sheng2023flexgen` does. The
 # catch is bandwidth: a decode step reads the whole cache, and the host link is far slower than
 # device memory.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch5_paging_figure
+# ```
+#
+# 按最大长度预留浪费了池子的 {glue:text}`ch5_pg_max`，落在论文给出的范围之内。按 2 的幂预留浪费
+# {glue:text}`ch5_pg_pow2`，就连预先知道每个回答长度的神谕也浪费 {glue:text}`ch5_pg_oracle`——比论文
+# 对这些方案测得的要少（它的工作负载和分配器与我们的不同），但仍是很大的一部分，耗在了预留和空洞上。
+# 分页只浪费 {glue:text}`ch5_pg_paged`，低于论文给出的上界，而且池子里同时在解码的请求数是按最大长度
+# 预留时的 {glue:text}`ch5_pg_batch`——vLLM 的吞吐量提升正是从这里来的。分页还让请求可以共享块，比如
+# 一段共同的提示词前缀（第 12 章）。
+#
+# ## 更多内存：卸载与更多设备
+#
+# 最后一根杠杆是更多的内存。**卸载**把缓存放在主机内存（或磁盘）里，需要时再传到加速器上，FlexGen
+# {cite:p}`sheng2023flexgen` 就是这样做的。问题在于带宽：一个解码步骤要读取整个缓存，而主机链路比设
+# 备内存慢得多。
 
 # %%
 pcie = next(c for c in CHIPS.values() if c.interconnect == "PCIe 4.0 x16").link_bytes_per_s
@@ -984,6 +1328,17 @@ glue("ch5_off_ratio", fmt_ratio(host_s / hbm_s, 0)); glue("ch5_pcie", fmt_rate(p
 # chips than KV heads. A head cannot be split, so beyond that point heads are replicated, and an
 # MQA model's single head sits whole on every chip: MQA's saving is lost. Sharding the cache by
 # *sequence* (batch) instead {cite:p}`pope2023esti` brings it back.
+
+# %% [markdown] tags=["lang-zh"]
+# 一份 4,096 个词元的 LLaMA-2 7B 缓存有 {glue:text}`ch5_off_bytes`。A100 从自己的内存中读取它需要
+# {glue:text}`ch5_off_hbm`；经 PCIe 4.0 x16 链路（单向 {glue:text}`ch5_pcie`）则要
+# {glue:text}`ch5_off_pcie`，慢了 {glue:text}`ch5_off_ratio`，而且每一步都是如此。凡是在意延迟的场合，
+# 卸载都用不上；它适合离线的批次任务，在那里一个大批次能摊薄每次传输的代价。
+#
+# **更多设备**能把各自的内存合在一起。采用张量并行（第 9 章）时，每块芯片存一部分 KV 头，所以每块芯
+# 片上的缓存随芯片数增加而减少——直到芯片数多于 KV 头数。一个头不能切开，所以超过这一点之后，头就要复
+# 制，而 MQA 模型唯一的那个头会完整地放在每一块芯片上：MQA 的节省就没了。改为按*序列*（批次）对缓存
+# 做分片 {cite:p}`pope2023esti`，节省又回来了。
 
 # %%
 f7 = get_preset("falcon-7b")
@@ -1027,6 +1382,19 @@ glue("ch5_pool_seqs", str(roofline.max_batch(l70, h100, 4096, chips=8)))
 # multi-head bfloat16 cache with the same model using its {glue:text}`ch5_l3_K` KV heads, the
 # 5:1 local/global mix, and an int8 cache:
 
+# %% [markdown] tags=["lang-zh"]
+# 对 64 条 4,096 个词元的序列，按头切分时，LLaMA-2 70B 每块芯片上的缓存到 {glue:text}`ch5_l70_K` 块
+# 芯片就不再缩小，Falcon-7B 的则根本不缩小；按序列切分则能把两者都均匀地分开。八块 H100 能容纳
+# LLaMA-2 70B 的 {glue:text}`ch5_pool_tokens`个词元的缓存（{glue:text}`ch5_pool_seqs` 条 4,096 个词
+# 元的序列）。把内存合在一起也可以超出一台机器——Infinite-LLM {cite:p}`lin2024infinitellm` 把注意力和
+# 缓存分布到整个集群上——代价是每一步都有网络流量。
+#
+# ## 全部合起来
+#
+# 这些杠杆的效果是相乘的。取一个形状与 LLaMA-3-8B 相同、处理 32,768 个词元的模型，把多头的 bfloat16
+# 缓存与同一个模型的另一种缓存作比较：用它的 {glue:text}`ch5_l3_K` 个 KV 头、5:1 的局部/全局混合，以
+# 及 int8 缓存：
+
 # %%
 mha_l3 = l3.replace(K=l3.N)
 baseline = counts.kv_cache_bytes(mha_l3, 1, ctx, BF16)
@@ -1063,3 +1431,23 @@ print(f"{fmt_bytes(baseline)} -> {fmt_bytes(combined)} per sequence "
 # - Contiguous reservations waste most of the memory they hold; paging wastes a few percent.
 # - Offloading trades step time for capacity; more devices add memory, but split KV heads only as
 #   far as there are heads.
+
+# %% [markdown] tags=["lang-zh"]
+# 每条序列的 {glue:text}`ch5_all_base` 变成了 {glue:text}`ch5_all_comb`，缩小了
+# {glue:text}`ch5_all_ratio`——超过了 scaling book 所承诺的一个数量级——而这还没算上分页消除的周边浪费。
+#
+# ## 小结
+#
+# - 缓存占 $2 B S L K H p$ 字节：一个 7B 的多头注意力模型每个词元要半 MB，几万个词元之后就和权重一样
+#   多。
+# - 它限制了一块芯片能服务的批次，而且每一步都要读它：缓存越小，请求越多、延迟越低、吞吐量越高，三者
+#   兼得。
+# - 更少的 KV 头（GQA、MQA）把它缩小 $N/K$ 倍，步骤也相应加快。
+# - 局部注意力把一层的缓存限制在它的窗口之内；混入少数全局层，就能在长上下文中保住大部分节省。
+# - 在层之间共享缓存能节省内存，但不能减少一个步骤读取的字节。
+# - 带有逐向量缩放因子的 int8 缓存把 16 位缓存减半，误差小且有界；只有读取器分小块转换时，它才会跑得
+#   更快。
+# - 淘汰（StreamingLLM、H2O、Scissorhands、FastGen）保留固定预算之内的重要词元；它在准确率上的代价，
+#   取决于注意力有多集中。
+# - 连续预留浪费了它所占内存的大部分；分页只浪费百分之几。
+# - 卸载用步骤时间换容量；更多设备带来更多内存，但按 KV 头切分，最多只能分到头数那么多份。

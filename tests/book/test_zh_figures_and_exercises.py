@@ -21,7 +21,7 @@ from inferbook.grading import evaluate, registry  # noqa: E402
 from inferbook.grading.localize import STATUS, question_text, translations  # noqa: E402
 
 TRANSLATED_SETS = ["ch01", "ch11", "ch12", "ch08", "ch09", "ch10", "ch04", "ch02", "ch03",
-                   "ch13", "ch14", "ch06", "ch07"]
+                   "ch13", "ch14", "ch06", "ch07", "ch05"]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 

@@ -41,8 +41,9 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "book/notation.md", "chapters/13_speculative_decoding.py",
               "exercises/14_mixture_of_experts.py", "chapters/14_mixture_of_experts.py",
               "chapters/06_flash_attention.py", "chapters/07_decoding_kernels.py",
-              "exercises/06_kernels.py"]
-REQUIRE_ALL = False
+              "exercises/06_kernels.py", "exercises/05_kv_cache_size.py",
+              "chapters/05_kv_cache_size.py"]
+REQUIRE_ALL = True
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
 KEPT_IN_ENGLISH: dict[str, dict[str, str]] = {
