@@ -79,11 +79,17 @@ def test_chinese_notebook_pages_open_their_chinese_colab_twin(page, server, name
     assert (ROOT / "zh" / f"{name}.ipynb").is_file()
 
 
+def straight(text: str) -> str:
+    """`text` with the typographic quotes Sphinx's smartquotes puts in (XLA’s) made straight, as
+    the glued value has them."""
+    return text.translate(str.maketrans("‘’“”", "''\"\""))
+
+
 def pasted(path: Path) -> tuple[list[str], int]:
     """The glued texts a built page shows, in order, and how many images its article has."""
     text = path.read_text(encoding="utf-8")
     article = text[text.index('<article'):text.index('</article>')]
-    values = [html.unescape(re.sub(r"<[^>]+>", "", v))
+    values = [straight(html.unescape(re.sub(r"<[^>]+>", "", v)))
               for v in re.findall(r'<span class="pasted-text">(.*?)</span>', article, re.S)]
     return values, len(re.findall(r"<img\b", article))
 
@@ -95,7 +101,8 @@ def glued(name: str) -> dict[str, str]:
     if not path.is_file():              # a page that glues nothing
         return {}
     outputs = json.loads(path.read_text(encoding="utf-8"))
-    return {key: ast.literal_eval(o["data"]["text/plain"]) for key, o in outputs.items()
+    return {key: straight(ast.literal_eval(o["data"]["text/plain"]))
+            for key, o in outputs.items()
             if "text/plain" in o.get("data", {}) and o["data"]["text/plain"][:1] in "'\""}
 
 
