@@ -1,4 +1,5 @@
-"""`inferbook generate --mesh SHAPE --layout 1d-ws|2d-ws`: the unsharded tokens, clear errors."""
+"""`inferbook generate --mesh SHAPE --layout L`: the unsharded tokens, clear errors. (A mixture of
+experts split over its experts: test_hf_parity_families.py.)"""
 
 import json
 import subprocess
@@ -31,7 +32,8 @@ def unsharded():
 
 
 def test_a_sharded_run_gives_the_tokens_of_the_unsharded_one(capsys, unsharded):
-    for extra in ([], ["--mesh", "2x2", "--layout", "2d-ws"], ["--mesh", "4"]):
+    for extra in ([], ["--mesh", "2x2", "--layout", "2d-ws"], ["--mesh", "4"],
+                  ["--mesh", "2", "--layout", "weight-gathered"]):
         code, out, err = run_cli(capsys, *BASE, *extra)
         assert code == 0, err
         assert json.loads(out)["tokens"] == unsharded, extra
@@ -52,8 +54,15 @@ def test_the_command_sets_up_its_own_devices_in_a_fresh_process(unsharded):
     (["--mesh", "2y4"], "is not of the form"),
     (["--mesh", "0"], "is not of the form"),
     (["--layout", "2d-ws"], "--layout needs --mesh"),
+    (["--mesh", "2", "--layout", "expert-parallel"], "tiny has no mixture of experts to split"),
 ])
 def test_a_mesh_or_layout_the_model_cannot_take_is_exit_2_and_one_line(capsys, extra, message):
     code, out, err = run_cli(capsys, *BASE, *extra)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_the_command_offers_every_layout_of_the_library():
+    from inferbook.cli.generate import MESH_LAYOUTS
+    from inferbook.parallel.layout_rules import LAYOUTS
+    assert set(MESH_LAYOUTS) == set(LAYOUTS)

@@ -101,6 +101,19 @@ def test_the_command_line_generates_transformers_tokens(tmp_path, capsys):
     assert tokens == [hf_greedy(hf, prompt, 6) for prompt in PROMPTS[::2]]
 
 
+def test_the_command_line_splits_a_mixture_of_experts_over_its_experts(tmp_path, capsys):
+    """`--mesh 1x2x2 --layout expert-parallel` on a Mixtral: two experts a chip, tokens sent to
+    them, and still transformers' greedy tokens."""
+    hf = build("mixtral", tmp_path / "mixtral", seed=1)
+    argv = ["generate", "--checkpoint", str(tmp_path / "mixtral"), "--greedy", "--json",
+            "--max-new-tokens", "6", "--mesh", "1x2x2", "--layout", "expert-parallel"]
+    for prompt in PROMPTS[:2]:
+        argv += ["--prompt-ids", ",".join(map(str, prompt))]
+    assert main(argv) == 0
+    tokens = json.loads(capsys.readouterr().out)["tokens"]
+    assert tokens == [hf_greedy(hf, prompt, 6) for prompt in PROMPTS[:2]]
+
+
 def _rewrite(path, change):
     from inferbook.model.checkpoint import read_safetensors, write_safetensors
     tensors = {k: np.array(v) for k, v in read_safetensors(path / "model.safetensors").items()}

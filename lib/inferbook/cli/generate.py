@@ -37,6 +37,9 @@ __all__ = ["add_parser", "run", "parse_ids", "SEED_MAX"]
 # would only pretend to differ (and a negative one is refused by numpy's weight init).
 SEED_MAX = 2**32 - 1
 MAX_PROMPT_TOKENS = 1 << 20     # more ids than any model here has positions, parsed no further
+# The layouts of inferbook.parallel.layout_rules.LAYOUTS, named here because reading that table
+# would start JAX before the arguments are checked (a test keeps the two the same).
+MESH_LAYOUTS = ("1d-ws", "2d-ws", "weight-gathered", "expert-parallel")
 
 
 def parse_ids(text: str) -> list[int]:
@@ -84,8 +87,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help='print {"tokens": [[...], ...]}')
     p.add_argument("--mesh", metavar="SHAPE", type=mesh_shape,
                    help="shard over a device mesh, e.g. 8, 2x4 or 2x2x2 (default: one device)")
-    p.add_argument("--layout", choices=("1d-ws", "2d-ws"),
-                   help="with --mesh: 1D or 2D weight-stationary sharding (default 1d-ws)")
+    p.add_argument("--layout", choices=MESH_LAYOUTS,
+                   help="with --mesh: 1D or 2D weight-stationary, weight-gathered, or (a "
+                        "mixture of experts) expert-parallel sharding (default 1d-ws)")
     p.set_defaults(run=run)
 
 
