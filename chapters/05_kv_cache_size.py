@@ -872,7 +872,7 @@ show_source(kv_quant.attend_per_head)
 # obvious way to read an int8 cache, written here: convert every layer's whole cache to float,
 # then attend as usual. We time the part of the step that reads the cache (`extend`, the whole
 # forward pass; the append that follows writes one token and is the same for all), alternating
-# the variants over two rounds so that other activity on the machine affects them alike, and
+# the variants over three rounds so that other activity on the machine affects them alike, and
 # keep each one's fastest call, the one least disturbed.
 
 # %% [markdown] tags=["lang-zh"]
@@ -880,7 +880,7 @@ show_source(kv_quant.attend_per_head)
 # 由同样的逐头代码读取的 **float32** 缓存；库的标准解码步骤（`decode.extend`，对 float32 缓存做一次
 # 覆盖整个批次的乘积）；以及读取 int8 缓存最直白的办法，写在下面：先把每一层的整个缓存转换成浮点数，
 # 再照常做注意力。我们为步骤中读取缓存的部分计时（`extend`，即整个前向计算；随后的追加只写一个词元，
-# 对所有变体都一样），分两轮交替运行各个变体，让机器上的其他活动对它们的影响相同，并取每个变体最快的
+# 对所有变体都一样），分三轮交替运行各个变体，让机器上的其他活动对它们的影响相同，并取每个变体最快的
 # 一次调用，即受干扰最少的那次。
 
 # %%
@@ -908,10 +908,10 @@ step_fns = {
                                        int8_cache),
 }
 rounds = {label: [] for label in step_fns}
-for _ in range(2):
+for _ in range(3):
     for label, (fn, c) in step_fns.items():
-        rounds[label].append(timing.time_fn(fn, p_att, tok_att, c, repeats=2, warmup=0).min_s)
-int8_time = {label: min(ts) for label, ts in rounds.items()}          # fastest of four calls
+        rounds[label].append(timing.time_fn(fn, p_att, tok_att, c, repeats=3, warmup=0).min_s)
+int8_time = {label: min(ts) for label, ts in rounds.items()}          # fastest of nine calls
 for label, t in int8_time.items():
     print(f"{label:32s} {fmt_seconds(t)}  ({DEVICE})")
 t_i8, t_f32, t_lib, t_naive = int8_time.values()
