@@ -114,7 +114,9 @@ PLANTED = [
     # the target's token drawn from p_n instead of the residual after a rejection
     ("11_serving", "ch13.accept", "lambda *a: ({}(*a)[0], a[2][0])", "dist"),
     # the latent alone, without the shared rotary key
-    ("14_mixture_of_experts", "ch14.mla_cache_bytes_v3", "{} * 512 / 576", "rotary key"),
+    ("14_mixture_of_experts", "ch14.mla_cache_bytes_v3",
+     '{} * (lambda m: m.R_kv / (m.R_kv + m.H_rope))(get_preset("deepseek-v3").mla)',
+     "rotary key"),
     # the top k probabilities without renormalising them
     ("14_mixture_of_experts", "ch14.top_k_router",
      "lambda x, w, k: (jax.lax.top_k(jax.nn.softmax(x @ w), k)[0], {}(x, w, k)[1])", "weights"),

@@ -82,6 +82,18 @@ def _dropped() -> int:
     return collectives.dropped_assignments(CAP_COUNTS, _capacity())
 
 
+def _k_over_e() -> float:
+    """k/E of DeepSeek-V3's experts: a dense layer's critical batch over an MoE layer's."""
+    m = get_preset(DEEPSEEK).moe
+    return m.k / m.E
+
+
+def _latent_share() -> float:
+    """The latent's share of DeepSeek-V3's cache per token, R_kv / (R_kv + H_rope)."""
+    mla = get_preset(DEEPSEEK).mla
+    return mla.R_kv / (mla.R_kv + mla.H_rope)
+
+
 def _mla_bytes() -> float:
     from inferbook.perf import counts
     return counts.kv_bytes_per_token(get_preset(DEEPSEEK), 2)
@@ -166,7 +178,7 @@ QUESTIONS = [
             "FLOPs 2·k·P_e·B against bytes E_touched(B)·P_e·2 read at W: about E/k times a "
             "dense layer's C/W (bf16 weights and math)",
             reference=_layer_bcrit, rel_tol=0.01,
-            mistakes=[Mistake(lambda r: r * 8 / 256, "that is a dense layer's critical batch; "
+            mistakes=[Mistake(lambda r: r * _k_over_e(), "that is a dense layer's critical batch; "
                               "the experts multiply the bytes by E/k")]),
     Numeric("ch14.dispatch_buffer_bytes", "Bytes of one chip's dispatch buffer", 1,
             "the buffer is [E, C, D] in bf16, C = ceil(factor · tokens · k / E) for the chip's "
@@ -188,7 +200,7 @@ QUESTIONS = [
             "every layer caches the latent (R_kv numbers) and the shared rotary key "
             "(H_rope): L·(R_kv + H_rope)·2",
             reference=_mla_bytes, rel_tol=0.005,
-            mistakes=[Mistake(lambda r: r * 512 / 576, "the rotary key is cached beside the "
+            mistakes=[Mistake(lambda r: r * _latent_share(), "the rotary key is cached beside the "
                               "latent: it cannot be decompressed from it"),
                       Mistake(lambda r: r * 2, "latent attention caches no values: the "
                               "latent serves both")]),
