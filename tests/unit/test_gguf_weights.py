@@ -176,3 +176,30 @@ def test_llama3_rope_scaling_is_recovered_from_rope_freqs(source_params, tmp_pat
     from inferbook.model.safetensors_io import CheckpointError
     with pytest.raises(CheckpointError, match="rope_freqs"):
         load_gguf(bad)
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_transformers_reads_our_test_files_as_the_library_does(arch, tmp_path):
+    """An independent reader of the same file: transformers' GGUF loader (its own names, its
+    own undoing of llama.cpp's row order) must compute the library's logits."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from inferbook.model.hf_config import from_hf_config
+    cfg = CFG if arch == "llama" else from_hf_config(
+        {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 256,
+         "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "vocab_size": VOCAB_SIZE, "max_position_embeddings": 128, "rms_norm_eps": 1e-5,
+         "rope_theta": 10_000.0, "tie_word_embeddings": False}, name="gguf-test")
+    params = decoder.init_params(cfg, seed=5)
+    path = write_gguf(tmp_path / "m.gguf", cfg, params, "Q8_0", arch=arch)
+    loaded_cfg, ours = load_gguf(path)
+    assert loaded_cfg.replace(name=cfg.name) == cfg
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="m.gguf",
+                                                           dtype=torch.float32).eval()
+    tokens = [[5, 17, 3, 99, 42, 8, 61, 200, 1, 2]]
+    with torch.no_grad():
+        want = hf(torch.tensor(tokens)).logits[0].numpy()
+    got = np.asarray(decoder.forward(ours, cfg, jnp.array(tokens)))[0]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())

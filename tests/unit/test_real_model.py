@@ -8,6 +8,8 @@ line. The tokenizer rebuilt from the file must tokenize as transformers' does. `
 the file into the data cache (`model_store.fetch`); the fixture fetches it if it is missing.
 """
 
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -76,10 +78,19 @@ def test_greedy_tokens_are_transformers_tokens(reference, prompts, our_tokens):
     assert our_tokens == [reference_tokens(reference, p) for p in prompts]
 
 
-def test_last_position_logits_are_close(model, reference, prompts):
+def last_logits(params, cfg, prompts):
     tokens_BT, lengths_B = decode.pad_prompts(prompts, 16)
-    cache = kvcache.init_cache(model.cfg, len(prompts), tokens_BT.shape[1])
-    ours = np.asarray(decode.prefill(model.params, model.cfg, tokens_BT, lengths_B, cache)[0])
+    cache = kvcache.init_cache(cfg, len(prompts), tokens_BT.shape[1])
+    return np.asarray(decode.prefill(params, cfg, tokens_BT, lengths_B, cache)[0])
+
+
+@pytest.fixture(scope="module")
+def our_logits(model, prompts):
+    return last_logits(model.params, model.cfg, prompts)
+
+
+def test_last_position_logits_are_close(reference, prompts, our_logits):
+    ours = our_logits
     for b, prompt in enumerate(prompts):
         with torch.no_grad():
             want = reference(torch.tensor([prompt])).logits[0, -1].numpy()
@@ -92,21 +103,35 @@ def test_the_chat_answers_the_question(model, our_tokens):
 
 def test_a_safetensors_directory_of_the_same_weights_gives_the_same_tokens(
         reference, model, prompts, our_tokens, tmp_path):
-    reference.save_pretrained(tmp_path)                 # transformers' own layout and names
+    # transformers' own names and layout (its GGUF-loaded model refuses save_pretrained, so
+    # its state dict and config are written as save_pretrained writes them).
+    from safetensors.torch import save_file
+    state = {k: v.detach().contiguous().clone() for k, v in reference.state_dict().items()
+             if not (k == "lm_head.weight" and reference.config.tie_word_embeddings)}
+    save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    config = reference.config.to_dict()
+    config.pop("quantization_config", None)
+    (tmp_path / "config.json").write_text(json.dumps(config))
     model.save_text(tmp_path)                           # tokenizer, template, EOS ids
     from_dir = load_pretrained(tmp_path)
     assert from_dir.prompt(CHAT[0], chat=True) == prompts[len(PLAIN)]
-    assert from_dir.generate(prompts, N_NEW).tokens == our_tokens
+    assert from_dir.eos_ids == model.eos_ids
+    # The same config (the directory's name aside), so the compiled programs are reused.
+    assert from_dir.cfg.replace(name=model.cfg.name) == model.cfg
+    assert decode.generate(from_dir.params, model.cfg, prompts, N_NEW,
+                           eos_id=model.eos_ids).tokens == our_tokens
     r = run_cli(["generate", "--checkpoint", tmp_path, "--chat", "--prompt", CHAT[0]],
                 CLI_LIMIT_S)
     assert r.code == 0 and "Paris" in r.out, r.describe()
 
 
-def test_weights_kept_in_their_blocks_give_the_same_tokens_and_the_files_bytes(
-        gguf_path, prompts, our_tokens):
+def test_weights_kept_in_their_blocks_compute_the_same_and_hold_the_files_bytes(
+        gguf_path, prompts, our_logits):
     import gguf
     kept = load_pretrained(gguf_path, keep_quantized=True)
-    assert kept.generate(prompts, N_NEW).tokens == our_tokens
+    logits = last_logits(kept.params, kept.cfg, prompts)
+    np.testing.assert_allclose(logits, our_logits, rtol=0, atol=1e-4 * np.abs(our_logits).max())
+    assert (logits.argmax(-1) == our_logits.argmax(-1)).all()
     held = sum(w.nbytes for w in jax.tree.leaves(kept.params, is_leaf=is_quantized)
                if is_quantized(w))
     quantized = sum(t.n_bytes for t in gguf.GGUFReader(str(gguf_path)).tensors
@@ -114,7 +139,8 @@ def test_weights_kept_in_their_blocks_give_the_same_tokens_and_the_files_bytes(
     assert held == quantized
 
 
-@pytest.mark.parametrize("source", [["--model", NAME], ["--checkpoint", "GGUF"]])
+@pytest.mark.parametrize("source", [["--model", NAME],
+                                    ["--checkpoint", "GGUF", "--keep-quantized"]])
 def test_the_command_line_answers_in_text(source, gguf_path):
     source = [str(gguf_path) if s == "GGUF" else s for s in source]
     r = run_cli(["generate", *source, "--chat", "--prompt", "What is the capital of France?"],
