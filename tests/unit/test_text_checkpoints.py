@@ -180,3 +180,29 @@ def test_a_sentencepiece_vocabulary_tokenizes_as_transformers_does(tmp_path):
         assert ours.encode(text) == hf(text)["input_ids"], text
         assert ours.decode(ours.encode(text)) == hf.decode(hf(text)["input_ids"],
                                                            skip_special_tokens=True)
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize("post_processor", [False, True])
+def test_a_directory_tokenizes_as_transformers_autotokenizer_does(spec, tmp_path,
+                                                                  post_processor):
+    """A tokenizer.json whose post-processor puts BOS first (as Llama 3's does), or none."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import processors
+    backend = spec.tokenizer.backend
+    if post_processor:
+        backend = type(backend).from_str(backend.to_str())
+        backend.post_processor = processors.TemplateProcessing(
+            single="<|im_start|> $A", special_tokens=[("<|im_start|>", 1)])
+    backend.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "chat_template": CHAT_TEMPLATE,
+         "tokenizer_class": "PreTrainedTokenizerFast"}))
+    ours = text_from_dir(tmp_path).tokenizer
+    hf = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    for text in TEXTS[:6]:
+        assert ours.encode(text) == hf(text)["input_ids"], text
+    conversation = chat_messages("the cat", "Be brief.")
+    rendered = render_chat(CHAT_TEMPLATE, conversation)
+    assert ours.encode(rendered, special=False) == hf.apply_chat_template(
+        conversation, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]

@@ -65,7 +65,9 @@ class TextTokenizer:
         first where the model wants one; False for text that holds its own special tokens."""
         if not isinstance(text, str):
             raise TypeError(f"encode takes a string, got {type(text).__name__}")
-        ids = self.backend.encode(text, add_special_tokens=False).ids
+        # With `special`, the tokenizer's own post-processor (a tokenizer.json may carry one
+        # that puts BOS first, as Llama 3's does) runs as in transformers' `tokenizer(text)`.
+        ids = self.backend.encode(text, add_special_tokens=special).ids
         bos = self.bos_id
         if special and self.add_bos and bos is not None and ids[:1] != [bos]:
             ids = [bos] + ids
