@@ -155,10 +155,14 @@ def _read_config(directory: Path) -> tuple[ModelConfig, str]:
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
     hf = read_hf_config(directory)
     archs = hf.get("architectures") or []
+    family = hf.get("model_type", "llama")
+    if not isinstance(family, str):
+        raise ConfigError(f"model_type must be a string, got {family!r}")
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ConfigError(f"architectures must be a list of names, got {archs!r}")
     if archs and not any(a in SUPPORTED_ARCHITECTURES for a in archs):
         raise ConfigError(f"unsupported architecture {archs[0]!r}; supported: "
                           f"{', '.join(SUPPORTED_ARCHITECTURES)}")
-    family = hf.get("model_type", "llama")
     if family not in FAMILY_ARCHITECTURES:
         raise ConfigError(f"unsupported architecture model_type={family!r}; supported: "
                           f"{', '.join(FAMILY_ARCHITECTURES)}")
