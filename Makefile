@@ -131,12 +131,14 @@ book: venv fonts models
 lint: venv
 	$(VENV)/bin/ruff check .
 
+# --dist loadgroup: tests marked xdist_group (the real model's, which share fixtures that
+# take tens of seconds to load) run on one worker; the rest are spread as usual.
 test-unit: test-venv fonts
-	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) -q
+	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) --dist loadgroup -q
 
 test-oldjax: oldjax-venv
 	HYPOTHESIS_PROFILE=compat $(OLDJAX)/bin/python -m pytest tests/unit -n $(UNIT_JOBS) -q \
-	  -p no:cacheprovider
+	  --dist loadgroup -p no:cacheprovider
 
 # Every chapter, front-matter notebook and exercise, executed from its source. The notebooks
 # that pass are handed to the book's cache (tests/book_cache.py), so `book` below renders

@@ -15,6 +15,7 @@ import sys
 import zipfile
 
 import pytest
+from cli_harness import run_cli
 from gguf_files import CHAT_TEMPLATE, VOCAB_SIZE, write_gguf
 
 from inferbook.model import decoder, model_store
@@ -130,8 +131,10 @@ def test_a_hub_model_is_served_from_the_hubs_cache_offline(hub_cache, tiny_gguf)
     assert from_hub.returncode == 0, from_hub.stderr
     from_file = offline_cli(hub, "--checkpoint", "hf:org/tiny/tiny.gguf", *argv)
     assert from_file.returncode == 0, from_file.stderr
-    from_dir = offline_cli(hub, "--checkpoint", str(tiny_gguf), *argv)
-    tokens = [json.loads(r.stdout)["tokens"] for r in (from_hub, from_file, from_dir)]
+    from_path = run_cli(["generate", "--checkpoint", tiny_gguf, *argv], 120)
+    assert from_path.code == 0, from_path.describe()
+    tokens = [json.loads(out)["tokens"] for out in (from_hub.stdout, from_file.stdout,
+                                                    from_path.out)]
     assert tokens[0] == tokens[1] == tokens[2]
 
 

@@ -25,7 +25,9 @@ from inferbook.model.presets import get_preset  # noqa: E402
 from inferbook.model.pretrained import load_pretrained, open_pretrained  # noqa: E402
 from inferbook.model.quantized import is_quantized  # noqa: E402
 
-pytestmark = pytest.mark.hf
+# One worker runs them all (`make test` distributes with --dist loadgroup): the module's
+# fixtures — transformers' model and tokenizer, the library's model — are loaded once.
+pytestmark = [pytest.mark.hf, pytest.mark.xdist_group("smollm2")]
 
 NAME = "smollm2-135m-instruct"
 PLAIN = ["The capital of France is", "Once upon a time, there was a little",
@@ -117,7 +119,10 @@ def test_a_safetensors_directory_of_the_same_weights_gives_the_same_tokens(
     assert from_dir.prompt(CHAT[0], chat=True) == prompts[len(PLAIN)]
     assert from_dir.eos_ids == model.eos_ids
     # The same config (the directory's name aside), so the compiled programs are reused.
-    assert from_dir.cfg.replace(name=model.cfg.name) == model.cfg
+    # transformers writes the file's float32 epsilon (9.99999975e-06); the library reads the
+    # decimal it was converted from (1e-05).
+    assert from_dir.cfg.norm_eps == pytest.approx(model.cfg.norm_eps, rel=1e-7)
+    assert from_dir.cfg.replace(name=model.cfg.name, norm_eps=model.cfg.norm_eps) == model.cfg
     assert decode.generate(from_dir.params, model.cfg, prompts, N_NEW,
                            eos_id=model.eos_ids).tokens == our_tokens
     r = run_cli(["generate", "--checkpoint", tmp_path, "--chat", "--prompt", CHAT[0]],
