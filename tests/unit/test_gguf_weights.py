@@ -203,3 +203,14 @@ def test_transformers_reads_our_test_files_as_the_library_does(arch, tmp_path):
         want = hf(torch.tensor(tokens)).logits[0].numpy()
     got = np.asarray(decoder.forward(ours, cfg, jnp.array(tokens)))[0]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+
+
+def test_casting_kept_weights_changes_what_they_decode_to_not_their_blocks(source_params,
+                                                                           tmp_path):
+    path = write_gguf(tmp_path / "m.gguf", CFG, source_params, "Q4_0")
+    _, kept = load_gguf(path, keep_quantized=True)
+    cast = decoder.cast_params(kept, jnp.bfloat16)
+    assert cast["layers"][0]["wq"].dtype == jnp.bfloat16
+    for before, after in zip(jax.tree.leaves(kept), jax.tree.leaves(cast)):
+        if before.dtype in (jnp.uint8, jnp.int8, jnp.float16):      # codes and scales
+            np.testing.assert_array_equal(np.asarray(before), np.asarray(after))

@@ -17,6 +17,8 @@ download away, the same name resolves to the hub's repository
     "path/to/dir", "model.gguf"    a local checkpoint
 
     python -m inferbook.model.model_store fetch smollm2-135m-instruct   # what `make` runs
+    python -m inferbook.model.model_store export smollm2-135m-instruct DIR
+                                  # the same weights as a Hugging Face safetensors directory
 """
 
 from __future__ import annotations
@@ -203,12 +205,19 @@ def resolve(spec: str, source: str | None = None) -> Path:
 
 
 def _main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] != "fetch":
-        print("usage: python -m inferbook.model.model_store fetch NAME [URL]", file=sys.stderr)
+    usage = ("usage: python -m inferbook.model.model_store fetch NAME [URL]\n"
+             "       python -m inferbook.model.model_store export NAME|PATH DIR")
+    if len(argv) < 2 or argv[0] not in ("fetch", "export") or (argv[0] == "export"
+                                                                and len(argv) != 3):
+        print(usage, file=sys.stderr)
         return 2
     try:
-        print(fetch(argv[1], url=argv[2] if len(argv) > 2 else None))
-    except CheckpointError as err:
+        if argv[0] == "fetch":
+            print(fetch(argv[1], url=argv[2] if len(argv) > 2 else None))
+        else:       # the same weights as a Hugging Face directory (safetensors, float32)
+            from inferbook.model.pretrained import load_pretrained
+            print(load_pretrained(argv[1]).save(argv[2]))
+    except (CheckpointError, ValueError, OSError) as err:
         print(f"inferbook: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -25,6 +25,7 @@ from inferbook.model.mla import mla_shapes
 from inferbook.model.mlp import mlp_shapes
 from inferbook.model.moe import moe_shapes
 from inferbook.model.norms import RESIDUAL_NORMS, norm_shapes
+from inferbook.model.quantized import is_quantized
 from inferbook.model.self_attention import attention_shapes
 
 __all__ = ["Params", "param_shapes", "layer_shapes", "abstract_params", "init_params",
@@ -112,5 +113,6 @@ def init_params(cfg: ModelConfig, seed: int = 0, dtype: Any = jnp.float32) -> Pa
 
 
 def cast_params(params: Params, dtype: Any) -> Params:
-    """The same weights in another dtype (e.g. bfloat16 for a GPU or TPU)."""
-    return jax.tree.map(lambda w: w.astype(dtype), params)
+    """The same weights in another dtype (e.g. bfloat16 for a GPU or TPU). A matrix kept
+    quantized (`QuantizedMatrix`) keeps its codes and scales and decodes to `dtype`."""
+    return jax.tree.map(lambda w: w.astype(dtype), params, is_leaf=is_quantized)
