@@ -24,6 +24,7 @@ PRESET_OF = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-70
              "meta-llama/Llama-3.1-405B": "llama-3.1-405b",
              "meta-llama/Llama-3.2-1B": "llama-3.2-1b", "meta-llama/Llama-3.2-3B": "llama-3.2-3b",
              "Qwen/Qwen2.5-7B": "qwen2.5-7b", "Qwen/Qwen3-8B": "qwen3-8b",
+             "Qwen/Qwen3-32B": "qwen3-32b",
              "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
              "google/gemma-2-9b": "gemma-2-9b", "microsoft/Phi-3-mini-4k-instruct": "phi-3-mini",
              "deepseek-ai/DeepSeek-V2-Lite": "deepseek-v2-lite",

@@ -49,6 +49,12 @@ FAMILY_CONFIGS: dict[str, dict] = {
                  "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
                  "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
                  "rope_theta": 1000000.0, "tie_word_embeddings": False},
+    # Qwen/Qwen3-32B: Qwen3-8B's design at 64 layers of width 5120 (64 query heads on 8 KV
+    # heads of 128); the TPU v6e decode measurements of book/data/published serve it.
+    "qwen3-32b": {"model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 25600,
+                  "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
+                  "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
+                  "rope_theta": 1000000.0, "tie_word_embeddings": False},
     # Qwen/Qwen3-30B-A3B: 128 experts of width 768 per layer, 8 per token.
     "qwen3-30b-a3b": {"model_type": "qwen3_moe", "hidden_size": 2048,
                       "intermediate_size": 6144, "moe_intermediate_size": 768,
