@@ -73,11 +73,11 @@ from inferbook.model.config import ModelConfig
 from inferbook.model.features import MLA, MoE
 from inferbook.model.moe import route
 from inferbook.model.presets import get_preset
-from inferbook.parallel import collectives, expert_parallel, hlo
+from inferbook.parallel import expert_parallel
 from inferbook.parallel import sharded_decode as sd
 from inferbook.parallel.mesh import named_mesh
 from inferbook.parallel.sharding import make_plan, shard_params
-from inferbook.perf import counts, estimator, moe_layouts, params, roofline
+from inferbook.perf import collectives, counts, estimator, hlo, moe_layouts, params, roofline
 from inferbook.perf.hardware import get_chip
 from inferbook.perf.latent_attention_cost import decode_attention_per_cached_token
 
