@@ -9,7 +9,8 @@ served from `chips` chips with P parameters, A of them active per token:
                 step      = max(attention + weights, comm bandwidth) + comm latency
     prefill     max(forward FLOPs / C, weights read + cache written / W), same comm rule
 
-with C and W the chips' FLOP/s and bandwidth together (chapters 2-4). The communication is
+with C and W the chips' FLOP/s and bandwidth together (chapters 2-4): each step a `StepCost`
+handed to the library's one step-time formula, `step_cost.step_time`. The communication is
 that of the library's 1D or 2D weight-stationary layout (`layout_comms`: chapters 8-10), its
 bytes overlapping with the work and its latencies not (kipply's rule, chapter 4). A mixture of
 experts reads the experts its batch touches, E·(1 − (1 − k/E)^B) per layer
@@ -27,11 +28,14 @@ from typing import Any
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
+from inferbook.perf.decode_attention_cost import decode_attention_flops
+from inferbook.perf.decode_roofline import DecodeEstimate
 from inferbook.perf.hardware import Chip
 from inferbook.perf.layout_comms import LayoutComms, layout_candidates, layout_comms
-from inferbook.perf.roofline import DecodeEstimate, batches_that_fit, peak_flops_per_s
+from inferbook.perf.roofline import batches_that_fit, peak_flops_per_s
+from inferbook.perf.step_cost import StepCost, Work, step_time
 
-__all__ = ["Estimate", "estimate", "decode_attention_flops", "weight_bytes_read",
+__all__ = ["Estimate", "estimate", "weight_bytes_read",
            "critical_batch_moe", "MAX_COUNT"]
 
 MAX_COUNT = 2 ** 40           # batch, tokens and chips beyond this describe no deployment
@@ -41,7 +45,7 @@ MAX_COUNT = 2 ** 40           # batch, tokens and chips beyond this describe no 
 class Estimate(DecodeEstimate):
     """One row of `inferbook estimate`; book/estimate_reference.md defines every field.
 
-    The fields of the sources' decode estimate (`roofline.DecodeEstimate`: parameters, bytes,
+    The fields of the sources' decode estimate (`decode_roofline.DecodeEstimate`: parameters, bytes,
     whether they fit, critical batch, step time, throughput), then what the command adds:
     the setting, formats, experts, communication and prefill.
     """
@@ -86,19 +90,6 @@ def _element_bytes(name: str, value: Any) -> float:
             or not math.isfinite(value) or not 0.125 <= value <= 8:
         raise ValueError(f"{name} must be a number of bytes from 0.125 to 8, got {value!r}")
     return float(value)
-
-
-def decode_attention_flops(cfg: ModelConfig, batch: int, context: int) -> int:
-    """FLOPs of one decode step's attention against `context` cached tokens per sequence.
-
-    4·N·H per cached token per layer (scores and values), over the tokens each layer keeps
-    (a window caps a sliding layer); latent attention in its absorbed form scores N heads over
-    R_kv + H_rope numbers and sums values over R_kv: 2·N·(2·R_kv + H_rope) per token per layer.
-    """
-    held = counts.cached_layer_tokens(cfg, context)
-    per = (2 * cfg.N * (2 * cfg.mla.R_kv + cfg.mla.H_rope) if cfg.mla is not None
-           else 4 * cfg.N * cfg.H)
-    return batch * held * per
 
 
 def weight_bytes_read(cfg: ModelConfig, total_bytes: float, expert_bytes: float,
@@ -186,20 +177,21 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
 
     # Decode: attention, then the weights the batch touches; then the layout's collectives.
     read = weight_bytes_read(cfg, pbytes, ebytes, B)
-    roof = (max(decode_attention_flops(cfg, B, S) / (n * C), copies * kv_total / (n * W))
-            + max(2 * B * A / (n * C), read / (n * W)))
+    decode = (Work("attention", decode_attention_flops(cfg, B, S), copies * kv_total),
+              Work("weights", 2 * B * A, read))
     layouts = _layouts(cfg, chip, n, B, layout)
-    comm, step = min(((c, max(roof, c.bandwidth_s) + c.latency_s) for c in layouts),
-                     key=lambda pair: pair[1])
+    comm, step = min(((c, step_time(StepCost(decode, c.bandwidth_s, c.latency_s), chip, n,
+                                    compute)) for c in layouts), key=lambda pair: pair[1])
 
     # Prefill: the forward pass over every prompt (attention's full T×T rectangle, as the
     # library's FLOP counter counts it), the weights its B·T tokens touch, the cache written.
     moved = (weight_bytes_read(cfg, pbytes, ebytes, B * T)
              + copies * counts.kv_cache_bytes(cfg, B, T, e))
-    pre_roof = max(counts.forward_flops(cfg, B, T, T, logits_for=1) / (n * C), moved / (n * W))
     pre_comm = (comm if n == 1 else
                 layout_comms(cfg, chip, n, B, T, comm.layout, comm.X))
-    prefill = max(pre_roof, pre_comm.bandwidth_s) + pre_comm.latency_s
+    prefill = step_time(StepCost((Work("forward pass", counts.forward_flops(
+        cfg, B, T, T, logits_for=1), moved),), pre_comm.bandwidth_s, pre_comm.latency_s),
+        chip, n, compute)
 
     total = pbytes + copies * kv_total
     if total > hbm:
