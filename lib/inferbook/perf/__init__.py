@@ -23,7 +23,7 @@ A step's cost, and the one formula that times it (every estimate below composes 
     moe_layouts.py  a mixture of experts on many chips: tensor- against expert-parallel
     phase_time.py   prefill, generate-step and KV-transfer times of a serving system
     estimator.py    `inferbook estimate`: memory, decode, prefill, TTFT on one or many chips
-    validation.py   the checks every estimate's inputs pass, the CLI's and the library's
+    estimate_inputs.py  the checks every estimate's inputs pass, the CLI's and the library's
     pareto_plot.py  the latency-throughput figure of an estimate sweep
     speculation.py  expected tokens and speedup of speculative decoding
 

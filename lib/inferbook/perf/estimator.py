@@ -30,16 +30,19 @@ from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
 from inferbook.perf.decode_attention_cost import decode_attention_flops
 from inferbook.perf.decode_roofline import DecodeEstimate
+from inferbook.perf.estimate_inputs import (
+    check_setting,
+    element_bytes,
+    kv_format,
+    weight_format,
+)
 from inferbook.perf.hardware import Chip
 from inferbook.perf.layout_comms import LayoutComms, layout_candidates, layout_comms
 from inferbook.perf.roofline import batches_that_fit, peak_flops_per_s
 from inferbook.perf.step_cost import StepCost, Work, step_time
 
 __all__ = ["Estimate", "estimate", "weight_bytes_read",
-           "critical_batch_moe", "MAX_COUNT"]
-
-MAX_COUNT = 2 ** 40           # batch, tokens and chips beyond this describe no deployment
-
+           "critical_batch_moe"]
 
 @dataclass(frozen=True)
 class Estimate(DecodeEstimate):
@@ -77,19 +80,6 @@ class Estimate(DecodeEstimate):
         out = asdict(self)
         out["warnings"] = list(self.warnings)
         return out
-
-
-def _count(name: str, value: Any, high: int = MAX_COUNT) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise ValueError(f"{name} must be a whole number from 1 to {high:,}, got {value!r}")
-    return value
-
-
-def _element_bytes(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not 0.125 <= value <= 8:
-        raise ValueError(f"{name} must be a number of bytes from 0.125 to 8, got {value!r}")
-    return float(value)
 
 
 def weight_bytes_read(cfg: ModelConfig, total_bytes: float, expert_bytes: float,
@@ -137,37 +127,25 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
     model. `weights`/`kv` are storage formats (`quant`); `weight_bytes`/`kv_bytes` instead
     set plain bytes per parameter / per cached element, as the sources do.
 
-    Raises ValueError on bad input, on a context beyond the model's positions when `strict`
-    (otherwise a warning in the result), and on a figure that does not come out finite.
+    Raises `estimate_inputs.EstimateInputError` (a ValueError naming the input) on bad input,
+    the same checks `inferbook estimate` makes, and on a context beyond the model's positions
+    when `strict` (otherwise a warning in the result); ValueError on a figure that does not
+    come out finite.
     """
-    S = cfg.max_seq_len if context is None else _count("context", context)
-    T = S if prompt is None else _count("prompt", prompt)
-    B = _count("batch", batch)
-    n = _count("chips", chips, 2 ** 20)
-    if chip.max_chips is not None and n > chip.max_chips:
-        raise ValueError(f"{n} chips exceed the {chip.max_chips} that one {chip.interconnect} "
-                         f"domain of {chip.name} joins; the estimator models one domain")
-    if T > S:
-        raise ValueError(f"the prompt ({T:,} tokens) cannot be longer than the context "
-                         f"({S:,} tokens) it is part of")
-    warnings = []
-    if S > cfg.max_seq_len:
-        text = (f"context {S:,} exceeds the {cfg.max_seq_len:,} positions {cfg.name} was "
-                "trained for")
-        if strict:
-            raise ValueError(text)
-        warnings.append(text)
-    fmt = quant.parse_weight_format(weights) if isinstance(weights, str) else weights
+    S, T, warnings = check_setting(cfg, chip, batch=batch, context=context, prompt=prompt,
+                                   chips=chips, layout=layout, strict=strict)
+    B, n = batch, chips
+    fmt = weight_format(weights)
     P, A = params.param_count(cfg), params.active_param_count(cfg)
     if weight_bytes is None:
         pbytes, wlabel = quant.weight_bytes(cfg, fmt), fmt.label
         ebytes = quant.weight_bytes(cfg, fmt, ("expert",))
     else:
-        wb = _element_bytes("weight bytes", weight_bytes)
+        wb = element_bytes("weight_bytes", weight_bytes)
         routed = sum(t.size for t in params.tensors(cfg) if t.role == "expert")
         pbytes, ebytes, wlabel = P * wb, routed * wb, f"{wb:g} bytes"
-    e = quant.kv_element_bytes(cfg, kv) if kv_bytes is None else _element_bytes("KV bytes",
-                                                                                  kv_bytes)
+    e = (quant.kv_element_bytes(cfg, kv_format(kv)) if kv_bytes is None
+         else element_bytes("kv_bytes", kv_bytes))
     klabel = kv if kv_bytes is None else f"{e:g} bytes"
     W, C = chip.hbm_bytes_per_s, peak_flops_per_s(chip, compute)
     copies = n if cfg.mla is not None else 1          # the latent has no heads to split
@@ -227,9 +205,7 @@ def _layouts(cfg: ModelConfig, chip: Chip, n: int, B: int, layout: str | None
     """The priced decode collectives of every layout (and 2D split) that can serve."""
     if n == 1:
         return [LayoutComms(layout or "1d-ws", 1, 1, 0.0, 0.0, 0.0, 0)]
-    candidates, problem = layout_candidates(cfg, n, B, layout)
-    if not candidates:
-        raise ValueError(problem)
+    candidates, _ = layout_candidates(cfg, n, B, layout)     # never empty: check_setting
     return [layout_comms(cfg, chip, n, B, 1, name, X) for name, X in candidates]
 
 
