@@ -6,6 +6,7 @@ about importing).
 * the modules' top-level imports form no cycle;
 * the packages (model, perf, parallel, ...) import each other in one direction only, counting
   every import, function-local ones too;
+* perf/ and parallel/ define each public name once;
 * no module outside the grading question sets is longer than 300 lines;
 * `import inferbook` (and each part's package, and the CLI up to its parser) starts no JAX;
 * no function, class or module is named after a person or a source (cite them in docstrings);
@@ -243,6 +244,43 @@ def test_the_package_scan_sees_a_function_local_import():
     assert _cycles(_package_graph(trees)) == [["model", "perf"]]
     trees["inferbook.model.config"] = ast.parse("def late():\n    return 1\n")
     assert _cycles(_package_graph(trees)) == []
+
+
+def _public_definitions(tree: ast.Module) -> set[str]:
+    """Public names a module defines at its top: functions, classes, constants."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {n for n in names if not n.startswith("_")}
+
+
+def _defined_twice(trees: dict[str, ast.Module], packages: tuple[str, ...]) -> dict:
+    where: dict[str, list[str]] = {}
+    for module, tree in trees.items():
+        if _package(module) in packages and module.count(".") == 2:
+            for name in _public_definitions(tree):
+                where.setdefault(name, []).append(module)
+    return {name: mods for name, mods in where.items() if len(mods) > 1}
+
+
+def test_the_cost_models_and_the_layouts_define_each_public_name_once():
+    """One name per concept in perf/ and parallel/: a reader who meets `collective_time`
+    or `LAYOUTS` knows which one is meant."""
+    twice = _defined_twice(_trees(), ("perf", "parallel"))
+    assert not twice, f"public names defined in several modules: {twice}"
+
+
+def test_the_name_scan_sees_a_name_defined_twice():
+    trees = {"inferbook.perf.a": ast.parse("def step_time():\n    pass\n"),
+             "inferbook.parallel.b": ast.parse("step_time = 1\n_private = 2\n"),
+             "inferbook.perf.c": ast.parse("def _private():\n    pass\n")}
+    assert _defined_twice(trees, ("perf", "parallel")) == {
+        "step_time": ["inferbook.perf.a", "inferbook.parallel.b"]}
 
 
 def test_no_module_is_longer_than_the_limit():
