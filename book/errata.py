@@ -56,7 +56,7 @@ from inferbook.book.present import (
     glue,
 )
 from inferbook.model.presets import get_preset
-from inferbook.perf import comm_time, counts, latency, roofline
+from inferbook.perf import comm_time, counts, decode_roofline, latency, roofline
 from inferbook.perf.hardware import get_chip
 
 book = bookdata.load("scaling_book_published.json")
@@ -140,7 +140,7 @@ for variant, kv_cfg, published in (("K = 40", llama, tab),
                                    ("K = 8", llama.replace(K=8), tab["small_kv"])):
     for B, ms in zip(tab["batch"], published["step_ms"]):
         kv = counts.kv_cache_bytes(kv_cfg, B, S)
-        ours = roofline.step_time(counts.param_count(llama), weights, kv, B, v5e, chips)
+        ours = decode_roofline.decode_step_time(counts.param_count(llama), weights, kv, B, v5e, chips)
         diffs.append(abs(ours * 1e3 / ms - 1))
         rows.append(f"| {variant} | {B} | {ms} ms | {fmt_seconds(ours, 2)} |")
 assert max(diffs) < 0.01
@@ -367,8 +367,8 @@ glue("err_p7_formula", f"{n_star:.0f}");
 app = book["appendix_a"]
 D_a, F_a, chips_a = 8192, 32768, 4
 layer = 2 * D_a * F_a
-floor_exact = roofline.step_time_lower_bound(2 * layer, 0, v5e, chips_a)
-floor_rounded = roofline.step_time_lower_bound(2 * app["layer_params_rounded"], 0, v5e, chips_a)
+floor_exact = decode_roofline.step_time_lower_bound(2 * layer, 0, v5e, chips_a)
+floor_rounded = decode_roofline.step_time_lower_bound(2 * app["layer_params_rounded"], 0, v5e, chips_a)
 assert abs(floor_rounded * 1e6 / app["layer_floor_us"] - 1) < 0.01     # the source's figure
 assert floor_exact < 0.95 * floor_rounded
 glue("err_a_D", f"{D_a:,}")

@@ -411,7 +411,9 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 #   with the arithmetic, so the larger of the two counts.
 #
 # Both leave out reading the KV cache (it depends on the context) and the unembedding's extra
-# traffic. Her example is a Gopher-sized model {cite:p}`rae2021gopher` on 16 A100s.
+# traffic. Her example is a Gopher-sized model {cite:p}`rae2021gopher` on 16 A100s. In the
+# library each of her formulas lists the step's parts and collectives the way she counts them
+# and hands them to its one step-time formula, `step_cost.step_time` (chapter 3).
 
 # %% [markdown] tags=["lang-zh"]
 # 所有链路的一个方向加起来是 {glue:text}`ch4_link`（两个方向都算则是 {glue:text}`ch4_link_both`）。
@@ -429,7 +431,8 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 #   较大的那个。
 #
 # 两者都没有计入读取 KV 缓存（它取决于上下文）和反嵌入带来的额外流量。她的例子是一个 Gopher 规模的
-# 模型 {cite:p}`rae2021gopher`，跑在 16 块 A100 上。
+# 模型 {cite:p}`rae2021gopher`，跑在 16 块 A100 上。在库中，她的每个公式都按她的算法列出这一步的
+# 各部分和集合通信，再交给库中唯一的步骤时间公式 `step_cost.step_time`（第 3 章）。
 
 # %%
 show_source(latency.small_batch_latency)

@@ -69,11 +69,11 @@ from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder
 from inferbook.model.generate_args import random_prompts
 from inferbook.model.presets import get_preset
-from inferbook.parallel import collectives, hlo, kv_sharding
+from inferbook.parallel import kv_sharding
 from inferbook.parallel import sharded_decode as sd
 from inferbook.parallel.mesh import named_mesh, shard_map
 from inferbook.parallel.sharding import make_plan, shard_params
-from inferbook.perf import comm_time, counts
+from inferbook.perf import collectives, comm_time, counts, hlo
 from inferbook.perf.hardware import get_chip
 
 print(info.describe())
@@ -516,7 +516,7 @@ whole = comm_time.latency_bound_bytes(chip, n8)
 per_shard = comm_time.latency_bound_bytes(chip, n8, reading="per-shard")
 assert whole == n8 * per_shard
 # At the threshold both terms of appendix C's formula are equal.
-assert comm_time.collective_time(whole, chip, n8) == chip.hop_latency_s * n8 / 2
+assert comm_time.ring_collective_time(whole, chip, n8) == chip.hop_latency_s * n8 / 2
 B_ex, D_ex = 16, 8192                                        # the sources' example, int8
 example = B_ex * D_ex
 assert (example < whole) == (example / n8 < per_shard)
@@ -539,11 +539,11 @@ for c in step_colls:
         points.setdefault((c.kind, c.bytes), []).append(c.scope)
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for kind, color in (("all-gather", "C0"), ("all-reduce", "C1")):
-    t = [comm_time.collective_time(x, chip, n8, kind) * 1e6 for x in sizes]
+    t = [comm_time.ring_collective_time(x, chip, n8, kind) * 1e6 for x in sizes]
     ax.loglog(sizes, t, color=color, label=f"{kind} over {n8} chips (appendix C)")
     for (k, nbytes), labels in points.items():
         if k == kind:
-            y = comm_time.collective_time(nbytes, chip, n8, kind) * 1e6
+            y = comm_time.ring_collective_time(nbytes, chip, n8, kind) * 1e6
             ax.plot(nbytes, y, "o", color=color)
             ax.annotate(", ".join(dict.fromkeys(labels)), (nbytes, y),
                         textcoords="offset points", xytext=(5, -12), fontsize=8)

@@ -73,13 +73,13 @@ from inferbook.model.config import ModelConfig
 from inferbook.model.features import MLA, MoE
 from inferbook.model.moe import route
 from inferbook.model.presets import get_preset
-from inferbook.parallel import collectives, expert_parallel, hlo
+from inferbook.parallel import expert_parallel
 from inferbook.parallel import sharded_decode as sd
 from inferbook.parallel.mesh import named_mesh
 from inferbook.parallel.sharding import make_plan, shard_params
-from inferbook.perf import counts, estimator, moe_layouts, params, roofline
+from inferbook.perf import collectives, counts, estimator, hlo, moe_layouts, params, roofline
+from inferbook.perf.decode_attention_cost import decode_attention_per_cached_token
 from inferbook.perf.hardware import get_chip
-from inferbook.perf.latent_attention_cost import decode_attention_per_cached_token
 
 print(info.describe())
 v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
@@ -966,7 +966,7 @@ glue("ch14_mla_err", f"{mla_err:.0e}")
 # $R_{kv} + H_\text{rope}$ numbers in both forms; the naive form then spends
 # $2 R_{kv} N (H_\text{nope} + H_v)$ FLOPs decompressing them, the absorbed form only
 # $2N(2R_{kv} + H_\text{rope})$ to score and sum them
-# (`latent_attention_cost.decode_attention_per_cached_token`). We check the absorbed count on
+# (`decode_attention_cost.decode_attention_per_cached_token`). We check the absorbed count on
 # the library's own decode step — XLA's FLOPs for two cache lengths, differenced — and place
 # the forms beside multi-head and grouped attention of DeepSeek-V3's heads:
 
@@ -974,7 +974,7 @@ glue("ch14_mla_err", f"{mla_err:.0e}")
 # （两者的差异在 {glue:text}`ch14_mla_err` 以内。）吸收带来的取舍体现在屋顶线上。每个缓存词元、每一层，
 # 一个解码查询在两种形式中读取的都是同样的 $R_{kv} + H_\text{rope}$ 个数；朴素形式接着要花
 # $2 R_{kv} N (H_\text{nope} + H_v)$ FLOPs 把它们解压，而吸收形式只需 $2N(2R_{kv} + H_\text{rope})$ 来
-# 打分和求和（`latent_attention_cost.decode_attention_per_cached_token`）。我们在库自己的解码步骤上检查
+# 打分和求和（`decode_attention_cost.decode_attention_per_cached_token`）。我们在库自己的解码步骤上检查
 # 吸收形式的计数——取 XLA 对两个缓存长度给出的 FLOPs 之差——并把这两种形式与 DeepSeek-V3 头配置下的
 # 多头注意力和分组注意力放在一起：
 

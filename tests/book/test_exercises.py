@@ -23,9 +23,10 @@ import jupytext
 import nbformat
 import pytest
 
-from inferbook.grading import generate, registry
+from inferbook.book import exercise_sources
+from inferbook.grading import registry
 from inferbook.grading.grader import grade_notebook
-from inferbook.grading.kernel import INTERRUPT_GRACE_S
+from inferbook.grading.sandboxed_kernel import INTERRUPT_GRACE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "exercises").glob("[0-9]*.py"))
@@ -65,13 +66,13 @@ def test_the_student_notebooks_hold_no_line_of_any_solution(source):
     outside, solution = set(), set()
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            if generate.SOLUTION_TAG in cell.metadata.get("tags", []):
+            if exercise_sources.SOLUTION_TAG in cell.metadata.get("tags", []):
                 solution |= {x.strip() for x in cell.source.splitlines() if x.strip()}
             else:
                 outside |= {x.strip() for x in cell.source.splitlines()}
             continue
         lines, pos = cell.source.splitlines(), 0
-        for begin, end, _ in generate.solution_regions(cell.source):
+        for begin, end, _ in exercise_sources.solution_regions(cell.source):
             outside |= {x.strip() for x in lines[pos:begin]}
             solution |= {x.strip() for x in lines[begin + 1:end]}
             pos = end + 1
@@ -83,7 +84,7 @@ def test_the_student_notebooks_hold_no_line_of_any_solution(source):
     assert not secret & student_lines
     assert not any("SOLUTION" in c.source for c in student.cells)
     assert student.metadata["inferbook"]["exercises"] == sorted(
-        {registry.set_of(i) for i in generate.question_ids(nb.cells)})
+        {registry.set_of(i) for i in exercise_sources.question_ids(nb.cells)})
 
 
 def plant(source: Path, question_id: str, template: str, tmp_path: Path) -> Path:
@@ -201,7 +202,7 @@ def test_a_broken_cell_fails_its_own_questions_and_the_rest_still_run(tmp_path):
 def test_the_student_twin_is_what_the_generator_makes():
     # (test_notebooks checks the twins are current; this checks they are student versions.)
     for source in SOURCES:
-        student = generate.student_notebook(jupytext.read(source))
+        student = exercise_sources.student_notebook(jupytext.read(source))
         twin = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
         # Code cells as generated; the Markdown is rewritten for Colab (test_colab_twins).
         assert [c.source for c in twin.cells[1:] if c.cell_type == "code"

@@ -158,7 +158,7 @@ def test_every_trick_gains_nothing_sealed(isolated, tmp_path):
         assert "kernel died" in out["ch01.naive_step_flops"]
         assert "ended the process running it" in out["ch01.write_kv"]
     else:
-        assert "kernel died" in data["output"]            # it killed its parent: the jail
+        assert "kernel died" in data["output"]            # it killed its parent: the launcher
     assert neighbour.is_file() and path.is_file()
     assert ("bubblewrap (own PID" in data["output"]) == isolated
     assert time.monotonic() - start < 300

@@ -19,7 +19,7 @@ import dataclasses
 import math
 
 from inferbook.model.presets import get_preset
-from inferbook.perf import comm_time, counts, roofline
+from inferbook.perf import comm_time, counts, decode_roofline, roofline
 
 from ..compare import allclose
 from ..questions import Exact, Function, Mistake, Numeric
@@ -49,7 +49,7 @@ def _published(*keys):
 def _quiz(B: int, bandwidth: float | None = None) -> float:
     """The quiz: 30e9 int8 parameters, 100 kB of cache per token, 8,192 tokens, 16 v5e."""
     chip = _v5e() if bandwidth is None else dataclasses.replace(_v5e(), hbm_bytes_per_s=bandwidth)
-    return roofline.step_time(30e9, 30e9, B * 8192 * 100e3, B, chip, 16)
+    return decode_roofline.decode_step_time(30e9, 30e9, B * 8192 * 100e3, B, chip, 16)
 
 
 def _BW81() -> float:
@@ -73,7 +73,8 @@ def _weights() -> float:
 def _table_step(B: int, K: int | None = None) -> float:
     cfg = _llama()
     kv = counts.kv_cache_bytes(cfg if K is None else cfg.replace(K=K), B, CTX)
-    return roofline.step_time(counts.param_count(cfg), _weights(), kv, B, _v5e(), CHIPS)
+    return decode_roofline.decode_step_time(counts.param_count(cfg), _weights(), kv, B, _v5e(),
+                                            CHIPS)
 
 
 def _gqa_max_batch() -> int:
@@ -106,7 +107,7 @@ def _p3() -> float:
 
 def _p4_step() -> float:
     kv = _p2() * P2_CONTEXT * counts.kv_bytes_per_token(_m18(), 1)
-    return roofline.step_time_lower_bound(counts.param_bytes(_m18(), 1), kv, _v5e(), SLICE)
+    return decode_roofline.step_time_lower_bound(counts.param_bytes(_m18(), 1), kv, _v5e(), SLICE)
 
 
 def _moe(experts: int) -> int:
@@ -136,7 +137,7 @@ def _step_reference(params, param_bytes, kv_bytes, batch, flops_per_s, hbm_bytes
     from inferbook.perf.hardware import Chip
     chip = Chip("random", hbm_bytes=1e9, hbm_bytes_per_s=hbm_bytes_per_s,
                 bf16_flops_per_s=flops_per_s, int8_ops_per_s=None)
-    return roofline.step_time(params, param_bytes, kv_bytes, batch, chip)
+    return decode_roofline.decode_step_time(params, param_bytes, kv_bytes, batch, chip)
 
 
 _KEYS_ONLY = ("the close translation's answer: it stores keys but forgets the values; the "
@@ -145,7 +146,8 @@ _KEYS_ONLY = ("the close translation's answer: it stores keys but forgets the va
 QUESTIONS = [
     Function("ch03.step_time_fn", "Write the general step time", 2,
              "kv_bytes / W + max(2 · batch · params / C, param_bytes / W)",
-             library_answers=("inferbook.perf.roofline.step_time",),
+             library_answers=("inferbook.perf.decode_roofline.decode_step_time",
+                              "inferbook.perf.step_cost.step_time"),
              reference=_step_reference, cases=_step_cases, compare=allclose(1e-9, 0)),
     Numeric("ch03.quiz_step_b4", "Step-time quiz: batch 4", 1,
             "small batch: every weight byte and every cache byte read once, over 16 chips' "

@@ -9,13 +9,14 @@ error), ran past its limit, or the kernel died under it. Past the limit the kern
 an interrupt request (a KeyboardInterrupt in the cell, as Jupyter's "stop" button); if the
 cell has not stopped a few seconds later — it ignores SIGINT, or is stuck inside XLA — the
 outcome says so and the caller restarts the kernel. While a cell runs, its output is read and
-dropped — all but its errors and the answers a sealed `check` sends (`capture.MIME`).
+dropped — all but its errors and the answers a sealed `check` sends (`sealed_check.MIME`).
 
-The kernel's side, ``python -m inferbook.grading.kernel [--sealed] -f CONNECTION_FILE`` in
-the sandbox: with ``--sealed`` the answer keys are refused before any of the student's code
-runs (`seal.guard_answer_keys`; the sandbox also hides their files where it can) and `check`
-records answers for the grader instead of grading them (`capture.activate`). Then it is an
-ordinary IPython kernel: the notebook sees nothing else different.
+The kernel's side, ``python -m inferbook.grading.sandboxed_kernel [--sealed] -f CONNECTION``
+in the sandbox: with ``--sealed`` the answer keys are refused before any of the student's
+code runs (`sealed_guards.guard_answer_keys`; the sandbox also hides their files where it
+can) and `check` records answers for the grader instead of grading them
+(`sealed_check.activate`). Then it is an ordinary IPython kernel:
+the notebook sees nothing else different.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import capture, seal
-from .capture import MIME
+from . import sealed_check, sealed_guards
 from .sandbox import Sandbox
+from .sealed_check import MIME
 
 __all__ = ["CellOutcome", "Kernel", "KernelStartError", "INTERRUPT_GRACE_S", "main"]
 
@@ -75,7 +76,7 @@ class Kernel:
         from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
         self.starts += 1
-        boot = [sys.executable, "-m", "inferbook.grading.kernel",
+        boot = [sys.executable, "-m", "inferbook.grading.sandboxed_kernel",
                 *(["--sealed"] if self.sealed else []), "-f", "{connection_file}"]
         spec = KernelSpec(argv=self.sandbox.command(boot), display_name="inferbook grader",
                           language="python", interrupt_mode="message", env={})
@@ -194,10 +195,10 @@ def main(argv: list[str]) -> None:
     sealed = "--sealed" in argv
     argv = [a for a in argv if a != "--sealed"]
     if sealed:
-        seal.guard_answer_keys()
-        capture.activate()
+        sealed_guards.guard_answer_keys()
+        sealed_check.activate()
     # ipykernel ends itself when its parent changes; inside a PID namespace the grader's pid
-    # means nothing, and the sandbox's jail already ends the kernel with the grader.
+    # means nothing, and the sandbox's launcher already ends the kernel with the grader.
     os.environ.pop("JPY_PARENT_PID", None)
     from ipykernel import kernelapp
     sys.argv = [sys.argv[0], *argv]

@@ -13,8 +13,8 @@ import pytest
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.features import MLA
-from inferbook.parallel import hlo
-from inferbook.perf.latent_attention_cost import decode_attention_per_cached_token
+from inferbook.perf import hlo
+from inferbook.perf.decode_attention_cost import decode_attention_per_cached_token
 
 LATENT = ModelConfig(L=1, D=64, F=64, N=4, K=4, H=192, V=64, name="latent",
                      mla=MLA(R_kv=512, H_nope=128, H_rope=64, H_v=128))

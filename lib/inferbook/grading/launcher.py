@@ -1,6 +1,6 @@
 """The parent of every process a submission runs in: it limits it, and it ends with it.
 
-Run as a script (``python -I jail.py MEMORY_BYTES [--user UID:GID] -- COMMAND...``), not as a
+Run as a script (``python -I launcher.py MEMORY_BYTES [--user UID:GID] -- COMMAND...``), not as a
 module, so that starting it loads only the standard library. It
 
 - starts COMMAND with a memory limit: RLIMIT_DATA, the heap and every private writable
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
         user = tuple(int(x) for x in argv[2].split(":"))
         argv = argv[:1] + argv[3:]
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
-        sys.stderr.write("usage: jail.py MEMORY_BYTES [--user UID:GID] -- COMMAND...\n")
+        sys.stderr.write("usage: launcher.py MEMORY_BYTES [--user UID:GID] -- COMMAND...\n")
         return 2
     memory, command = int(argv[0]), argv[2:]
     parent = os.getppid()

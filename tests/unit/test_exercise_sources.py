@@ -5,7 +5,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 jupytext = pytest.importorskip("jupytext")
 
-from inferbook.grading import generate  # noqa: E402
+from inferbook.book import exercise_sources, reader  # noqa: E402
 
 SOURCE = '''# %% [markdown]
 # **1** A number.
@@ -36,7 +36,7 @@ check("ch01.write_kv", f)
 
 
 def student():
-    return generate.student_notebook(jupytext.reads(SOURCE, fmt="py:percent"))
+    return exercise_sources.student_notebook(jupytext.reads(SOURCE, fmt="py:percent"))
 
 
 def test_top_level_solutions_become_stubs_for_the_names_the_notebook_uses():
@@ -59,12 +59,12 @@ def test_written_solutions_become_empty_answer_cells_and_nothing_of_a_solution_i
     text = "\n".join(c.source for c in nb.cells)
     for secret in ("scratch", "y = x * 2", "return y", "read at every step", "SOLUTION"):
         assert secret not in text
-    assert nb.cells[-1].source == generate.STUDENT_ANSWER_CELL
+    assert nb.cells[-1].source == exercise_sources.STUDENT_ANSWER_CELL
     assert nb.metadata["inferbook"] == {"exercises": ["ch01"]}
 
 
 def test_the_book_page_hides_solutions_behind_toggles():
-    nb = generate.book_reads(SOURCE)
+    nb = reader.book_reads(SOURCE)
     solution_cells = [c for c in nb.cells if "hide-input" in c.metadata.get("tags", [])]
     assert len(solution_cells) == 2
     assert all("SOLUTION" not in c.source for c in nb.cells)
@@ -73,7 +73,7 @@ def test_the_book_page_hides_solutions_behind_toggles():
     # A notebook without solutions (a chapter) is read exactly as jupytext reads it.
     chapter = "# %%\nx = 1\n"
     plain = jupytext.reads(chapter, fmt="py:percent")
-    read = generate.book_reads(chapter)
+    read = reader.book_reads(chapter)
     assert [(c.cell_type, c.source, c.metadata) for c in read.cells] == \
         [(c.cell_type, c.source, c.metadata) for c in plain.cells]
 
@@ -88,4 +88,4 @@ def test_the_book_page_hides_solutions_behind_toggles():
 def test_malformed_sources_are_refused_with_the_cell_named(source, message):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
     with pytest.raises(ValueError, match=message):
-        generate.student_notebook(nb)
+        exercise_sources.student_notebook(nb)

@@ -1,4 +1,4 @@
-"""From one exercise source, the student notebook and the book's exercise page.
+"""An exercise source's format: from it, the student notebook and the book's exercise page.
 
 An exercise notebook is written once, as a py:percent source in `exercises/`, with its
 solutions in it. A solution is the code between two marker lines::
@@ -11,13 +11,14 @@ or, for a written answer, a whole Markdown cell tagged ``solution``. Two things 
 from the source:
 
 - the **student notebook** (`student_notebook`), committed as the Colab `.ipynb` beside the
-  source by `inferbook.book.notebooks` (`make notebooks`). Each solution becomes a stub: inside a
-  function, ``raise NotImplementedError`` (which `check` reports as "not attempted"); at the
-  top level, ``name = ...`` for every name the solution assigns. Solution cells of Markdown
-  become an empty answer cell. No line of a solution survives.
-- the **book page** (`book_reads`, the reader `_config.yml` gives Sphinx for .py sources):
-  the marker lines are dropped and each solution cell is folded behind a "Show solution"
-  toggle; the page runs, so its checks show that the solutions pass.
+  source by `inferbook.book.notebooks` (`make notebooks`), and graded by `inferbook grade`.
+  Each solution becomes a stub: inside a function, ``raise NotImplementedError`` (which
+  `check` reports as "not attempted"); at the top level, ``name = ...`` for every name the
+  solution assigns. Solution cells of Markdown become an empty answer cell.
+  No line of a solution survives.
+- the **book page** (`book_notebook`, which the book's reader `inferbook.book.reader` applies
+  to a source with solutions): the marker lines are dropped and each solution cell is folded
+  behind a "Show solution" toggle; the page runs, so its checks show that the solutions pass.
 
 Rules the sources follow (`validate` enforces them): markers come in pairs, not nested; a
 cell holding a solution calls no `check` (the check goes in the next cell, so the toggle hides
@@ -35,14 +36,15 @@ import textwrap
 import tokenize
 from typing import Any
 
-from . import registry
-
-__all__ = ["BEGIN", "END", "SOLUTION_TAG", "solution_regions", "student_source",
-           "student_notebook", "book_notebook", "book_reads", "validate", "question_ids"]
+__all__ = ["BEGIN", "END", "SOLUTION_TAG", "QUESTION_ID", "solution_regions", "student_source",
+           "student_notebook", "book_notebook", "has_solutions", "validate", "question_ids"]
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)#\s*BEGIN SOLUTION\s*$")
 END = re.compile(r"^[ \t]*#\s*END SOLUTION\s*$")
 SOLUTION_TAG = "solution"
+# A question's id: its set (the chapter, "ch01") and its name; `inferbook.grading.registry`
+# finds the sets by it.
+QUESTION_ID = re.compile(r"^(ch\d\d)\.[a-z0-9_]+$")
 CHECK_CALL = re.compile(r"""\bcheck\(\s*(?P<q>["'])(?P<id>[^"']+)(?P=q)""")
 STUDENT_ANSWER_CELL = "*Your answer:* "
 # The words this module writes into a page, per language (the prose itself is the source's).
@@ -182,7 +184,7 @@ def student_notebook(nb: Any, lang: str = "en") -> Any:
             cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != SOLUTION_TAG]
             if not cell.metadata["tags"]:
                 del cell.metadata["tags"]
-    sets = sorted({s for s in map(registry.set_of, question_ids(nb.cells)) if s})
+    sets = sorted({m.group(1) for m in map(QUESTION_ID.match, question_ids(nb.cells)) if m})
     nb.metadata["inferbook"] = {"exercises": sets}
     if lang != "en":
         nb.metadata["inferbook"]["language"] = lang
@@ -211,22 +213,8 @@ def book_notebook(nb: Any, lang: str = "en") -> Any:
     return nb
 
 
-def _has_solutions(nb: Any) -> bool:
+def has_solutions(nb: Any) -> bool:
+    """Whether any cell of `nb` holds a solution (marker lines or a solution Markdown cell)."""
     marker = re.compile(r"(?m)^[ \t]*#\s*(BEGIN|END) SOLUTION\s*$")
     return any((c.cell_type == "code" and marker.search(c.source)) or _is_solution_markdown(c)
                for c in nb.cells)
-
-
-def book_reads(text: str, fmt: str = "py:percent", lang: str = "en") -> Any:
-    """Sphinx's reader for .py sources: jupytext, the prose of one language
-    (`inferbook.book.bilingual`), and toggles where there are solutions.
-
-    `_config.yml` gives it to Sphinx; the Chinese edition's configuration adds ``lang: zh``.
-    """
-    import jupytext
-    import nbformat
-
-    from inferbook.book.bilingual import edition
-    nb = jupytext.reads(text, fmt=fmt)
-    nb.cells = edition(nb.cells, lang, nbformat.v4.new_markdown_cell)
-    return book_notebook(nb, lang) if _has_solutions(nb) else nb

@@ -1,4 +1,4 @@
-"""What a decode step's attention does per cached token: FLOPs, bytes, and their ratio.
+"""What a decode step's attention costs: FLOPs and bytes per cached token, and per step.
 
 During decoding each new query reads every cached token of every layer once. Per cached
 token, per layer and per query token (bytes b per cached number):
@@ -23,8 +23,9 @@ the per-step folding is in `model.mla`).
 from __future__ import annotations
 
 from inferbook.model.config import ModelConfig
+from inferbook.perf.counts import cached_layer_tokens
 
-__all__ = ["decode_attention_per_cached_token", "FORMS"]
+__all__ = ["decode_attention_per_cached_token", "decode_attention_flops", "FORMS"]
 
 FORMS = ("naive", "absorbed")
 
@@ -49,3 +50,11 @@ def decode_attention_per_cached_token(cfg: ModelConfig, form: str | None = None,
         return 2.0 * N * (2 * m.R_kv + m.H_rope), read
     decompress = 2.0 * m.R_kv * N * (m.H_nope + m.H_v)
     return decompress + 2.0 * N * m.H_qk + 2.0 * N * m.H_v, read
+
+
+def decode_attention_flops(cfg: ModelConfig, batch: int, context: int) -> float:
+    """FLOPs of one decode step's attention against `context` cached tokens per sequence:
+    `decode_attention_per_cached_token` (the form the library decodes with) for every token
+    each layer keeps (a window caps a sliding layer), for each of the `batch` sequences."""
+    flops_per_token, _ = decode_attention_per_cached_token(cfg)
+    return batch * cached_layer_tokens(cfg, context) * flops_per_token

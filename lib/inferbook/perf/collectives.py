@@ -3,9 +3,10 @@
 `ws1d_collectives`, `ws2d_collectives`, `weight_gathered_collectives`,
 `ring_attention_collectives`, `seq_sharded_decode_collectives` and
 `expert_parallel_collectives` list every collective of one forward pass, with the bytes of
-the array it works on (the convention of `inferbook.parallel.hlo`) and the label the layout
+the array it works on (the convention of `inferbook.perf.hlo`) and the label the layout
 gives it in the compiled program. The tests and the chapters check them, byte for byte and
-label by label, against the compiled programs; the sources' closed-form times are in
+label by label, against the compiled programs. `wire_bytes` is what one device sends for
+each; `layout_comms` prices them on a chip, and the sources' closed-form times are in
 `comm_time`.
 """
 
@@ -18,12 +19,24 @@ from typing import Sequence
 from inferbook.model.config import ModelConfig
 from inferbook.perf.counts import param_counts
 
-__all__ = ["Comm", "total_bytes", "format_comms", "ws1d_collectives", "ws2d_collectives",
-           "weight_gathered_collectives", "ring_attention_collectives",
+__all__ = ["Comm", "wire_bytes", "total_bytes", "format_comms", "ws1d_collectives",
+           "ws2d_collectives", "weight_gathered_collectives", "ring_attention_collectives",
            "seq_sharded_decode_collectives", "expert_capacity", "dropped_assignments",
            "expert_parallel_collectives"]
 
 F32 = 4
+
+
+def wire_bytes(kind: str, nbytes: float, group: int) -> float:
+    """Bytes one device sends for a collective over `group` devices on an array of `nbytes`,
+    with the bandwidth-optimal ring algorithms: (n−1)/n of the array for an AllGather, a
+    ReduceScatter or an AllToAll, twice that for an AllReduce (a ReduceScatter, then an
+    AllGather), all of it for a permute; nothing over a group of one."""
+    if group <= 1:
+        return 0.0
+    if kind == "collective-permute":
+        return float(nbytes)
+    return (2 if kind == "all-reduce" else 1) * nbytes * (group - 1) / group
 
 
 @dataclass(frozen=True)

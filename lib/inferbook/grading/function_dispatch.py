@@ -5,7 +5,7 @@ every coding question of the notebook, watches its progress file, and gives each
 a budget: the time to rebuild the answer, plus each call's limit per input, plus a margin
 for compiling. A question that runs past its budget, or kills the process, fails alone: the
 runner is started again for the questions after it. Only then, with every process of the
-runner ended (`reaper.sweep`), are the results read — JSON, decoded by `answers.decode`.
+runner ended (`reaper.sweep`), are the results read — JSON, decoded by `plain_answers.decode`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 When `inferbook grade --sealed` runs a notebook, the kernel has no answer keys, so `check`
 cannot grade anything. It records instead: the answer, turned into plain data by
-`answers.encode`, goes out as a display message of its own MIME type on the kernel's output
+`plain_answers.encode`, goes out as a display message of its own MIME type on the kernel's output
 channel, with the question id and the line of the `check` call. The grader reads those
 messages while it runs the cell — so it knows which cell each answer came from — and grades
 them in its own process. A function is recorded as a marker only: the grader rebuilds it
@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from . import answers
+from . import plain_answers
 
 __all__ = ["MIME", "SEALED_ENV", "sealed", "activate", "record"]
 
@@ -52,11 +52,11 @@ def _caller_line() -> int | None:
 def record(question_id: Any, answer: Any) -> str:
     """Send the answer to the grader; return the line to print in the notebook."""
     try:
-        payload = answers.encode(answer)
+        payload = plain_answers.encode(answer)
         text = json.dumps(payload, allow_nan=False)
-        if len(text) > answers.MAX_BYTES:
+        if len(text) > plain_answers.MAX_BYTES:
             payload = {"__unsupported__": "an answer too large to send to the grader"}
-    except (answers.AnswerFormatError, RecursionError, ValueError, TypeError, OverflowError):
+    except (plain_answers.AnswerFormatError, RecursionError, ValueError, TypeError, OverflowError):
         payload = {"__unsupported__": "an answer that cannot be sent to the grader"}
     message = {"id": str(question_id)[:200], "line": _caller_line(), "answer": payload}
     try:                    # IPython exists only inside a kernel; elsewhere nothing is sent

@@ -1,13 +1,13 @@
 """Scoring a notebook that ran sealed: its recorded answers, graded in the grader's process.
 
-The kernel reported, cell by cell, what each `check` was given (`capture.py`). Here each
+The kernel reported, cell by cell, what each `check` was given (`sealed_check.py`). Here each
 question gets the latest answer recorded for it, and
 
 - a number, text, array or list is graded by the question itself (`Question.grade`): it is
   plain data, so comparing it runs none of the student's code;
 - a function is rebuilt from the notebook's source (`slicing.py`) and run by the sandboxed
-  runner on inputs drawn afresh for this run (`functions.py`); its outputs come back as plain
-  data and are compared with the references computed here (`Function.judge`);
+  runner on inputs drawn afresh for this run (`function_dispatch.py`); its outputs come back
+  as plain data and are compared with the references computed here (`Function.judge`);
 - anything else ("an object whose __eq__ ...") fails, saying what it was.
 
 A question with no recorded answer fails with what happened to its cell. When a cell that
@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import answers, generate
+from inferbook.book import exercise_sources
+
+from . import plain_answers
 from .compare import ReportedError
-from .functions import FunctionJob
+from .function_dispatch import FunctionJob
 from .questions import Function, Question, Result
 from .report import Grade, Run
 from .slicing import SliceError, answer_program
@@ -42,10 +44,10 @@ def grade_value(question: Question, value: Any) -> Result:
         if question.requires == "accelerator" and _grader_platform() == "cpu":
             return question.result("blocked", "this criterion is measured on a GPU or TPU; the "
                                               "grader has only a CPU, so it is not graded here")
-        if isinstance(value, answers.Callable):
+        if isinstance(value, plain_answers.Callable):
             return question.result("failed", f"expected an answer, got the function "
                                              f"{value.name}")
-        if isinstance(value, answers.Unsupported):
+        if isinstance(value, plain_answers.Unsupported):
             return question.result("failed", f"got {value.description}: a sealed grader "
                                               f"accepts numbers, text, lists and arrays only")
         return question.grade(value)
@@ -66,8 +68,8 @@ def _outcome(event: dict[str, Any], i: int) -> Outcome:
             return Outcome(error=NotImplementedError())
         return Outcome(error=ReportedError(str(out["error"])[:500]))
     try:
-        return Outcome(value=answers.decode(out.get("value")))
-    except (answers.AnswerFormatError, ValueError, TypeError) as err:
+        return Outcome(value=plain_answers.decode(out.get("value")))
+    except (plain_answers.AnswerFormatError, ValueError, TypeError) as err:
         return Outcome(error=ReportedError(f"returned something the grader cannot read ({err})"))
 
 
@@ -87,7 +89,7 @@ def _answer_regions(nb: Any) -> dict[str, range]:
     """For each checked question, the cells from after the previous check to its own."""
     regions, previous = {}, 0
     for index, cell in enumerate(nb.cells):
-        ids = generate.question_ids([cell]) if cell.cell_type == "code" else []
+        ids = exercise_sources.question_ids([cell]) if cell.cell_type == "code" else []
         for qid in ids:
             regions.setdefault(qid, range(previous, index + 1))
         if ids:
@@ -101,8 +103,8 @@ def score_sealed(questions: list[Question], nb: Any, run: Run, *, seed: int,
                  ) -> list[Grade]:
     """One Grade per question from the run's recorded answers (see the module doc).
 
-    `run_jobs(jobs, blocked)` runs the coding questions' functions (`functions.run_functions`
-    in a sandbox); `seed` draws their inputs."""
+    `run_jobs(jobs, blocked)` runs the coding questions' functions
+    (`function_dispatch.run_functions` in a sandbox); `seed` draws their inputs."""
     latest: dict[str, tuple[int, Any]] = {}
     for cell, message in run.answers:
         if isinstance(message, dict) and isinstance(message.get("id"), str):
@@ -115,11 +117,11 @@ def score_sealed(questions: list[Question], nb: Any, run: Run, *, seed: int,
             continue
         cell, message = latest[q.id]
         try:
-            value = answers.decode(message.get("answer"))
-        except (answers.AnswerFormatError, ValueError, TypeError) as err:
+            value = plain_answers.decode(message.get("answer"))
+        except (plain_answers.AnswerFormatError, ValueError, TypeError) as err:
             results[q.id] = q.result("failed", f"the recorded answer cannot be read ({err})")
             continue
-        if isinstance(q, Function) and isinstance(value, answers.Callable):
+        if isinstance(q, Function) and isinstance(value, plain_answers.Callable):
             line = message.get("line") if type(message.get("line")) is int else None
             try:
                 program = answer_program(sources, cell, line, q.id)

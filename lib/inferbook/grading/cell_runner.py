@@ -22,9 +22,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .kernel import INTERRUPT_GRACE_S, Kernel, KernelStartError
 from .reaper import ProcessReaper
 from .report import Run
+from .sandboxed_kernel import INTERRUPT_GRACE_S, Kernel, KernelStartError
 
 __all__ = ["run_cells", "where"]
 

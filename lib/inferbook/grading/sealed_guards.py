@@ -30,7 +30,7 @@ KEYS = "inferbook.grading.chapters"
 KEYS_MESSAGE = (f"the answer keys ({KEYS}) are not available while grading: this notebook is "
                 f"graded sealed, so each answer must come from its own code")
 # The `__init__.py` mounted over the answer keys inside the sandbox.
-KEYS_STUB = ("from inferbook.grading.seal import KEYS_MESSAGE, SealedError\n"
+KEYS_STUB = ("from inferbook.grading.sealed_guards import KEYS_MESSAGE, SealedError\n"
              "raise SealedError(KEYS_MESSAGE)\n")
 
 

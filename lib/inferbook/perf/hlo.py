@@ -36,9 +36,10 @@ from typing import Any, Callable, Iterable
 import jax
 import numpy as np
 
+from inferbook.perf.collectives import wire_bytes
 from inferbook.perf.compiled import array_bytes, hlo_arrays
 
-__all__ = ["Collective", "collectives", "summary", "bytes_by_kind", "bytes_by_scope",
+__all__ = ["Collective", "collectives", "kind_totals", "bytes_by_kind", "bytes_by_scope",
            "group_axes", "flops", "compile_fn", "hlo_text", "KINDS", "format_table"]
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
@@ -71,11 +72,7 @@ class Collective:
     @property
     def wire_bytes(self) -> float:
         """Bytes one device sends with ring algorithms (see the module docstring)."""
-        n = self.group_size
-        if self.kind == "collective-permute":
-            return float(self.bytes)
-        factor = 2 if self.kind == "all-reduce" else 1
-        return factor * self.bytes * (n - 1) / n
+        return wire_bytes(self.kind, self.bytes, self.group_size)
 
 
 def hlo_text(compiled: Any) -> str:
@@ -152,7 +149,7 @@ def collectives(compiled: Any, include_trivial: bool = False) -> list[Collective
     return found
 
 
-def summary(colls: Iterable[Collective]) -> dict[str, dict[str, float]]:
+def kind_totals(colls: Iterable[Collective]) -> dict[str, dict[str, float]]:
     """Per kind: how many, total bytes, total wire bytes."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "bytes": 0,
                                                             "wire_bytes": 0.0})
@@ -165,7 +162,7 @@ def summary(colls: Iterable[Collective]) -> dict[str, dict[str, float]]:
 
 def bytes_by_kind(colls: Iterable[Collective]) -> dict[str, int]:
     """Total bytes per kind of collective (kinds that do not occur are absent)."""
-    return {k: int(v["bytes"]) for k, v in summary(colls).items()}
+    return {k: int(v["bytes"]) for k, v in kind_totals(colls).items()}
 
 
 def bytes_by_scope(colls: Iterable[Collective]) -> dict[tuple[str, str], int]:
