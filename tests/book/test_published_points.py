@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from inferbook.book import published
-from inferbook.book.published import (
+from inferbook.perf import published_points as published
+from inferbook.perf.published_points import (
     NEEDS,
     QUANTITIES,
     PublishedDataError,

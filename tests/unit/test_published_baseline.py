@@ -15,19 +15,19 @@ from functools import cache
 
 import pytest
 
-from inferbook.book.published import load_points
+from inferbook.perf.published_points import load_points
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, published_baseline, quant
 from inferbook.perf.estimator import estimate
 from inferbook.perf.hardware import CHIPS
-from inferbook.perf.published_baseline import compare, error_factor, predict, summary
+from inferbook.perf.published_baseline import baseline_summary, compare_points, error_factor, predict
 
 POINTS = {p.id: p for p in load_points()}
 
 
 @cache
 def rows_of_every_point():
-    return compare()
+    return compare_points()
 
 
 def by_quantity(quantity):
@@ -109,7 +109,7 @@ def test_error_factor_of_known_ratios():
 
 def test_the_summary_groups_by_split_chip_and_source():
     rows = rows_of_every_point()
-    stats = summary(rows)
+    stats = baseline_summary(rows)
     assert stats["all"]["points"] == len(rows)
     assert stats["split fit"]["points"] + stats["split held_out"]["points"] == len(rows)
     held = [r.time_ratio for r in rows if r.split == "held_out"]

@@ -1,6 +1,6 @@
 """The estimator beside the world's published measurements: what it predicts for each point.
 
-For every point of `inferbook.book.published` this runs the same estimate `inferbook estimate`
+For every point of `inferbook.perf.published_points` this runs the same estimate `inferbook estimate`
 gives — the bare roofline, no efficiency applied — with the point's chip, chips per replica,
 model, formats, batch and lengths, and converts it into the quantity the source measured:
 
@@ -29,13 +29,13 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from inferbook.book.published import PublishedPoint, load_points
+from inferbook.perf.published_points import PublishedPoint, load_points
 from inferbook.model.presets import get_preset
 from inferbook.perf.estimator import Estimate, estimate
 from inferbook.perf.hardware import CHIPS
 
-__all__ = ["Comparison", "MAX_STEP_SAMPLES", "predict", "compare", "error_factor",
-           "summary", "main"]
+__all__ = ["Comparison", "MAX_STEP_SAMPLES", "predict", "compare_points", "error_factor",
+           "baseline_summary", "main"]
 
 MAX_STEP_SAMPLES = 64
 
@@ -101,7 +101,7 @@ def predict(p: PublishedPoint) -> tuple[float, bool]:
     return rate, fits
 
 
-def compare(points: list[PublishedPoint] | None = None) -> list[Comparison]:
+def compare_points(points: list[PublishedPoint] | None = None) -> list[Comparison]:
     """A Comparison for every point (every published point by default)."""
     rows = []
     for p in load_points() if points is None else points:
@@ -119,7 +119,7 @@ def error_factor(ratios: list[float]) -> float:
     return math.exp(sum(abs(math.log(r)) for r in ratios) / len(ratios))
 
 
-def summary(rows: list[Comparison]) -> dict[str, Any]:
+def baseline_summary(rows: list[Comparison]) -> dict[str, Any]:
     """Error factor, worst factor and the range of time ratios: over all points, per split,
     per chip and per source (the first part of a point's name)."""
     groups: dict[str, list[Comparison]] = {"all": rows}
@@ -143,16 +143,16 @@ def _table(rows: list[Comparison]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the comparison; `--json` prints {"rows": [...], "summary": {...}} instead."""
+    """Print the comparison; `--json` prints {"rows": [...], "baseline_summary": {...}} instead."""
     args = sys.argv[1:] if argv is None else argv
     if any(a != "--json" for a in args):
         bad = next(a for a in args if a != "--json")
         sys.stderr.write(f"published_baseline: unknown argument {bad!r} (only --json)\n")
         return 2
-    rows = compare()
-    stats = summary(rows)
+    rows = compare_points()
+    stats = baseline_summary(rows)
     if args:
-        print(json.dumps({"rows": [asdict(r) for r in rows], "summary": stats}, indent=1))
+        print(json.dumps({"rows": [asdict(r) for r in rows], "baseline_summary": stats}, indent=1))
         return 0
     print(_table(rows))
     for key, s in stats.items():
