@@ -15,12 +15,17 @@ from functools import cache
 
 import pytest
 
-from inferbook.perf.published_points import load_points
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, published_baseline, quant
 from inferbook.perf.estimator import estimate
 from inferbook.perf.hardware import CHIPS
-from inferbook.perf.published_baseline import baseline_summary, compare_points, error_factor, predict
+from inferbook.perf.published_baseline import (
+    baseline_summary,
+    compare_points,
+    error_factor,
+    predict,
+)
+from inferbook.perf.published_points import load_points
 
 POINTS = {p.id: p for p in load_points()}
 

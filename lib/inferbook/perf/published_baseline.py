@@ -1,6 +1,6 @@
 """The estimator beside the world's published measurements: what it predicts for each point.
 
-For every point of `inferbook.perf.published_points` this runs the same estimate `inferbook estimate`
+For every point of `inferbook.perf.published_points` this runs the estimate `inferbook estimate`
 gives — the bare roofline, no efficiency applied — with the point's chip, chips per replica,
 model, formats, batch and lengths, and converts it into the quantity the source measured:
 
@@ -29,10 +29,10 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from inferbook.perf.published_points import PublishedPoint, load_points
 from inferbook.model.presets import get_preset
 from inferbook.perf.estimator import Estimate, estimate
 from inferbook.perf.hardware import CHIPS
+from inferbook.perf.published_points import PublishedPoint, load_points
 
 __all__ = ["Comparison", "MAX_STEP_SAMPLES", "predict", "compare_points", "error_factor",
            "baseline_summary", "main"]
