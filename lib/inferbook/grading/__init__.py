@@ -30,7 +30,8 @@ The pieces, one concept per module:
   answers     answers as plain data, the only thing that crosses to the grader
   sealed      scoring recorded answers; slicing: the cells that define a function answer;
               functions and function_runner: running it on fresh inputs in the sandbox
-  report      the score table and Gradescope's results.json; gradescope: the autograder zip
+  report      the score table and Gradescope's results.json; gradescope: the autograder zip,
+              gradescope_image: the library wheel and pinned requirements it installs
 
 Reference answers are computed by the library when a check runs; none is typed in. Nothing
 here needs files outside the installed package, nor myst-nb: it works the same on Colab.
