@@ -5,8 +5,9 @@ runs as root into a clean INFERBOOK_AUTOGRADER_ROOT, in an environment with noth
 checkout's (the system's python3, and uv only so that its cache saves the downloads), and
 builds a fresh virtual environment from the package's requirements alone. Every other
 package holds the same requirements and the same library wheel (asserted), so it shares
-that environment instead of installing it again. Then `run_autograder` grades, each in its
-own root folder, as Gradescope would — submission folder in, results.json out:
+that environment (its root's `venv` a symlink to it) instead of installing it again. Then
+`run_autograder` grades, each in its own root folder, as Gradescope would — submission
+folder in, results.json out:
 
 - every solution, sealed, to full marks, and every student notebook (the committed Colab
   twin, under another name) to 0, with no cell error (this is the book's test that the
@@ -15,16 +16,23 @@ own root folder, as Gradescope would — submission folder in, results.json out:
   does in a container without user namespaces): the notebook and its functions run as the
   package's separate account, and still get full marks;
 - a submission that reads the answer keys' file and submits what it finds, which would get
-  full marks were the file readable, gets 0 under bubblewrap and as the separate account.
+  full marks were the file readable, gets 0 under bubblewrap and as the separate account
+  (and under bubblewrap through the shared environment's symlink, which once exposed them).
 
-It needs root (Gradescope runs setup.sh as root; it adds the account `inferbook-student`),
-and a system python3 of 3.11 or newer. The apt step of setup.sh installs only missing
-packages; `make test` has installed bubblewrap before (`make bwrap`). Gradings run two at a
-time; the whole test takes a few minutes of the suite's budget, which is why the book's
-other exercise tests do not grade every notebook again.
+That test needs root (Gradescope runs setup.sh as root; it adds the account
+`inferbook-student`) and a system python3 of 3.11 or newer. Without them, what the package
+carries is still checked: its requirements pin the library's own (pyproject's) and
+grading's to the versions installed here, and its wheel holds the library's files and
+states the same requirements. The apt step of setup.sh installs only missing packages
+(`make test` has installed bubblewrap before: `make bwrap`), so it needs no network here.
+Gradings run two at a time; the whole test takes a few minutes of the suite's budget, which
+is why the book's other exercise tests do not grade every notebook again.
 """
 
+import base64
 import concurrent.futures
+import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -42,7 +50,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from inferbook.grading import feedback, registry
+from inferbook.grading import feedback, gradescope_image, registry
 from inferbook.grading.gradescope import find_exercise, write_autograder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,11 +76,37 @@ def _system_python_problem() -> str | None:
     return None if r.stdout.strip() == "True" else "the system python3 is older than 3.11"
 
 
-pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="Gradescope runs setup.sh as root"),
-    pytest.mark.skipif(_system_python_problem() is not None,
-                       reason=str(_system_python_problem())),
-]
+as_gradescope_does = pytest.mark.skipif(
+    os.geteuid() != 0 or _system_python_problem() is not None,
+    reason="Gradescope runs setup.sh as root, with a python3 of 3.11 or newer")
+
+
+def test_the_package_carries_the_librarys_own_requirements_and_files(tmp_path):
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pinned = gradescope_image.pinned_requirements()
+    versions = dict(line.split("==") for line in pinned)
+    by_name = {canonicalize_name(name): version for name, version in versions.items()}
+    for requirement in [*project["dependencies"], *gradescope_image.GRADING_NEEDS]:
+        name = Requirement(requirement).name
+        assert by_name[canonicalize_name(name)] == importlib.metadata.version(name), name
+    wheel = gradescope_image.write_library_wheel(tmp_path)
+    assert wheel.name == f"inferbook-{project['version']}-py3-none-any.whl"
+    package = ROOT / "lib" / "inferbook"
+    with zipfile.ZipFile(wheel) as archive:
+        info = f"inferbook-{project['version']}.dist-info"
+        metadata = archive.read(f"{info}/METADATA").decode().splitlines()
+        assert [m.removeprefix("Requires-Dist: ") for m in metadata
+                if m.startswith("Requires-Dist: ")] == project["dependencies"]
+        files = {n for n in archive.namelist() if not n.startswith(info)}
+        assert files == {f"inferbook/{p.relative_to(package).as_posix()}"
+                         for p in package.rglob("*") if p.is_file()
+                         and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+        for line in archive.read(f"{info}/RECORD").decode().splitlines()[:-1]:
+            name, digest, size = line.split(",")
+            data = archive.read(name)
+            assert len(data) == int(size)
+            assert digest == "sha256=" + base64.urlsafe_b64encode(
+                hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def key_reading_cells(set_id: str) -> list[str]:
@@ -131,6 +165,7 @@ def _run_autograder(root: Path, path: str, home: Path) -> tuple[dict, str]:
     return data, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
 
 
+@as_gradescope_does
 def test_the_package_set_up_as_gradescope_does_grades_every_exercise():
     base = Path(tempfile.mkdtemp(prefix="inferbook-gradescope-"))
     try:
