@@ -59,6 +59,7 @@ function el(tag, attrs = {}, ...children) {
 function status(text, state) {
   document.getElementById("estimate-status").textContent = text;
   if (state) ROOT.dataset.state = state;
+  document.getElementById("estimate-progress").hidden = ROOT.dataset.state !== "loading";
 }
 
 function queryFromURL() {
@@ -102,7 +103,7 @@ function field(label, control, hint) {
 
 function buildForm() {
   form.model = el("select", { id: "estimator-model", name: "model" });
-  for (const m of choices.models) option(form.model, m.name, `${m.name} (${m.params})`);
+  for (const m of choices.models) option(form.model, m.name);
   option(form.model, PASTE, WORDS.paste);
   form.config = el("textarea", { id: "estimator-config", rows: "8", spellcheck: "false" });
   form.file = el("input", { type: "file", accept: ".json,application/json" });

@@ -18,6 +18,7 @@ message that names a file, is the one a reader gets by running it beside those f
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -129,11 +130,11 @@ def estimate_page(query: Mapping[str, str], lang: str = "en",
 
 
 def _choices(flag: str) -> list[str]:
-    """The choices the command's parser allows for `flag` of ``estimate``."""
+    """The choices the command's parser allows for `flag` of ``estimate`` (argparse keeps
+    its actions in ``_actions``; it has no public way to list them)."""
     parser = build_parser()
-    estimate = next(a for a in parser._subparsers._group_actions  # noqa: SLF001
-                    if a.dest == "command").choices["estimate"]
-    action = next(a for a in estimate._actions if flag in a.option_strings)  # noqa: SLF001
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in commands.choices["estimate"]._actions if flag in a.option_strings)
     return list(action.choices or [])
 
 
