@@ -25,7 +25,7 @@ const WORDS = {
     chip: "Chip", custom: "enter its figures…", customHint: "The chip's figures, as --hardware-config takes them (bytes, bytes/s, FLOP/s):",
     chips: "Chips", layout: "Layout", auto: "the faster one", batch: "Batch sizes", context: "Context (tokens)",
     contextHint: "the model's positions", prompt: "Prompt (tokens)", promptHint: "the context",
-    weights: "Weights", kv: "KV cache", run: "Estimate", command: "The same on the command line:",
+    weights: "Weights", kv: "KV cache", byDefault: "the command's default", run: "Estimate", command: "The same on the command line:",
     json: "show JSON (the rows of --json)", warnings: "Warnings:", link: "Link to this estimate",
   },
   zh: {
@@ -38,7 +38,7 @@ const WORDS = {
     chip: "芯片", custom: "输入它的参数……", customHint: "芯片的参数，格式与 --hardware-config 相同（字节、字节/秒、FLOP/s）：",
     chips: "芯片数", layout: "布局", auto: "较快的那个", batch: "批量大小", context: "上下文（词元）",
     contextHint: "模型的位置数", prompt: "提示词（词元）", promptHint: "上下文长度",
-    weights: "权重", kv: "KV 缓存", run: "估算", command: "在命令行上的等价命令：",
+    weights: "权重", kv: "KV 缓存", byDefault: "命令的默认值", run: "估算", command: "在命令行上的等价命令：",
     json: "显示 JSON（--json 的各行）", warnings: "警告：", link: "本估算的链接",
   },
 }[LANG];
@@ -62,16 +62,21 @@ function status(text, state) {
   document.getElementById("estimate-progress").hidden = ROOT.dataset.state !== "loading";
 }
 
+// The query's keys: the form's, then the command's other flags (weight-bytes, strict, ...),
+// which a link may carry and the form keeps as they are.
+const allKeys = () => [...KEYS, ...choices.other_flags];
+
 function queryFromURL() {
   const params = new URLSearchParams(location.search);
   const query = {};
-  for (const key of KEYS) if (params.has(key)) query[key] = params.get(key);
+  // A key given twice counts once, its last value: as a flag given twice on a command line.
+  for (const key of allKeys()) if (params.has(key)) query[key] = params.getAll(key).pop();
   return Object.keys(query).length ? query : { ...choices.default_query };
 }
 
 function linkOf(query) {
   // Commas and spaces stay readable in the link; everything else is escaped.
-  const parts = KEYS.filter((k) => query[k] !== undefined && query[k] !== "")
+  const parts = allKeys().filter((k) => query[k] !== undefined && query[k] !== "")
     .map((k) => `${k}=${encodeURIComponent(query[k]).replace(/%2C/g, ",").replace(/%20/g, "+")}`);
   return `${location.pathname}?${parts.join("&")}`;
 }
@@ -124,6 +129,7 @@ function buildForm() {
   option(form.layout, "", WORDS.auto);
   for (const l of choices.layouts) option(form.layout, l);
   form.kv = el("select", { id: "estimator-kv", name: "kv" });
+  option(form.kv, "", WORDS.byDefault);
   for (const k of choices.kv) option(form.kv, k);
   form.weights = el("input", { id: "estimator-weights", name: "weights", list: "estimator-formats" });
   const formats = el("datalist", { id: "estimator-formats" });
@@ -131,6 +137,7 @@ function buildForm() {
   for (const key of ["chips", "batch", "context", "prompt"]) {
     form[key] = el("input", { id: `estimator-${key}`, name: key, spellcheck: "false" });
   }
+  form.weights.placeholder = WORDS.byDefault;
   form.context.placeholder = WORDS.contextHint;
   form.prompt.placeholder = WORDS.promptHint;
 
@@ -175,7 +182,7 @@ function fillForm(query) {
     form.chip.value = CUSTOM; form.figures.value = pretty(chip);
   } else { ensureOption(form.chip, chip); form.chip.value = chip; }
   for (const key of ["layout", "kv"]) {
-    const value = query[key] ?? (key === "kv" ? choices.kv[0] : "");
+    const value = query[key] ?? "";
     ensureOption(form[key], value); form[key].value = value;
   }
   for (const key of ["chips", "batch", "context", "prompt", "weights"]) form[key].value = query[key] ?? "";
@@ -183,7 +190,8 @@ function fillForm(query) {
 }
 
 function queryFromForm() {
-  const query = {};
+  const query = {}, current = queryFromURL();
+  for (const key of choices.other_flags) if (key in current) query[key] = current[key];
   query.model = form.model.value === PASTE ? compact(form.config.value) : form.model.value;
   query.chip = form.chip.value === CUSTOM ? compact(form.figures.value) : form.chip.value;
   for (const key of ["chips", "layout", "batch", "context", "prompt", "weights", "kv"]) {

@@ -29,7 +29,9 @@ from inferbook.model.presets_families import FAMILY_CONFIGS
 READY_S = 15
 PAGE = "book/estimator.html"
 FLAGS = {"chips": "--chips", "layout": "--layout", "batch": "--batch", "context": "--context",
-         "prompt": "--prompt", "weights": "--weights", "kv": "--kv"}
+         "prompt": "--prompt", "weights": "--weights", "kv": "--kv",
+         "weight-bytes": "--weight-bytes", "kv-bytes": "--kv-bytes"}
+SWITCHES = {"strict": "--strict"}
 CHIP = json.dumps({"name": "my accelerator", "hbm_bytes": 6.4e10, "hbm_bandwidth": 1.6e12,
                    "flops": 4e14})
 
@@ -46,6 +48,9 @@ LINKED = {
                                   "chip": CHIP, "batch": "1,8,64", "context": "2048"},
     "1d-layout-sliding-window": {"model": "gemma-2-9b", "chip": "TPU v5e", "chips": "4",
                                  "layout": "1d-ws", "batch": "1,4", "context": "8192"},
+    "plain-bytes-strict": {"model": "llama-2-13b", "chip": "A100 80GB", "batch": "1,8,32",
+                           "context": "4096", "weight-bytes": "1", "kv-bytes": "1",
+                           "strict": "on"},
 }
 BAD = {
     "not-a-number": {"model": "llama-3.1-8b", "chip": "H100 SXM", "batch": "abc"},
@@ -55,6 +60,8 @@ BAD = {
     "chip-without-flops": {"model": "llama-3.1-8b", "chip": '{"hbm_bytes": 8e10}'},
     "unknown-layout": {"model": "llama-3.1-8b", "chip": "H100 SXM", "chips": "2",
                        "layout": "3d"},
+    "strict-context": {"model": "llama-2-13b", "chip": "H100 SXM", "context": "8192",
+                       "strict": "on"},
 }
 
 
@@ -73,6 +80,7 @@ def cli(query: dict[str, str], folder: Path) -> dict:
         elif value:
             argv += [name_flag, value]
     argv += [a for key, flag in FLAGS.items() if query.get(key) for a in (flag, query[key])]
+    argv += [flag for key, flag in SWITCHES.items() if query.get(key, "off") != "off"]
 
     def run(*extra):
         return subprocess.run([sys.executable, "-m", "inferbook", *argv, *extra], cwd=folder,
@@ -246,6 +254,17 @@ def test_the_form_estimates_what_its_link_says(english, tmp_path):
     assert json.loads(query["model"]) == FAMILY_CONFIGS["phi-3-mini"]
     assert json.loads(query["chip"]) == json.loads(CHIP) and "layout" not in query
     assert_shows_the_commands_output(page, query, tmp_path)
+
+
+def test_the_form_keeps_the_flags_it_does_not_show(english, tmp_path):
+    page = english.page
+    follow_link(page, LINKED["plain-bytes-strict"])
+    page.fill("#estimator-batch", "2,16")
+    before = runs(page)
+    page.press("#estimator-batch", "Enter")
+    wait_for_estimate(page, before)
+    assert link_query(page) == LINKED["plain-bytes-strict"] | {"batch": "2,16"}
+    assert_shows_the_commands_output(page, link_query(page), tmp_path)
 
 
 def test_the_pages_own_examples_estimate_what_they_link(english, tmp_path):

@@ -10,6 +10,7 @@ page can ask for — every Hugging Face family the book reads among them — and
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -25,6 +26,7 @@ from inferbook.book.estimator_page import (
     cli_args,
     estimate_page,
     form_choices,
+    other_flags,
 )
 from inferbook.model.hf_config import from_hf_config
 from inferbook.model.presets import PRESETS, get_preset
@@ -47,8 +49,24 @@ def test_a_query_becomes_the_commands_flags_in_order(tmp_path):
                      "layout": "", "colour": "blue", "chips": "2"}, tmp_path)
     assert argv == ["estimate", "--model", "llama-3.1-8b", "--hardware", "H200", "--chips", "2",
                     "--batch", "1,8", "--kv", "int8"]
+    # A value that looks like a flag stays a value, as "--batch=-1" keeps it on a command line.
+    assert cli_args({"batch": "-1", "model": "--help"}, tmp_path) == [
+        "estimate", "--model=--help", "--batch=-1"]
     assert list(QUERY_FLAGS) == ["model", "chip", "chips", "layout", "batch", "context",
                                  "prompt", "weights", "kv"]
+
+
+def test_a_link_can_set_every_flag_of_the_command_but_its_outputs(tmp_path):
+    usage = cli(["estimate", "--help"], tmp_path).stdout.split("examples:")[0]
+    flags = set(re.findall(r"(?<![\w-])--([a-z][a-z-]*)", usage))
+    by_query = {f.removeprefix("--") for v in QUERY_FLAGS.values()
+                for f in (v if isinstance(v, tuple) else (v,))} | set(other_flags())
+    assert flags - by_query == {"help", "json", "plot", "list"}
+    argv = cli_args({"model": "llama-2-7b", "strict": "on", "weight-bytes": "1",
+                     "kv-bytes": "", "json": "1", "plot": "x.png", "hardware": "H200"}, tmp_path)
+    assert argv == ["estimate", "--model", "llama-2-7b", "--weight-bytes", "1", "--strict"]
+    assert "--strict" not in cli_args({"strict": "off"}) and "--strict" not in \
+        cli_args({"strict": ""})
 
 
 def test_pasted_json_becomes_files_beside_the_command(tmp_path):
@@ -72,6 +90,10 @@ def test_pasted_json_becomes_files_beside_the_command(tmp_path):
       "batch": "16,256", "context": "8192"},
      dict(model="llama-3.1-405b", chip="TPU v5p", chips=64, batches=[16, 256],
           contexts=[8192], layout="2d-ws")),
+    ({"model": "llama-2-13b", "chip": "A100 80GB", "batch": "1,8", "context": "4096",
+      "weight-bytes": "1", "kv-bytes": "1", "strict": "on"},
+     dict(model="llama-2-13b", chip="A100 80GB", chips=1, batches=[1, 8], contexts=[4096],
+          weight_bytes=1.0, kv_bytes=1.0, strict=True)),
     ({"model": json.dumps(FAMILY_CONFIGS["mixtral-8x7b"]), "chip": json.dumps(CUSTOM_CHIP),
       "batch": "1,8", "context": "4096", "weights": "int4:64"},
      dict(model="mixtral-8x7b", chip=CUSTOM_CHIP, chips=1, batches=[1, 8], contexts=[4096],
@@ -89,7 +111,9 @@ def test_the_pages_rows_are_the_estimators(tmp_path, query, expected):
         else get_chip(expected["chip"])
     want = [estimate(cfg, chip, batch=B, context=S, prompt=expected.get("prompt"),
                      chips=expected["chips"], layout=expected.get("layout"),
-                     weights=expected.get("weights", "bf16"), kv=expected.get("kv", "bf16"))
+                     weights=expected.get("weights", "bf16"), kv=expected.get("kv", "bf16"),
+                     weight_bytes=expected.get("weight_bytes"),
+                     kv_bytes=expected.get("kv_bytes"), strict=expected.get("strict", False))
             .as_dict() for S in expected["contexts"] for B in expected["batches"]]
     rows = page["rows"] if isinstance(page["rows"], list) else [page["rows"]]
     assert isinstance(page["rows"], list) == (len(want) > 1)      # as --json prints them
@@ -117,6 +141,10 @@ def test_the_pages_rows_are_the_estimators(tmp_path, query, expected):
     {"model": "llama-3.1-8b", "chip": "H100 SXM", "context": "100", "prompt": "200"},
     {"model": "llama-3.1-70b", "chip": "TPU v5e", "chips": "16", "layout": "2d-ws",
      "batch": "1"},
+    {"model": "llama-3.1-8b", "chip": "H100 SXM", "batch": "-1"},
+    {"model": "--help", "chip": "H100 SXM"},
+    {"model": "llama-2-13b", "chip": "H100 SXM", "context": "8192", "strict": "yes"},
+    {"model": "llama-2-13b", "chip": "H100 SXM", "weights": "int8", "weight-bytes": "1"},
 ])
 def test_bad_input_shows_the_commands_one_line(tmp_path, query):
     page = estimate_page(query, folder=tmp_path)

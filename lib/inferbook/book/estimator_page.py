@@ -32,8 +32,8 @@ from inferbook.cli import build_parser, main
 from inferbook.perf.pareto_svg import pareto_svg
 from inferbook.perf.quant import KV_FORMATS, WEIGHT_CODES
 
-__all__ = ["QUERY_FLAGS", "CONFIG_FILE", "CHIP_FILE", "DEFAULT_QUERY", "cli_args", "run_cli",
-           "command_line", "estimate_page", "form_choices"]
+__all__ = ["QUERY_FLAGS", "CONFIG_FILE", "CHIP_FILE", "DEFAULT_QUERY", "cli_args", "other_flags",
+           "run_cli", "command_line", "estimate_page", "form_choices"]
 
 # The query's keys, in the order the page shows them, and the flag each one sets. `model` and
 # `chip` set one of two flags, by whether they hold a name or a pasted JSON object.
@@ -41,23 +41,52 @@ QUERY_FLAGS = {"model": ("--model", "--config"), "chip": ("--hardware", "--hardw
                "chips": "--chips", "layout": "--layout", "batch": "--batch",
                "context": "--context", "prompt": "--prompt", "weights": "--weights",
                "kv": "--kv"}
+# Flags of the command a query cannot set: what to print, and files on the reader's disk.
+NOT_IN_A_QUERY = {"--help", "--json", "--plot", "--list", "--config", "--hardware-config"}
 CONFIG_FILE = "pasted-config/config.json"     # its folder names the model, as the CLI does
 CHIP_FILE = "chip.json"
 # What the page estimates when it is opened without a query.
 DEFAULT_QUERY = {"model": "llama-3.1-8b", "chip": "H100 SXM", "chips": "1",
-                 "batch": "1,2,4,8,16,32,64,128,256", "context": "8192", "prompt": "1024"}
+                 "batch": "1,2,4,8,16,32,64,128,256", "context": "8192"}
+NO = ("", "0", "false", "no", "off")          # a switch left off
 
 
 def _pasted(value: str) -> bool:
     return value.lstrip().startswith("{")
 
 
+def _estimate_actions() -> list[argparse.Action]:
+    """The actions of ``inferbook estimate``'s parser (argparse keeps them in ``_actions``;
+    it has no public way to list them)."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(commands.choices["estimate"]._actions)
+
+
+def other_flags() -> dict[str, argparse.Action]:
+    """The command's flags beyond `QUERY_FLAGS` that a query may set by their own names
+    (``weight-bytes=1``, ``strict=on``): whatever flag the command gains, a link can use."""
+    taken = {f for flag in QUERY_FLAGS.values()
+             for f in (flag if isinstance(flag, tuple) else (flag,))} | NOT_IN_A_QUERY
+    return {opt[2:]: action for action in _estimate_actions() for opt in action.option_strings
+            if opt.startswith("--") and opt not in taken and opt[2:] not in QUERY_FLAGS}
+
+
+def _flag(flag: str, value: str) -> list[str]:
+    # A value that starts with a dash would read as a flag of its own: joined to its flag,
+    # it reaches the command as the value it is ("--batch=-1": "out of range").
+    return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+
+
 def cli_args(query: Mapping[str, str], folder: Path | str | None = None) -> list[str]:
     """The arguments of ``inferbook estimate`` that `query` asks for (without ``--json``).
 
-    Empty values and keys the page does not know are left out, as a form's empty field is; a
-    pasted JSON object is written under `folder` (`CONFIG_FILE`, `CHIP_FILE`) and named by
-    its path relative to it. Nothing is checked here: the command checks everything.
+    `QUERY_FLAGS` first, then any other flag of the command named by a key (`other_flags`;
+    a switch is on unless its value is empty, 0, false, no or off). Empty values and keys
+    that name no flag are left out, as a form's empty field is; a pasted JSON object is
+    written under `folder` (`CONFIG_FILE`, `CHIP_FILE`) and named by its path relative to
+    it; a value starting with a dash is joined to its flag with "=". Nothing is checked
+    here: the command checks everything.
     """
     argv = ["estimate"]
     for key, flag in QUERY_FLAGS.items():
@@ -74,7 +103,16 @@ def cli_args(query: Mapping[str, str], folder: Path | str | None = None) -> list
                 argv += [file_flag, path]
                 continue
             flag = name_flag
-        argv += [flag, value]
+        argv += _flag(flag, value)
+    for key, action in other_flags().items():
+        value = query.get(key)
+        if value is None:
+            continue
+        if action.nargs == 0:                               # a switch: --strict
+            if value.strip().lower() not in NO:
+                argv.append(f"--{key}")
+        elif value != "":
+            argv += _flag(f"--{key}", value)
     return argv
 
 
@@ -130,18 +168,16 @@ def estimate_page(query: Mapping[str, str], lang: str = "en",
 
 
 def _choices(flag: str) -> list[str]:
-    """The choices the command's parser allows for `flag` of ``estimate`` (argparse keeps
-    its actions in ``_actions``; it has no public way to list them)."""
-    parser = build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    action = next(a for a in commands.choices["estimate"]._actions if flag in a.option_strings)
+    """The choices the command's parser allows for `flag`."""
+    action = next(a for a in _estimate_actions() if flag in a.option_strings)
     return list(action.choices or [])
 
 
 def form_choices() -> dict[str, Any]:
     """What the page's form offers: the presets and chips (``--list models|chips --json``),
     each chip's figures as ``--hardware-config`` takes them (to start a custom chip from), the
-    layouts the parser allows, the weight and KV formats, and the query of an empty link."""
+    layouts the parser allows, the weight and KV formats, the query keys of the command's
+    other flags (which links may carry and the form keeps), and the query of an empty link."""
     _, models, _ = run_cli(["estimate", "--list", "models", "--json"])
     _, chips, _ = run_cli(["estimate", "--list", "chips", "--json"])
     from inferbook.perf.hardware import CHIPS
@@ -149,4 +185,5 @@ def form_choices() -> dict[str, Any]:
                for name, c in CHIPS.items()}
     return {"models": json.loads(models), "chips": json.loads(chips), "chip_figures": figures,
             "layouts": _choices("--layout"), "weights": list(WEIGHT_CODES),
-            "kv": list(KV_FORMATS), "default_query": DEFAULT_QUERY}
+            "kv": list(KV_FORMATS), "other_flags": list(other_flags()),
+            "default_query": DEFAULT_QUERY}
