@@ -81,14 +81,30 @@ function linkOf(query) {
   return `${location.pathname}?${parts.join("&")}`;
 }
 
+// JSON's tokens: a string (escapes included), a punctuation mark, or a run of anything else
+// (numbers, true, false, null, and whatever is not JSON at all).
+const TOKENS = /"(?:[^"\\]|\\.)*"?|[{}\[\],:]|[^\s{}\[\],:"]+/g;
+
 function compact(text) {
-  // A pasted JSON object goes into the link without its whitespace; invalid JSON as it is, so
-  // that the command reports it.
-  try { return JSON.stringify(JSON.parse(text)); } catch { return text; }
+  // A pasted JSON object goes into the link without the whitespace between its tokens. The
+  // tokens themselves stay as they were typed (4096.0 is not 4096 to the command), and text
+  // that is not JSON stays as it is, for the command to report.
+  try { JSON.parse(text); } catch { return text; }
+  return text.match(TOKENS).join("");
 }
 
 function pretty(text) {
-  try { return JSON.stringify(JSON.parse(text), null, 1); } catch { return text; }
+  // One key per line, the tokens untouched (as in `compact`).
+  try { JSON.parse(text); } catch { return text; }
+  let depth = 0, out = "";
+  for (const token of text.match(TOKENS)) {
+    if (token === "}" || token === "]") out += "\n" + " ".repeat(--depth) + token;
+    else if (token === "{" || token === "[") out += token + "\n" + " ".repeat(++depth);
+    else if (token === ",") out += ",\n" + " ".repeat(depth);
+    else if (token === ":") out += ": ";
+    else out += token;
+  }
+  return out.replace(/([{\[])\n\s*([}\]])/g, "$1$2");
 }
 
 function option(select, value, label) {
@@ -152,10 +168,13 @@ function buildForm() {
     button);
   form.model.addEventListener("change", showPasteBoxes);
   form.chip.addEventListener("change", () => {
+    // A chip of one's own starts from the figures of the chip chosen before it.
     if (form.chip.value === CUSTOM && !form.figures.value.trim()) {
-      const start = choices.chip_figures[choices.chips[0].name];
+      const start = choices.chip_figures[form.chip.dataset.previous] ??
+        choices.chip_figures[choices.chips[0].name];
       form.figures.value = JSON.stringify({ ...start, name: "custom" }, null, 1);
     }
+    if (form.chip.value !== CUSTOM) form.chip.dataset.previous = form.chip.value;
     showPasteBoxes();
   });
   element.addEventListener("submit", (event) => {
@@ -180,7 +199,7 @@ function fillForm(query) {
   const chip = query.chip ?? "";
   if (chip.trimStart().startsWith("{")) {
     form.chip.value = CUSTOM; form.figures.value = pretty(chip);
-  } else { ensureOption(form.chip, chip); form.chip.value = chip; }
+  } else { ensureOption(form.chip, chip); form.chip.value = chip; form.chip.dataset.previous = chip; }
   for (const key of ["layout", "kv"]) {
     const value = query[key] ?? "";
     ensureOption(form[key], value); form[key].value = value;

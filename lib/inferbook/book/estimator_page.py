@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from inferbook.cli import build_parser, main
+from inferbook.perf.hardware import CHIPS
 from inferbook.perf.pareto_svg import pareto_svg
 from inferbook.perf.quant import KV_FORMATS, WEIGHT_CODES
 
@@ -180,7 +181,6 @@ def form_choices() -> dict[str, Any]:
     other flags (which links may carry and the form keeps), and the query of an empty link."""
     _, models, _ = run_cli(["estimate", "--list", "models", "--json"])
     _, chips, _ = run_cli(["estimate", "--list", "chips", "--json"])
-    from inferbook.perf.hardware import CHIPS
     figures = {name: {k: v for k, v in c.as_dict().items() if v is not None and k != "source"}
                for name, c in CHIPS.items()}
     return {"models": json.loads(models), "chips": json.loads(chips), "chip_figures": figures,
