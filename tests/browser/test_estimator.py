@@ -287,12 +287,13 @@ def test_the_chinese_page_estimates_in_chinese_words(browser, server, tmp_path):
     try:
         query = LINKED["pasted-config-custom-chip"]
         seconds = open_estimator(session.page, server, query, lang="zh")
-        assert seconds <= READY_S, f"the Chinese page took {seconds:.1f} s (at most {READY_S})"
         got = assert_shows_the_commands_output(session.page, query, tmp_path)
         assert "帕累托前沿" in got["figure"] and "上下文" in got["figure"]
         assert "已就绪" in session.page.inner_text("#estimate-status")
+        assert session.page.inner_text("#estimator-run") == "估算"
         follow_link(session.page, BAD["not-a-number"])
         assert_shows_the_commands_output(session.page, BAD["not-a-number"], tmp_path)
         assert not session.outside and not session.failed, (session.outside, session.failed)
+        assert seconds <= READY_S, f"the Chinese page took {seconds:.1f} s (at most {READY_S})"
     finally:
         session.context.close()
