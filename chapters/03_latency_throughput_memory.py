@@ -740,7 +740,9 @@ glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
 # needed). Below we write the keys of Qwen3-30B-A3B's published file, a mixture of
 # {glue:text}`ch3_moe_E` experts of which each token uses {glue:text}`ch3_moe_k`; a downloaded
 # file has more keys, which the estimator reads or ignores. Then one command sweeps the batch
-# on one H100, the weights stored in fp8 with their scales, and draws the frontier:
+# on one H100, the weights stored in fp8 with their scales, and draws the frontier. (The same
+# command runs in your browser, nothing installed, on [the estimator page](../book/estimator.md):
+# paste the `config.json` there.)
 
 # %% [markdown] tags=["lang-zh"]
 # ```{glue:figure} ch3_l70_figure
@@ -761,7 +763,9 @@ glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
 # `huggingface-cli download Qwen/Qwen3-30B-A3B config.json --local-dir qwen3`；不需要下载权重）。
 # 下面我们写出 Qwen3-30B-A3B 所发布文件中的键：这是一个有 {glue:text}`ch3_moe_E` 个专家的混合
 # 专家模型，每个词元用其中 {glue:text}`ch3_moe_k` 个；下载来的文件键更多，估算器会读取或忽略它们。
-# 然后一条命令就在一块 H100 上扫过各个批次（权重以 fp8 连同其缩放因子存储），并画出前沿：
+# 然后一条命令就在一块 H100 上扫过各个批次（权重以 fp8 连同其缩放因子存储），并画出前沿。（同一条
+# 命令也能在你的浏览器里运行，无需安装任何东西：打开[估算器页面](../book/estimator.md)，把
+# `config.json` 粘贴进去即可。）
 
 # %%
 folder = Path(tempfile.mkdtemp()) / "qwen3"

@@ -42,7 +42,7 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "exercises/14_mixture_of_experts.py", "chapters/14_mixture_of_experts.py",
               "chapters/06_flash_attention.py", "chapters/07_decoding_kernels.py",
               "exercises/06_kernels.py", "exercises/05_kv_cache_size.py",
-              "chapters/05_kv_cache_size.py"]
+              "chapters/05_kv_cache_size.py", "book/estimator.md"]
 REQUIRE_ALL = True
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
