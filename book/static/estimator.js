@@ -2,7 +2,7 @@
 //
 // Nothing is estimated in JavaScript. Pyodide (served from this site, _static/estimator/pyodide)
 // runs the library's own wheel, the one `make book` builds, and the page asks its module
-// `inferbook.book.estimator_page` for what the command line prints: the rows of --json, the
+// `inferbook.cli.estimate_page` for what the command line prints: the rows of --json, the
 // table, the warnings, the one-line refusal of bad input, and the latency-throughput figure.
 // The inputs live in the URL query (model, chip, chips, layout, batch, context, prompt,
 // weights, kv), so an estimate can be linked; the form writes them there and reads them back
@@ -249,7 +249,7 @@ function estimate(query) {
     let result;
     try {
       result = JSON.parse(callPython(
-        "import json\nfrom inferbook.book.estimator_page import estimate_page\n" +
+        "import json\nfrom inferbook.cli.estimate_page import estimate_page\n" +
         "json.dumps(estimate_page(json.loads(query), lang))", { query: JSON.stringify(query), lang: LANG }));
     } catch (err) {
       // A bug, not bad input (the command answers bad input in one line): show its last line.
@@ -285,7 +285,7 @@ async function boot() {
     status(WORDS.library);
     python.unpackArchive(wheel, "wheel");
     choices = JSON.parse(python.runPython(
-      "import json\nfrom inferbook.book.estimator_page import form_choices\njson.dumps(form_choices())"));
+      "import json\nfrom inferbook.cli.estimate_page import form_choices\njson.dumps(form_choices())"));
     stages.library = performance.now() - started;
   } catch (err) {
     status(WORDS.failed + String(err.message || err).split("\n").pop(), "failed");

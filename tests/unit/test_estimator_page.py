@@ -1,4 +1,4 @@
-"""The estimator page's Python (inferbook.book.estimator_page), outside the browser.
+"""The estimator page's Python (inferbook.cli.estimate_page), outside the browser.
 
 What the page shows must be what `inferbook estimate` prints: its rows against the estimator
 called directly, its refusals against the command run as a process, beside the files the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from inferbook.book.estimator_page import (
+from inferbook.cli.estimate_page import (
     CHIP_FILE,
     CONFIG_FILE,
     DEFAULT_QUERY,
@@ -178,7 +178,7 @@ class Absent:
         if top not in sys.stdlib_module_names and top != "inferbook":
             raise ModuleNotFoundError(f"{name} is not in Pyodide's standard library")
 sys.meta_path.insert(0, Absent())
-from inferbook.book.estimator_page import estimate_page, form_choices
+from inferbook.cli.estimate_page import estimate_page, form_choices
 from inferbook.model.presets_families import FAMILY_CONFIGS
 choices = form_choices()
 folder = sys.argv[1]
