@@ -5,9 +5,10 @@ family's own features are on: rotary scaling rules, biases, q/k norms, fused ten
 soft-capping, sandwich norms, sliding windows shorter than prompt + generation, experts with
 shared experts and group-limited routing, latent attention with and without a query latent,
 learned positions, partial rotary widths, NoPE layers, parallel branches, norms after the
-branches, q/k norms of every scope, multipliers, two rotary bases. Weights are redrawn at unit scale (Hugging Face's std 0.02 makes every
-logit nearly equal, so greedy decoding would be a coin toss between near-ties), and norm
-gains and biases get noise so that a loader that swapped two of them would be caught.
+branches, q/k norms of every scope, multipliers, two rotary bases. Weights are redrawn at
+unit scale (Hugging Face's std 0.02 makes every logit nearly equal, so greedy decoding would
+be a coin toss between near-ties), and norm gains and biases get noise so that a loader that
+swapped two of them would be caught.
 """
 
 from __future__ import annotations
