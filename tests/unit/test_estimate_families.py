@@ -3,11 +3,11 @@
 For each stored config of `public_configs`, `inferbook estimate --config` must give exactly
 the parameter count of the model transformers builds from the same dictionary (on the `meta`
 device: shapes without memory; the parameters and the buffers its checkpoint stores; a
-multimodal Gemma-3's language model, without its vision encoder), exactly the active parameters of a mixture of experts (counted here from the
-model's named parameters: every tensor whose name says "experts" is routed, the rest is
-dense), and the KV bytes per token and per context exactly as transformers' config defines
-the attention: its KV heads, head size and layer types. Each family preset must be the model
-its stored config describes.
+multimodal Gemma-3's language model, without its vision encoder), exactly the active
+parameters of a mixture of experts (counted here from the model's named parameters: every
+tensor whose name says "experts" is routed, the rest is dense), and the KV bytes per token
+and per context exactly as transformers' config defines the attention: its KV heads, head
+size and layer types. Each family preset must be the model its stored config describes.
 """
 
 import json
