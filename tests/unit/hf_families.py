@@ -83,6 +83,16 @@ FAMILIES = {
         head_dim=16, sliding_window=3, query_pre_attn_scalar=24, rope_theta=1e6,
         rope_local_base_freq=1e4, rope_scaling=dict(rope_type="linear", factor=2.0),
         layer_types=["sliding_attention", "full_attention"])),
+    # A multimodal Gemma-3: the same language model under text_config, beside a (tiny) vision
+    # tower and projector that the decoder must leave alone.
+    "gemma3": ("Gemma3Config", "Gemma3ForConditionalGeneration", dict(
+        text_config={"model_type": "gemma3_text", **BASE, **{
+            "head_dim": 16, "sliding_window": 3, "query_pre_attn_scalar": 24, "rope_theta": 1e6,
+            "rope_local_base_freq": 1e4, "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+            "layer_types": ["sliding_attention", "full_attention"]}},
+        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=28, patch_size=14),
+        mm_tokens_per_image=4, boi_token_index=125, eoi_token_index=126, image_token_index=127)),
     # OLMo-2: norms after each branch only; q/k RMSNorms over the whole projection.
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict()),
     # SmolLM3: the second layer without positions (interval 2), and windowed (4).
@@ -128,7 +138,7 @@ def build(family: str, path, seed: int = 0, **overrides):
     import torch
     import transformers
     config_name, model_name, keys = FAMILIES[family]
-    fields = dict(keys) if family == "gpt2" else BASE | keys
+    fields = dict(keys) if family in ("gpt2", "gemma3") else BASE | keys
     fields |= overrides
     torch.manual_seed(seed)
     config = getattr(transformers, config_name)(**fields)

@@ -85,13 +85,13 @@ def _check_layers(cfg: ModelConfig) -> None:
 
 
 def _check_positions(cfg: ModelConfig) -> None:
+    if cfg.rotary_fraction > 1:
+        raise ConfigError(f"rotary_fraction must be at most 1, got {cfg.rotary_fraction}")
     if cfg.positions == "rope" and cfg.mla is None and cfg.rotary_dim % 2:
         raise ConfigError(f"rotary embeddings need an even width; H={cfg.H} with "
                           f"rotary_fraction={cfg.rotary_fraction} rotates {cfg.rotary_dim}")
     if cfg.positions == "rope" and cfg.mla is None and cfg.rotary_dim <= 0:
         raise ConfigError(f"rotary_fraction={cfg.rotary_fraction} of H={cfg.H} rotates nothing")
-    if cfg.rotary_fraction > 1:
-        raise ConfigError(f"rotary_fraction must be at most 1, got {cfg.rotary_fraction}")
     if cfg.positions != "rope" and (cfg.nope_layers or cfg.local_rope_theta is not None
                                     or cfg.rotary_fraction != 1):
         raise ConfigError("nope_layers, local_rope_theta and rotary_fraction need rotary "
