@@ -380,6 +380,7 @@ Markdown("| model | parameters | weights | H100s for the weights | KV cache per 
 # %% tags=["hide-input"]
 glue("ch4_olmo_kv", fmt_bytes(olmo["per_token"], 0))
 glue("ch4_l8_kv", fmt_bytes(l8["per_token"], 0))
+glue("ch4_olmo_vs_l8", fmt_ratio(olmo["per_token"] / l8["per_token"], 0))
 glue("ch4_olmo_params", fmt_count(olmo["params"]))
 glue("ch4_l8_params", fmt_count(l8["params"]))
 glue("ch4_g27_params", fmt_count(g27["params"]))
@@ -394,8 +395,9 @@ glue("ch4_g27_over", fmt_bytes(g27["over_context"], 0));
 # %% [markdown]
 # What a token costs is decided by the attention, not by the size of the model. OLMo-2-7B
 # ({glue:text}`ch4_olmo_params` parameters) gives every query head its own keys and values and
-# stores {glue:text}`ch4_olmo_kv` per token, four times the {glue:text}`ch4_l8_kv` of
-# Llama-3.1-8B ({glue:text}`ch4_l8_params` parameters, grouped-query attention). Gemma-3-27B's
+# stores {glue:text}`ch4_olmo_kv` per token, {glue:text}`ch4_olmo_vs_l8` the
+# {glue:text}`ch4_l8_kv` of Llama-3.1-8B ({glue:text}`ch4_l8_params` parameters,
+# grouped-query attention). Gemma-3-27B's
 # {glue:text}`ch4_g27_params` parameters need {glue:text}`ch4_g27_chips` H100s, and a token
 # costs {glue:text}`ch4_g27_kv` while every layer holds it; but {glue:text}`ch4_g27_windowed`
 # of its {glue:text}`ch4_g27_L` layers keep only the last {glue:text}`ch4_g27_window` tokens,
@@ -419,7 +421,8 @@ glue("ch4_g27_over", fmt_bytes(g27["over_context"], 0));
 # %% [markdown] tags=["lang-zh"]
 # 一个词元的代价由注意力决定，而不是由模型的大小决定。OLMo-2-7B（{glue:text}`ch4_olmo_params` 个
 # 参数）给每个查询头都配了自己的键和值，每个词元存 {glue:text}`ch4_olmo_kv`，是 Llama-3.1-8B
-# （{glue:text}`ch4_l8_params` 个参数，分组查询注意力）的 {glue:text}`ch4_l8_kv` 的四倍。Gemma-3-27B
+# （{glue:text}`ch4_l8_params` 个参数，分组查询注意力）的 {glue:text}`ch4_l8_kv` 的
+# {glue:text}`ch4_olmo_vs_l8`。Gemma-3-27B
 # 的 {glue:text}`ch4_g27_params` 个参数需要 {glue:text}`ch4_g27_chips` 块 H100；当每一层都保存一个
 # 词元时，它要花 {glue:text}`ch4_g27_kv`；但它的 {glue:text}`ch4_g27_L` 层中有
 # {glue:text}`ch4_g27_windowed` 层只保留最近的 {glue:text}`ch4_g27_window` 个词元，所以在

@@ -92,7 +92,7 @@ def gemma3_text(hf: ConfigKeys, purpose: str) -> dict[str, Any]:
     hf, local_theta = _gemma3_rope(hf, purpose)
     act_key = "hidden_activation" if hf.hf.get("hidden_activation") else "hidden_act"
     out = llama_like(hf, purpose, tie=True, act_key=act_key, act_default="gelu_pytorch_tanh")
-    pattern = hf.int("sliding_window_pattern", hf.hf.get("_sliding_window_pattern") or 6)
+    pattern = hf.int("sliding_window_pattern", None) or hf.int("_sliding_window_pattern", 6)
     types = layer_types(hf, out["L"], lambda i: "sliding" if (i + 1) % pattern else "full")
     if "sliding" in types and out["window"] is None:
         raise ConfigError("Gemma-3 config has sliding layers but sliding_window is null")
