@@ -230,3 +230,21 @@ def test_gpt2_loads_without_the_transformer_prefix_and_with_stored_masks(tmp_pat
     cfg, params = load_checkpoint(tmp_path / "g", dtype=jnp.float32)
     assert decode.generate(params, cfg, [PROMPTS[0]], 5).tokens[0] == \
         hf_greedy(hf, PROMPTS[0], 5)
+
+
+def test_pythia_files_keep_causal_masks_that_the_loader_skips(tmp_path):
+    """EleutherAI's Pythia files carry each layer's causal mask (attention.bias, a boolean
+    [1, 1, 2048, 2048]) and masked_bias: buffers, not weights, skipped by name."""
+    build("gpt_neox", tmp_path / "p")
+    _, params = load_checkpoint(tmp_path / "p")
+    _rewrite(tmp_path / "p", lambda t: t.update({
+        **{f"gpt_neox.layers.{i}.attention.bias": np.tril(np.ones((1, 1, 8, 8), bool))
+           for i in range(2)},
+        **{f"gpt_neox.layers.{i}.attention.masked_bias": np.float32(-1e9) for i in range(2)}}))
+    _, again = load_checkpoint(tmp_path / "p")
+    np.testing.assert_array_equal(again["layers"][1]["wq"], params["layers"][1]["wq"])
+    _rewrite(tmp_path / "p", lambda t: t.update({
+        "gpt_neox.layers.1.attention.rotary.weight": np.zeros((4,), np.float32)}))
+    from inferbook.model.checkpoint import CheckpointError
+    with pytest.raises(CheckpointError, match="does not use"):
+        load_checkpoint(tmp_path / "p")

@@ -183,7 +183,7 @@ def _unembedding_name(family: str, prefix: str) -> str:
 
 def ignorable(cfg: ModelConfig, family: str, name: str) -> bool:
     """Tensors a checkpoint may carry that the model does not use: rotary caches, a copy of
-    tied embeddings, GPT-2's stored causal masks, DeepSeek-V3's multi-token-prediction
+    tied embeddings, GPT-2's and Pythia's stored causal masks, DeepSeek-V3's multi-token-prediction
     layers (used for speculative decoding, past layer L), a multimodal Gemma-3's vision
     encoder and projector."""
     if name.endswith("rotary_emb.inv_freq") or (cfg.tied_embeddings and name.endswith(
@@ -191,6 +191,9 @@ def ignorable(cfg: ModelConfig, family: str, name: str) -> bool:
         return True
     if family == "gpt2" and (name.endswith(".attn.bias") or name.endswith(".attn.masked_bias")):
         return True
+    if family == "gpt_neox" and (name.endswith(".attention.bias")
+                                 or name.endswith(".attention.masked_bias")):
+        return True                          # Pythia's files keep its causal masks too
     if family == "gemma3" and any(part in name.split(".")[:2] for part in (
             "vision_tower", "multi_modal_projector")):
         return True
