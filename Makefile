@@ -8,8 +8,9 @@
 # Each creates or refreshes what it needs from the lock file: uv (in .tools), the project
 # environment (.venv), a second environment with the oldest supported JAX (.venv-jax072),
 # torch for the Hugging Face parity tests, Debian's chromium for the browser test, Debian's
-# Noto CJK fonts for the Chinese edition's figures and pages, and Debian's bubblewrap, the
-# sandbox of sealed grading (its tests fall back without it).
+# Noto CJK fonts for the Chinese edition's figures and pages, Debian's bubblewrap, the
+# sandbox of sealed grading (its tests fall back without it), and the estimator page's Pyodide
+# (the npm package, fetched once with npm into ~/.cache/inferbook/pyodide).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -53,7 +54,8 @@ endif
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
 .PHONY: help book test lint venv models test-venv oldjax-venv chromium bwrap fonts notebooks check-notebooks \
-        test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench
+        test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench \
+        estimator-assets npm
 
 help:
 	@echo "make book   build the site into _build/html (executes every chapter)"
@@ -96,6 +98,13 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# npm, to download the estimator page's Pyodide once (it is on this project's machines).
+npm:
+	@command -v npm >/dev/null || { \
+	  echo "installing Debian's npm for the estimator page's Pyodide"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq npm >/dev/null; }
+
 # Chinese characters for the Chinese edition: its figures (matplotlib) and its pages (chromium).
 fonts:
 	@fc-list :lang=zh family 2>/dev/null | grep -q . || { \
@@ -109,11 +118,22 @@ bwrap:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
 
+# The estimator page's files (book/estimator.md): the library's wheel, built here, and the pinned
+# Pyodide from the npm registry (cached in ~/.cache/inferbook/pyodide, its hash checked),
+# which the site serves as _static/estimator/ (inferbook/book/estimator_assets.py).
+ESTIMATOR_ASSETS := _build/site-static/estimator
+
+estimator-assets: venv npm
+	rm -rf $(ESTIMATOR_ASSETS)
+	$(UV) build --wheel --out-dir $(ESTIMATOR_ASSETS) --quiet
+	rm -f $(ESTIMATOR_ASSETS)/.gitignore
+	$(PY) -m inferbook.book.estimator_assets prepare $(ESTIMATOR_ASSETS)
+
 # The Colab notebooks next to each chapter and exercise, generated from the .py sources.
 notebooks: venv
 	$(PY) -m inferbook.book.notebooks sync
 
-book: venv fonts models
+book: venv fonts models estimator-assets
 	@# Execute the pages the cache lacks, $(JOBS) at a time (the cache is emptied when the
 	@# library changes), then render them all from the cache.
 	$(PY) tests/book_cache.py execute --jobs $(JOBS)

@@ -88,7 +88,7 @@ def toc_sources() -> list[Path]:
 
 
 def _read(source: Path, lang: str = "en"):
-    from inferbook.grading.generate import book_reads
+    from inferbook.book.reader import book_reads
     return book_reads(source.read_text(encoding="utf-8"), lang=lang)
 
 

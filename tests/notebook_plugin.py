@@ -5,7 +5,7 @@ chapters/ and exercises/ instead, read through jupytext, and keeps pytest from i
 sources as test modules. The committed .ipynb copies (for Colab) are skipped so nothing runs
 twice; a separate test checks that they match their sources.
 
-Notebooks are read with the book's own reader (`inferbook.grading.generate.book_reads`), so the
+Notebooks are read with the book's own reader (`inferbook.book.reader.book_reads`), so the
 cells nbval runs are exactly the cells the book renders. Each notebook whose cells all pass is
 saved with its outputs under `_build/executed/`, and at the end of the session the saved
 notebooks go into the book's jupyter-cache (`tests/book_cache.py`): the book build that
@@ -23,7 +23,7 @@ import nbformat
 import nbval.plugin
 import pytest
 
-from inferbook.grading.generate import book_reads
+from inferbook.book.reader import book_reads
 
 try:                                    # imported as tests.notebook_plugin or from tests/
     from tests import book_cache

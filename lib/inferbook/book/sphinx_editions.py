@@ -6,7 +6,7 @@ to `_build/html/zh`. The configuration value ``inferbook_language`` says which e
 is. This extension then
 
 - gives each Markdown page (book/*.md) its prose in that language (`bilingual.select_markdown`;
-  the notebook pages get theirs from their reader, `inferbook.grading.generate.book_reads`);
+  the notebook pages get theirs from their reader, `inferbook.book.reader.book_reads`);
 - links every page to its twin in the other edition, with a language switch at the top of the
   page and in the sidebar (`templates/language-switch.html`) and ``<link rel="alternate">``
   tags, all relative links, so the site works offline and wherever it is served;

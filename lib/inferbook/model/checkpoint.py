@@ -25,10 +25,12 @@ import numpy as np
 
 from inferbook.model.config import ConfigError, ModelConfig
 from inferbook.model.decoder import Params, param_shapes, special_features
+from inferbook.model.family_table import PARTIAL_ROTARY_FAMILIES
 from inferbook.model.hf_config import from_hf_config, read_hf_config
 from inferbook.model.hf_names import (
     FAMILY_ARCHITECTURES,
     Rule,
+    base_prefix,
     ignorable,
     layer_rules,
     top_rules,
@@ -66,7 +68,7 @@ def hf_to_params(cfg: ModelConfig, tensors: dict[str, np.ndarray], dtype: Any = 
     tensor left over is an error. `dtype` casts the weights (default: the checkpoint's).
     """
     expected = param_shapes(cfg)
-    prefix = "transformer." if family == "gpt2" and "transformer.wte.weight" in tensors else ""
+    prefix = base_prefix(family, tensors)
     used: set[str] = set()
 
     def apply(rules: list[Rule], shapes: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +140,7 @@ def _check_runtime_keys(hf: dict[str, Any], family: str) -> None:
     rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
     partial = hf.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0)
                      if isinstance(rope, dict) else 1.0)
-    if partial not in (None, 1, 1.0):
+    if partial not in (None, 1, 1.0) and family not in PARTIAL_ROTARY_FAMILIES:
         raise ConfigError(f"partial_rotary_factor={partial!r} is not supported (rotary "
                           "embeddings over the whole head only)")
     if family == "gpt2" and (hf.get("scale_attn_weights") is False

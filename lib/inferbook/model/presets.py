@@ -1,7 +1,7 @@
 """Named model configurations: the models the book's sources discuss, the models their worked
 problems invent, tiny models that decode on a laptop CPU in seconds, and (from
 `presets_families`) the families readers serve today: Llama-3.x, Qwen2.5/3, Mixtral, Gemma-2,
-Phi-3, DeepSeek-V2/V3 and GPT-2.
+Gemma-3, Phi-3, DeepSeek-V2/V3, OLMo-2, SmolLM3, Pythia and GPT-2.
 
 Each real model's numbers come from its published ``config.json`` or paper, each invented
 model's from the source that defines it; the comment above each entry says which.
