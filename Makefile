@@ -121,12 +121,17 @@ book: venv fonts
 lint: venv
 	$(VENV)/bin/ruff check .
 
+# The library's and the book's tests under the newest JAX; then, once and with JAX made
+# unimportable, the tests marked no_jax (pure Python: the estimator, grading, argument parsing):
+# a marked test that reaches JAX fails there (tests/conftest.py).
 test-unit: test-venv fonts
-	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) -q
+	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) -q -m "not no_jax"
+	INFERBOOK_TESTS_WITHOUT_JAX=1 $(PY) -m pytest tests/unit -n $(JOBS) -q -p no:cacheprovider
 
+# Under the oldest JAX, only what can differ there: every test not marked no_jax.
 test-oldjax: oldjax-venv
 	HYPOTHESIS_PROFILE=compat $(OLDJAX)/bin/python -m pytest tests/unit -n $(UNIT_JOBS) -q \
-	  -p no:cacheprovider
+	  -m "not no_jax" -p no:cacheprovider
 
 # Every chapter, front-matter notebook and exercise, executed from its source. The notebooks
 # that pass are handed to the book's cache (tests/book_cache.py), so `book` below renders

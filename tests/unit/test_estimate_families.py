@@ -17,6 +17,9 @@ from inferbook.cli import main
 from inferbook.model.presets import PRESETS
 from inferbook.model.presets_families import FAMILY_CONFIGS
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
