@@ -266,7 +266,9 @@ glue("ch7_pallas_grid", f"{B} × {K} × 4")
 # Decode attention for one sequence of a Mistral-7B-shaped layer ($N = 32$, $K = 8$,
 # $H = 128$, float32), against context length: XLA's unsplit reference against the split
 # version, and the bytes of cache each step reads against the bandwidth this device achieves
-# on a plain read. Each time is the fastest of nine runs after a warm-up.
+# on a plain read. At each length the two versions take turns after a warm-up, so that
+# whatever else runs on the machine slows both alike, and each time is the median of
+# {glue:text}`ch7_rounds` runs.
 
 # %% [markdown] tags=["lang-zh"]
 # 库中的 Pallas 版本（`inferbook.kernels.pallas.pallas_flash_decoding`）正是这种网格——上面共
@@ -278,7 +280,8 @@ glue("ch7_pallas_grid", f"{B} × {K} × 4")
 #
 # 对一个形状与 Mistral-7B 相同的层（$N = 32$，$K = 8$，$H = 128$，float32）中的一个序列，测量解码
 # 注意力随上下文长度的变化：XLA 不切分的参考实现对比切分版本，每一步读取的缓存字节数对比这台设备
-# 单纯读取时达到的带宽。每个时间都是预热之后九次运行中最快的一次。
+# 单纯读取时达到的带宽。在每个长度上，两个版本在预热之后轮流运行，让机器上的其他活动对两者的影响相同；
+# 每个时间都是 {glue:text}`ch7_rounds` 次运行的中位数。
 
 # %%
 contexts = [2048, 8192, 32768]
@@ -287,16 +290,18 @@ kernels = {"unsplit (reference)": reference_at_positions,
            f"split, P = {P_fd}": partial(flash_decoding.flash_decoding, num_splits=P_fd)}
 jitted = {name: jax.jit(lambda *a, f=fn: f(*a)[0]) for name, fn in kernels.items()}
 inputs = {S_: kernel_bench.attention_inputs(1, 1, S_, Nm, Km, Hm, "float32") for S_ in contexts}
-# Three interleaved rounds, keeping each measurement's fastest run: on a shared machine the
-# least disturbed run is the best estimate of what the device can do.
-times = {name: {S_: np.inf for S_ in contexts} for name in kernels}
+# At each length the two versions take turns, so that whatever else runs on the machine slows
+# both alike; each time is a median. The roof is the best of the plain reads between them.
+TIMED_RUNS = 9
+times = {name: {} for name in kernels}
 read_bw = 0.0
-for _ in range(3):
-    for S_ in contexts:
-        for name, fn in jitted.items():
-            t = timing.time_fn(fn, *inputs[S_], repeats=3).min_s
-            times[name][S_] = min(times[name][S_], t)
+for S_ in contexts:
+    runs = timing.time_alternating([partial(fn, *inputs[S_]) for fn in jitted.values()],
+                                   rounds=TIMED_RUNS, warmup=1)
+    for name, t in zip(jitted, runs):
+        times[name][S_] = t.median_s
     read_bw = max(read_bw, microbench.measure_bandwidth(1 << 28, repeats=3).reduction)
+glue("ch7_rounds", str(TIMED_RUNS))
 del inputs
 kv_bytes = {S_: 2 * Km * S_ * Hm * 4 for S_ in contexts}
 achieved = {name: {S_: kv_bytes[S_] / t for S_, t in ts.items()} for name, ts in times.items()}
