@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 
 from inferbook.cli import main
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 BASE = ["estimate", "--model", "tiny", "--hardware", "L4"]
 # The command never builds a model or starts JAX, so examples cost milliseconds: draw many.
 many = settings(max_examples=60)

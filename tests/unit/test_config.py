@@ -8,6 +8,9 @@ from inferbook.model.config import ConfigError, ModelConfig
 from inferbook.model.hf_config import from_hf_config
 from inferbook.model.presets import PRESETS, get_preset
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 
 def test_derived_sizes():
     cfg = get_preset("llama-2-70b")

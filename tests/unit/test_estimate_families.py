@@ -21,6 +21,9 @@ from inferbook.model.hf_config import from_hf_config
 from inferbook.model.presets import PRESETS
 from inferbook.model.presets_families import FAMILY_CONFIGS
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
