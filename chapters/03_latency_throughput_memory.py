@@ -615,12 +615,13 @@ from inferbook.perf.pareto_plot import pareto_figure
 
 sweep_batches = [1, 8, 15, 16, 32, 64]
 argv = ["estimate", "--model", "llama-2-13b", "--hardware", "TPU v5e", "--chips", str(chips),
-        "--batch", ",".join(map(str, sweep_batches)), "--context", str(S)]
+        "--batch", ",".join(map(str, sweep_batches)), "--context", str(S), "--ideal"]
 print("$ inferbook " + " ".join(shlex.quote(a) for a in argv))
 assert inferbook_cli(argv) == 0
 
 # %%
-cli_rows = [estimate(llama, v5e, batch=B, context=S, chips=chips) for B in sweep_batches]
+cli_rows = [estimate(llama, v5e, batch=B, context=S, chips=chips, efficiency="ideal")
+            for B in sweep_batches]
 by_batch = {r.batch: r for r in cli_rows}
 for r in cli_rows:
     kv = counts.kv_cache_bytes(llama, r.batch, S)
@@ -677,7 +678,7 @@ glue("ch3_positions_13b", f"{llama.max_seq_len:,}")
 # %%
 h100 = get_chip("H100 SXM")
 l70 = get_preset("llama-3.1-70b")
-modern = [estimate(l70, h100, batch=B, context=ctx, prompt=2048, chips=8)
+modern = [estimate(l70, h100, batch=B, context=ctx, prompt=2048, chips=8, efficiency="ideal")
           for ctx in (8192, 32768) for B in (1, 4, 16, 64, 128, 256, 512)]
 r0 = modern[0]
 pareto_zh = {f"context {ctx:,}": f"上下文 {ctx:,}" for ctx in (8192, 32768)} | {
@@ -770,15 +771,15 @@ folder.mkdir()
 plot_path = folder / "pareto.png"
 argv = ["estimate", "--config", str(folder / "config.json"), "--hardware", "H100 SXM",
         "--batch", "1,4,16,64,256,1024", "--context", "4096", "--prompt", "1024",
-        "--weights", "fp8", "--plot", str(plot_path)]
+        "--weights", "fp8", "--ideal", "--plot", str(plot_path)]
 print("$ inferbook " + " ".join(shlex.quote(a) for a in argv))
 assert inferbook_cli(argv) == 0
 Image(filename=str(plot_path))
 
 # %%
 qwen = get_preset("qwen3-30b-a3b")
-moe_rows = {B: estimate(qwen, h100, batch=B, context=4096, prompt=1024, weights="fp8")
-            for B in (1, 4, 16, 64, 256, 1024)}
+moe_rows = {B: estimate(qwen, h100, batch=B, context=4096, prompt=1024, weights="fp8",
+                        efficiency="ideal") for B in (1, 4, 16, 64, 256, 1024)}
 one, many = moe_rows[1], moe_rows[256]
 assert one.weight_bytes_read < 0.2 * one.param_bytes          # one token: 8 experts of 128
 assert many.weight_bytes_read > 0.95 * many.param_bytes       # 256 tokens: nearly all of them

@@ -355,3 +355,30 @@ def test_every_json_field_is_defined_on_the_books_reference_page(capsys):
     assert not missing, missing
     toc = (Path(__file__).resolve().parents[2] / "_toc.yml").read_text()
     assert "book/estimate_reference" in toc
+
+
+def test_the_report_shows_the_generation_its_cost_and_where_the_step_goes(capsys):
+    args = ["--model", "llama-3.1-8b", "--hardware", "H100 SXM", "--batch", "8", "--context",
+            "2048", "--prompt", "1024", "--output", "256", "--price", "2.5"]
+    got = fields_of(capsys, *args)
+    code, out, err = run_cli(capsys, *args, "--breakdown")
+    assert code == 0 and err == ""
+    for text in ("output 256", "efficiency: calibrated", "whole generation",
+                 "cost per million tokens, decoding", "reading the weights",
+                 "reading the KV cache", "the MLP's arithmetic", "collectives",
+                 "fixed costs per layer", "of the step"):
+        assert text in out, text
+    assert f"${got['usd_per_million_tokens']:,.4g}" in out
+    code, out, _ = run_cli(capsys, *args[:-4], "--ideal")
+    assert code == 0 and "efficiency: ideal" in out and "whole generation" not in out
+
+
+def test_a_sweep_with_a_breakdown_has_a_column_per_component(capsys):
+    code, out, _ = run_cli(capsys, "--model", "mixtral-8x7b", "--hardware", "H100 SXM",
+                           "--chips", "8", "--batch", "8,4096", "--context", "2048",
+                           "--breakdown", "--price", "3")
+    assert code == 0
+    header = out.splitlines()[3]
+    for column in ("weights ms", "kv_cache ms", "mlp ms", "communication ms", "$/M tokens"):
+        assert column in header, column
+    assert "expert-parallel (experts over Z=" in out
