@@ -581,7 +581,7 @@ glue_figure("ch3_gqa_figure", fig, zh=dict(
 # `inferbook estimate` computes, with more of the real system added: the collectives of the
 # sharded layout on the chips' interconnect (chapters 8–10), the prefill and the time to the
 # first token, quantized formats with their scales, sliding windows and mixtures of experts.
-# [The estimator's fields](../book/estimate_reference.md) defines each number it prints. Here
+# [The estimator's fields](../book/estimate_reference.py) defines each number it prints. Here
 # is the table above as the command line prints it:
 
 # %% [markdown] tags=["lang-zh"]
@@ -597,7 +597,7 @@ glue_figure("ch3_gqa_figure", fig, zh=dict(
 #
 # 本章的一切——内存、每种批次下的步骤、前沿——都是 `inferbook estimate` 计算的内容，而且加进了
 # 真实系统的更多部分：芯片互连上分片布局的集合通信（第 8–10 章）、预填充和首个词元延迟、带缩放
-# 因子的量化格式、滑动窗口以及混合专家。[估算器的字段](../book/estimate_reference.md)定义了它打印
+# 因子的量化格式、滑动窗口以及混合专家。[估算器的字段](../book/estimate_reference.py)定义了它打印
 # 的每一个数。下面是上面那张表在命令行上打印出来的样子：
 
 # %%
@@ -803,7 +803,7 @@ glue("ch3_dense_bcrit", f"{dense_bcrit:.0f}")
 # {glue:text}`ch3_moe_read_1` of weights. Each added sequence is routed to experts of its own:
 # at batch 16 a layer already reads {glue:text}`ch3_moe_experts_16` experts on average, at
 # batch 256 the step reads {glue:text}`ch3_moe_read_256`, nearly all of them
-# ([the fields page](../book/estimate_reference.md) derives the expected count). So a mixture
+# ([the fields page](../book/estimate_reference.py) derives the expected count). So a mixture
 # of experts stays memory-bound far longer than a dense model: its critical batch is
 # {glue:text}`ch3_moe_bcrit` tokens against {glue:text}`ch3_dense_bcrit` for a dense model on
 # the same GPU.
@@ -826,7 +826,7 @@ glue("ch3_dense_bcrit", f"{dense_bcrit:.0f}")
 # 为 1 的一步只读取它那个词元被路由到的专家，即 {glue:text}`ch3_moe_read_1` 的权重。每多一个序列，
 # 就会被路由到它自己的一些专家：批次为 16 时，一层平均已经要读 {glue:text}`ch3_moe_experts_16`
 # 个专家；批次为 256 时，一步要读 {glue:text}`ch3_moe_read_256`，几乎是全部专家
-# （[字段页](../book/estimate_reference.md)推导了期望的个数）。所以混合专家模型保持内存受限的范围
+# （[字段页](../book/estimate_reference.py)推导了期望的个数）。所以混合专家模型保持内存受限的范围
 # 比稠密模型宽得多：它的临界批量是 {glue:text}`ch3_moe_bcrit` 个词元，而同一块 GPU 上的稠密模型
 # 只有 {glue:text}`ch3_dense_bcrit`。
 #

@@ -348,7 +348,7 @@ def test_the_installed_command_never_shows_a_traceback():
 
 def test_every_json_field_is_defined_on_the_books_reference_page(capsys):
     from pathlib import Path
-    page = (Path(__file__).resolve().parents[2] / "book" / "estimate_reference.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "book" / "estimate_reference.py").read_text()
     fields = fields_of(capsys, "--model", "mixtral-8x7b", "--hardware", "H100 SXM",
                        "--chips", "2", "--context", "1024")
     missing = [key for key in fields if f"`{key}`" not in page]

@@ -1,6 +1,6 @@
 """`inferbook estimate`: memory, latency and throughput of serving a model, from its config.
 
-Every field it prints is defined in book/estimate_reference.md ("The estimator's fields").
+Every field it prints is defined in book/estimate_reference.py ("The estimator's fields").
 Bad input is refused before any work, in one line that names the flag.
 """
 
@@ -43,7 +43,7 @@ examples:
 
 Times are calibrated on published measurements unless --ideal asks for the bare roofline
 (`inferbook calibrate` shows the fit). Every field is defined in the book's "The estimator's
-fields" page (book/estimate_reference.md).
+fields" page (book/estimate_reference.py).
 """
 
 

@@ -48,7 +48,7 @@ __all__ = ["Estimate", "estimate", "estimate_from_plan", "critical_batch_moe",
 
 @dataclass(frozen=True)
 class Estimate(DecodeEstimate):
-    """One row of `inferbook estimate`; book/estimate_reference.md defines every field.
+    """One row of `inferbook estimate`; book/estimate_reference.py defines every field.
 
     The fields of the sources' decode estimate (`decode_roofline.DecodeEstimate`: parameters, bytes,
     whether they fit, critical batch, step time, throughput), then what the command adds:
