@@ -223,8 +223,9 @@
 #
 # The formulas are the bare roofline's (`--ideal`). Under an efficiency (below) W becomes
 # `mbu` · W for the weights and the cache's own fraction of W for the cache, C becomes `mfu`
-# · C, and a step adds its fixed costs per layer; `step_time_lower_bound_s` stays the bare
-# bound.
+# · C, a step adds its fixed costs per layer, and where collectives do not overlap (a GPU's
+# efficiency) their bandwidth time adds to the work instead of hiding behind it;
+# `step_time_lower_bound_s` stays the bare bound.
 #
 # Decode attention FLOPs are 4·N·H per cached token per layer (a window caps a sliding layer's
 # tokens); latent attention decodes in its absorbed form, 2·N·(2·R_kv + H_rope) per cached
@@ -251,8 +252,9 @@
 # | `warnings` | | 这一行的警告 |
 #
 # 这些公式是纯屋顶线的（`--ideal`）。在某个效率之下（见下文），对权重而言 W 变为 `mbu` · W，对缓存
-# 而言变为缓存自己的 W 比例，C 变为 `mfu` · C，一个步骤还要加上它每层的固定开销；
-# `step_time_lower_bound_s` 仍是纯屋顶线的下限。
+# 而言变为缓存自己的 W 比例，C 变为 `mfu` · C，一个步骤还要加上它每层的固定开销，集合通信不与计算
+# 重叠时（GPU 的效率），它的带宽时间加在计算之上，而不是藏在计算后面；`step_time_lower_bound_s` 仍是
+# 纯屋顶线的下限。
 #
 # 解码注意力的 FLOPs 为每层每个缓存词元 4·N·H（窗口限制滑动窗口层的词元数）；潜在注意力以吸收后
 # 的形式解码，每层每个缓存词元 2·N·(2·R_kv + H_rope)。对每个稠密模型，注意力都是内存受限的（第 2 章），
@@ -275,8 +277,8 @@
 #
 # `breakdown` (printed by `--breakdown`) gives each component of the decode step *alone*, at the
 # rate the efficiency achieves. They overlap — within a part the arithmetic and the memory
-# traffic take the longer of the two, and a step's collective bytes hide behind its
-# work — so the step is not their sum (`perf.step_breakdown`):
+# traffic take the longer of the two, and where collectives overlap their bytes hide behind
+# the work — so the step is not their sum (`perf.step_breakdown`):
 #
 # | field | unit | definition |
 # |---|---|---|
@@ -305,8 +307,8 @@
 # ### 步骤的时间花在哪里
 #
 # `breakdown`（由 `--breakdown` 打印）给出解码步骤每个组成部分*单独*所需的时间，按效率所达到的速率
-# 计算。它们相互重叠——在同一部分内，算术运算和内存访问取两者中较长的时间，步骤中集合通信的字节传输
-# 藏在计算后面——所以步骤时间不是它们的和（`perf.step_breakdown`）：
+# 计算。它们相互重叠——在同一部分内，算术运算和内存访问取两者中较长的时间，集合通信与计算重叠时，
+# 它的字节传输藏在计算后面——所以步骤时间不是它们的和（`perf.step_breakdown`）：
 #
 # | 字段 | 单位 | 定义 |
 # |---|---|---|
@@ -353,8 +355,10 @@
 # book's appendix C; 16 chips on a 4 × 4 torus pay 2 + 2 hops); through a switch NCCL's ring
 # model, a fixed cost plus a step per further GPU (the registry's `pass_latency_s` and
 # `step_latency_s`, see the hardware table), or one message latency where the registry gives
-# only that (kipply's model). A decode step's bytes overlap with its work, its latencies do not;
-# a prefill's collectives overlap or follow its work (`--prefill-overlap`). The 2D layout
+# only that (kipply's model). Latencies never hide behind the work; bytes do in the bare
+# roofline, and under a TPU's calibrated efficiency, while under a GPU's they follow it (NCCL's
+# all-reduces run between the matmuls that need them); a prefill's collectives overlap or
+# follow its work as `--prefill-overlap` says. The 2D layout
 # splits the batch over X·Z chips for attention and needs B divisible by it. A mixture of
 # experts is split like a dense MLP, or over Z groups by the expert-parallel layout, whose
 # AllToAlls send each token to its experts and back; the automatic choice tries both. Latent
@@ -371,8 +375,9 @@
 # 在环面上，该组所跨的每个 m 芯片环走 m/2 跳，每跳 `hop_latency_s`（scaling book 的附录 C；4 × 4
 # 环面上的 16 个芯片付 2 + 2 跳）；经过交换机时用 NCCL 的环形模型，即一个固定开销再加上每多一块
 # GPU 的一步（注册表中的 `pass_latency_s` 和 `step_latency_s`，见硬件表），注册表只给出消息延迟时
-# 则是一次消息延迟（kipply 的模型）。解码步骤的字节传输与它的计算相互重叠，延迟则不重叠；预填充的
-# 集合通信与它的计算重叠或排在其后（`--prefill-overlap`）。二维布局在注意力中把批次切分到 X·Z 个
+# 则是一次消息延迟（kipply 的模型）。延迟从不藏在计算后面；字节传输在纯屋顶线中以及 TPU 的校准效率
+# 下与计算重叠，在 GPU 的校准效率下则排在计算之后（NCCL 的全规约在需要它的矩阵乘法之间运行）；预填充
+# 的集合通信与它的计算重叠还是排在其后，由 `--prefill-overlap` 决定。二维布局在注意力中把批次切分到 X·Z 个
 # 芯片上，要求 B 能被它整除。混合专家的切分方式与稠密 MLP 相同，或者由专家并行布局切分到 Z 组上，
 # 它的全交换把每个词元送到它的专家那里再送回来；自动选择两者都会尝试。潜在注意力按注意力头切分
 # （仅一维）：推理服务系统为 DeepSeek 使用的数据并行注意力没有建模。最多一个互连域（一块 HGX 板上的
