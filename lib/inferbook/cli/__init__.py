@@ -31,6 +31,7 @@ COMMANDS = {
     "kernel-bench": "kernel_bench",      # decode-attention kernels against context length
     "estimate": "estimate",              # roofline estimate of a decode step (memory, time)
     "bench": "bench",                    # bandwidth, MBU/MFU, estimator error on this device
+    "calibrate": "calibrate",            # the estimator's efficiencies, fitted on published data
 }
 
 
