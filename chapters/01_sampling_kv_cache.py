@@ -128,8 +128,8 @@ show_source(decoder.transformer)
 # *sampler*: greedy takes the most likely token; **temperature** $\tau$ divides the logits by
 # $\tau$ before the softmax, sharpening the distribution below 1 and flattening it above; and
 # **top-p** (nucleus sampling) keeps the smallest set of tokens whose probabilities add up to
-# $p$ and draws among them only. The random keys are seeded, so the text below is the same on
-# every run of the same software.
+# $p$ and draws among them only. The random draws are seeded, so the text below is the same
+# on every run of the same software.
 
 # %% [markdown] tags=["lang-zh"]
 # ### 训练好的模型写出的文字
@@ -142,7 +142,7 @@ show_source(decoder.transformer)
 # 规则占一行。每一步先做模型的前向计算（一次预填充，然后每个词元一个解码步骤，下文会解释），再交给
 # *采样器*：贪心取最可能的词元；**温度** $\tau$ 在 softmax 之前把 logits 除以 $\tau$，小于 1 时分布
 # 变尖锐，大于 1 时变平坦；**top-p**（核采样）只保留概率之和达到 $p$ 的最小词元集合，只在其中抽取。
-# 随机数的密钥是固定的种子，所以只要软件相同，每次运行得到的文字都一样。
+# 随机抽取用的是固定的种子，所以只要软件相同，每次运行得到的文字都一样。
 
 # %%
 from inferbook.model.pretrained import load_pretrained
