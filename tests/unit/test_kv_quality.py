@@ -2,11 +2,10 @@
 (kv_quant), plain decoder.forward, Hugging Face's eager attention weights, and perplexity
 recomputed in numpy."""
 
-import numpy as np
-import pytest
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 
 from inferbook.memory import kv_quality, kv_quant
 from inferbook.model import decoder
