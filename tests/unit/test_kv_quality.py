@@ -84,7 +84,7 @@ def test_bad_arguments_raise(params, tokens):
     with pytest.raises(ValueError):
         kv_quality.quantize_roundtrip(jnp.ones((4, 64)), 1)
     with pytest.raises(ValueError):
-        kv_quality.attention_probs(params, CFG, tokens, CFG.L)
+        kv_quality.sink_share(jnp.ones((1, 2, 4, 4)), start=4)
     with pytest.raises(ValueError):
         kv_quality.perplexity(jnp.zeros((1, 3, 5)), jnp.zeros((1, 3), int), start=2)
 
@@ -114,7 +114,22 @@ def test_attention_probs_match_hugging_face(tmp_path):
     ids = [[5, 17, 3, 99, 42, 8, 61, 2, 77]]
     with torch.no_grad():
         ref = hf(torch.tensor(ids), output_attentions=True).attentions
+    ours = kv_quality.attention_probs(params, cfg, jnp.asarray(ids))
+    assert ours.shape == (2, 1, 4, 9, 9)
     for layer in range(2):
-        ours = kv_quality.attention_probs(params, cfg, jnp.asarray(ids), layer)
-        np.testing.assert_allclose(ours, ref[layer].numpy(), atol=1e-5)
-        np.testing.assert_allclose(ours.sum(-1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(ours[layer], ref[layer].numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours.sum(-1), 1.0, atol=1e-5)
+
+
+def test_sink_share_against_a_loop():
+    p = jax.nn.softmax(jax.random.normal(jax.random.key(5), (2, 3, 6, 6)) * 2, -1)
+    p = jnp.where(jnp.tril(jnp.ones((6, 6), bool)), p, 0)
+    p = p / p.sum(-1, keepdims=True)
+    share, uniform = kv_quality.sink_share(p, start=2)
+    pn = np.asarray(p)
+    assert share == pytest.approx(np.mean([pn[b, n, t, 0] for b in range(2) for n in range(3)
+                                           for t in range(2, 6)]), rel=1e-5)
+    assert uniform == pytest.approx(np.mean([1 / (t + 1) for t in range(2, 6)]), rel=1e-6)
+    flat = jnp.where(jnp.tril(jnp.ones((6, 6), bool)), 1.0, 0.0)
+    flat = flat / flat.sum(-1, keepdims=True)
+    assert kv_quality.sink_share(flat, 2)[0] == pytest.approx(uniform, rel=1e-5)

@@ -4,7 +4,7 @@ Chapter 5 shrinks the cache by keeping fewer tokens (`kv_evict`) or fewer bits p
 (`kv_quant`). Bytes are exact; what they cost has to be measured on a trained model, with
 three instruments:
 
-* `attention_probs` — one layer's attention probabilities [B, N, T, T], the map on which a
+* `attention_probs` — every layer's attention probabilities [L, B, N, T, T], the map on which a
   trained model's *attention sink* (most of a head's attention on token 0) is plain to see.
 * `forward_kv_bits` — the model's logits when every cached key and value is stored with
   `bits` bits (symmetric absmax codes, one scale per `group` numbers) and read back, the way
@@ -29,7 +29,7 @@ from inferbook.model.attention import attention_mask, attention_reference
 from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import Params, require_plain_decoder, transformer, unembed
 
-__all__ = ["quantize_roundtrip", "attention_probs", "forward_kv_bits", "token_nll",
+__all__ = ["quantize_roundtrip", "attention_probs", "sink_share", "forward_kv_bits", "token_nll",
            "perplexity", "greedy_agreement", "kv_bits_bytes_per_element"]
 
 
@@ -64,29 +64,34 @@ def _scale(cfg: ModelConfig) -> float:
     return cfg.attention_scale
 
 
-@partial(jax.jit, static_argnames=("cfg", "layer"))
-def attention_probs(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, layer: int
-                    ) -> jax.Array:
-    """Layer `layer`'s causal attention probabilities [B, N, T, T] (query t, key s) over
+@partial(jax.jit, static_argnames=("cfg",))
+def attention_probs(params: Params, cfg: ModelConfig, tokens_BT: jax.Array) -> jax.Array:
+    """Every layer's causal attention probabilities [L, B, N, T, T] (query t, key s) over
     tokens_BT: row t sums to one over s ≤ t."""
-    if not 0 <= layer < cfg.L:
-        raise ValueError(f"layer must be in [0, {cfg.L}), got {layer}")
     B, T = tokens_BT.shape
     pos_BT = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (B, T))
     causal = attention_mask(pos_BT, pos_BT[0], jnp.full((B,), T, jnp.int32))
-    scale, found = _scale(cfg), {}
+    scale, found = _scale(cfg), []
 
     def attend(i, q_BTNH, k_BTKH, v_BTKH):
-        if i == layer:
-            k_BTNH = jnp.repeat(k_BTKH, cfg.N // cfg.K, axis=2)
-            s = jnp.einsum("BTNH,BSNH->BNTS", q_BTNH, k_BTNH).astype(jnp.float32) * scale
-            found["p"] = jax.nn.softmax(jnp.where(causal[:, None], s, -jnp.inf), axis=-1)
+        k_BTNH = jnp.repeat(k_BTKH, cfg.N // cfg.K, axis=2)
+        s = jnp.einsum("BTNH,BSNH->BNTS", q_BTNH, k_BTNH).astype(jnp.float32) * scale
+        found.append(jax.nn.softmax(jnp.where(causal[:, None], s, -jnp.inf), axis=-1))
         return attention_reference(q_BTNH, k_BTKH.swapaxes(1, 2), v_BTKH.swapaxes(1, 2),
                                    causal, scale=scale)[0]
 
-    # Only the layers up to `layer` matter; XLA drops the rest as dead code.
     transformer(params, cfg, tokens_BT, pos_BT, attend)
-    return found["p"]
+    return jnp.stack(found)
+
+
+def sink_share(probs_BNTS: jax.Array, start: int = 1) -> tuple[float, float]:
+    """Mean share of attention on token 0 over queries t ≥ start (all heads and sequences),
+    and the same mean if each query spread its attention evenly over its t + 1 keys."""
+    T = probs_BNTS.shape[-1]
+    if not 0 <= start < T:
+        raise ValueError(f"start must be a query position below {T}, got {start}")
+    uniform = jnp.mean(1.0 / (jnp.arange(start, T) + 1))
+    return float(jnp.mean(probs_BNTS[..., start:, 0])), float(uniform)
 
 
 @partial(jax.jit, static_argnames=("cfg", "bits", "group"))
