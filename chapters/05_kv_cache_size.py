@@ -1622,7 +1622,9 @@ print(f"{fmt_bytes(baseline)} -> {fmt_bytes(combined)} per sequence "
 # - An int8 cache with per-vector scales halves a 16-bit cache with a small, bounded error; it
 #   only runs faster if the reader converts in small pieces.
 # - Eviction (StreamingLLM, H2O, Scissorhands, FastGen) keeps a fixed budget of tokens that
-#   matter; what it costs in accuracy depends on how concentrated attention is.
+#   matter; what it costs in accuracy depends on how concentrated attention is. On the trained
+#   model, a window that lets the first token go breaks it; keeping the attention sinks, or
+#   H2O's heavy hitters, keeps its perplexity close to the full cache's.
 # - Contiguous reservations waste most of the memory they hold; paging wastes a few percent.
 # - Offloading trades step time for capacity; more devices add memory, but split KV heads only as
 #   far as there are heads.
@@ -1643,6 +1645,7 @@ print(f"{fmt_bytes(baseline)} -> {fmt_bytes(combined)} per sequence "
 # - 带有逐向量缩放因子的 int8 缓存把 16 位缓存减半，误差小且有界；只有读取器分小块转换时，它才会跑得
 #   更快。
 # - 淘汰（StreamingLLM、H2O、Scissorhands、FastGen）保留固定预算之内的重要词元；它在准确率上的代价，
-#   取决于注意力有多集中。
+#   取决于注意力有多集中。在训练好的模型上，放走第一个词元的窗口会让模型崩溃；保留注意力汇聚点，或 H2O
+#   的高关注词元，困惑度就与完整缓存的相差无几。
 # - 连续预留浪费了它所占内存的大部分；分页只浪费百分之几。
 # - 卸载用步骤时间换容量；更多设备带来更多内存，但按 KV 头切分，最多只能分到头数那么多份。
