@@ -182,7 +182,7 @@ Markdown("| KV heads | batch | published step time | library |\n|---|---:|---:|-
 #
 # ### H100 的临界批量大小
 #
-# Scaling book 把 H100 的临界批量大小定为“约 {glue:text}`err_h100_pub`”；较自由的译本在表格中把它
+# 《How to Scale Your Model》把 H100 的临界批量大小定为“约 {glue:text}`err_h100_pub`”；较自由的译本在表格中把它
 # 推导为“{glue:text}`err_h100_table`”。用 H100 SXM 稠密 bfloat16 的峰值除以它的带宽，得到
 # {glue:text}`err_h100_ours`。那张表的分子是稠密 bfloat16 峰值的 {glue:text}`err_h100_x`——那是
 # NVIDIA *带* 2:4 稀疏的 FP8 数值——由它得到的是 {glue:text}`err_h100_sparse`。

@@ -237,7 +237,7 @@ print(f"largest change in any past key or value after appending a token: {change
 #   随后它的键和值被追加到缓存中。
 #
 # 在库中，`prefill` 和 `extend`（每个序列针对缓存输入一个或多个新词元）共用 `attend_cached`：它在两组
-# 键上计算注意力——缓存里的键和新来的键——再用两部分各自的对数和指数（log-sum-exp）把两个部分结果
+# 键上计算注意力——缓存里的键和新来的键——再用两部分各自的 LSE（log-sum-exp）把两个部分结果
 # 合并起来。FlashAttention 和 Flash-Decoding 依赖的也正是这个恒等式（第 6 章和第 7 章）；在这里，它让
 # 一步计算只读缓存而不写缓存，新的键和值在之后才追加进去。
 
@@ -304,7 +304,7 @@ print(f"largest logit difference over {n_new} steps: {worst:.1e}; tokens identic
 #
 # 预填充和解码使用同样的权重，却是两个不同的问题。预填充把每个权重矩阵乘以一个 $[T, D]$ 的激活块：
 # 从内存读出的每个权重参与 $T$ 次乘加，即 $2T$ FLOPs。解码步骤把它乘以每个序列的一行：对 $B$ 个序列
-# 的批次，每个权重 $2B$ FLOPs。算术量与内存流量之比——**算术强度**，即每字节的 FLOPs——决定哪种资源
+# 的批次，每个权重 $2B$ FLOPs。计算量与内存流量之比——**算术强度**，即每字节的 FLOPs——决定哪种资源
 # 先耗尽；第 2 章会展开这个概念。这里我们从 XLA 对两个编译后程序的分析中读出这两个数：一次 512 个
 # 词元的预填充，和一个解码步骤，两者的批次都只有一个序列。
 

@@ -95,7 +95,7 @@ from inferbook.book.present import (
 # ## 值得记住的步骤时间
 #
 # 取一个包含 $B$ 个序列的解码步骤。无论 $B$ 是多少，每个权重都只读一次；每个序列缓存的键和值也
-# 各读一次。如果没有任何东西在等算术运算，这一步的时间就是把这些全部读一遍的时间：
+# 各读一次。如果没有任何东西在等计算，这一步的时间就是把这些全部读一遍的时间：
 #
 # $$
 # T_\text{step} \ge \frac{B \cdot \text{每个序列的 KV 字节数} + \text{权重字节数}}
@@ -116,7 +116,7 @@ from inferbook.book.present import (
 # 其中 $P$ 是参数量，$W$ 和 $C$ 分别是共同承载这个模型的所有芯片的总带宽和总 FLOP/s。库只在一处
 # 写出步骤时间，即 `step_cost.step_time`：一个步骤是若干部分的列表，每部分按自己的屋顶线计时，
 # 再加上它要等待的集合通信。上面的公式是它的一个视图，分成注意力和权重两部分；下限则是不做任何
-# 算术的单独一部分：
+# 计算的单独一部分：
 
 # %%
 show_source(step_cost.work_time, step_cost.step_time, decode_roofline.decode_step_cost,
@@ -133,7 +133,7 @@ show_source(step_cost.work_time, step_cost.step_time, decode_roofline.decode_ste
 # %% [markdown] tags=["lang-zh"]
 # ### 快速估算
 #
-# Scaling book 出了一道题来检验这些公式 {cite:p}`austin2025scaling`：一个 300 亿参数的稠密模型，
+# 《How to Scale Your Model》出了一道题来检验这些公式 {cite:p}`austin2025scaling`：一个 300 亿参数的稠密模型，
 # 以 int8 存储（每个权重一个字节，用 bfloat16 运算），每个词元的 KV 缓存为 100 kB，上下文 8,192 个
 # 词元，部署在一个 TPU v5e 4×4 切片（16 个芯片）上。批次为 4 时，以及批次为 256 时，步骤时间的
 # 下限各是多少？
@@ -325,7 +325,7 @@ glue_figure("ch3_frontier_figure", fig, zh=dict(
 #
 # ## 内存用在了哪里
 #
-# 从这里开始，我们照 scaling book 的做法，给每个序列 8,192 个词元的上下文。
+# 从这里开始，我们照《How to Scale Your Model》的做法，给每个序列 8,192 个词元的上下文。
 #
 # LLaMA-2 13B {cite:p}`touvron2023llama2` 的各项维度如下：
 
@@ -563,7 +563,7 @@ ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch3_gqa_figure", fig, zh=dict(
     title="LLaMA-2 13B，8 × TPU v5e，上下文 8,192（粗线：放得下；点线：最大批量）",
     xlabel="批量大小 B", ylabel="词元/秒（8 个芯片）",
-    legend=["K = 40（MHA）", "K = 8（GQA，缓存小 5×）"]))
+    legend=["K = 40（MHA）", "K = 8（GQA，缓存小 5 倍）"]))
 
 # %% [markdown]
 # ```{glue:figure} ch3_gqa_figure
@@ -660,7 +660,7 @@ glue("ch3_positions_13b", f"{llama.max_seq_len:,}")
 
 # %% [markdown] tags=["lang-zh"]
 # 这些列就是本章用过的那些，外加三个新列。估算器（在 stderr 上）警告说 LLaMA-2 训练时只用了
-# {glue:text}`ch3_positions_13b` 个位置——scaling book 那个 8,192 个词元的例子要的比模型支持的更多
+# {glue:text}`ch3_positions_13b` 个位置——《How to Scale Your Model》那个 8,192 个词元的例子要的比模型支持的更多
 # ——并指出哪些批次放不下。它的步骤时间比表中的略长：在八个芯片上，{glue:text}`ch3_cli_layout`
 # 布局（第 9 章）每层要加两次全规约，它们每一跳的延迟无法藏在计算后面；批次为 1 时，它们每步要花
 # {glue:text}`ch3_cli_comm_1`，占步骤时间的 {glue:text}`ch3_cli_comm_share`。它还给出首个词元延迟：

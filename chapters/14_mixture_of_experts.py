@@ -44,7 +44,7 @@
 # {cite:p}`shazeer2017moe,fedus2022switch`。模型持有 $E$ 个专家的权重，却只在一个词元上花 $k$ 个专家
 # 的 FLOPs；今天最大的开放模型——Mixtral {cite:p}`jiang2024mixtral`、Qwen3 的 MoE 模型、DeepSeek-V3
 # {cite:p}`deepseekai2024v3`——正是这样在不增加每个词元代价的前提下增加参数的。对推理服务来说，模型
-# *拥有*的权重与一个词元*用到*的权重之间的这种分离，在三个地方改变了前面各章的算术，本章依次讨论：
+# *拥有*的权重与一个词元*用到*的权重之间的这种分离，在三个地方改变了前面各章的计算，本章依次讨论：
 #
 # - **屋顶线。** 一个解码步骤只读取它的词元被路由到的专家，所以它读取的字节数随批次增长。一个 MoE 层
 #   在约为稠密层临界批量的 $E/k$ 倍时变为计算受限；整个步骤的注意力和嵌入是稠密的，它约在总参数与激活
@@ -102,7 +102,7 @@ from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds,
 # %% [markdown] tags=["lang-zh"]
 # ## 总参数与激活参数
 #
-# scaling book {cite:p}`austin2025scaling` 的实例题 5 把它虚构的 18B 模型改成 16 个专家的混合，每个
+# 《How to Scale Your Model》 {cite:p}`austin2025scaling` 的实例题 5 把它虚构的 18B 模型改成 16 个专家的混合，每个
 # 词元用 2 个。旁边是读者如今实际部署的三个模型。*激活*参数是一个词元用到的参数：除路由专家之外的
 # 一切，再加上其中 $k$ 个专家。
 
@@ -701,7 +701,7 @@ print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 #
 # ## 实例题 6：专家沿 Z、D 沿 X、F 沿 Y
 #
-# scaling book 的实例题 6 把第一个专家矩阵 $[E, D, F]$ 分片为 $[E_Z, D_X, F_Y]$：专家沿 $Z$，每个专家
+# 《How to Scale Your Model》的实例题 6 把第一个专家矩阵 $[E, D, F]$ 分片为 $[E_Z, D_X, F_Y]$：专家沿 $Z$，每个专家
 # 的 $F$ 沿 $Y$，它的 $D$ 沿 $X$——在训练中，这个轴以 FSDP 的方式对权重分片。库的布局三者都支持
 # （`x=` 指定 FSDP 轴；这些轴上的芯片在使用前收集它们的专家，其余时候服务它们自己的序列）。在
 # $2 \times 2 \times 2$ 网格上，针对这道题自己的模型，只根据形状（用 float32：CPU 上的 XLA 用 float32

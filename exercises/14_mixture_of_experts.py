@@ -30,7 +30,7 @@
 # %% [markdown] tags=["lang-zh"]
 # # 练习：混合专家
 #
-# 这些练习配合[第 14 章](../chapters/14_mixture_of_experts.py)：为稀疏模型提供服务。scaling book
+# 这些练习配合[第 14 章](../chapters/14_mixture_of_experts.py)：为稀疏模型提供服务。《How to Scale Your Model》
 # {cite:p}`austin2025scaling` 的实例题 5 和实例题 6，按原书的问法（总参数和激活参数、临界批量、缓存、
 # FLOPs；8 × 16 切片上的专家分片），是[性能模型练习](02_performance_models.py)的第 5 题和第 6 题；
 # 本页在它们的基础上继续，每个常数都从库的预设和硬件表中读取。最后一个练习是路由器——MoE 层计算的

@@ -33,6 +33,7 @@ __all__ = ["Finding", "Rule", "chinese_segments", "rejected_variants", "rules", 
            "findings", "fix_text", "fix", "main"]
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
+HAN_OR_MARK = "\u4e00-\u9fff\u3000-\u303f\uff00-\uffef"   # Han, full-width punctuation
 GLOSSARY = Path("book") / "notation.md"
 # The heading of the glossary's table of rejected variants, in its English block.
 VARIANTS_HEADING = "## Rejected variants"
@@ -94,16 +95,17 @@ def rules(root: Path) -> list[Rule]:
         # "25×" ends a ratio; "4×4" (a mesh), "8× H100" (a count of chips) are not ratios.
         Rule("ratio written with × (write N 倍)",
              re.compile(r"(?<![A-Za-z0-9_.,])(?P<number>\d[\d,]*(?:\.\d+)?)\s*×"
-                        r"(?![ \t]*[A-Za-z0-9_$\\({`])"),
+                        r"(?![ \t]*[A-Za-z0-9_$\\({`])(?:[ \t]+(?=[\u4e00-\u9fff]))?"),
              _ratio),
         Rule("'×' after a glued value (a ratio's Chinese form already says 倍)",
              re.compile(r"\{glue(?::\w+)?\}`[^`]+`[ \t]*×(?![ \t]*[A-Za-z0-9_$\\({`])")),
-        Rule("算术 outside 算术强度 (compute is 计算)", re.compile(r"算术(?!强度)"), "计算",
+        Rule("算术 outside 算术强度 (compute is 计算)", re.compile(r"算术(?:运算)?(?!强度)"), "计算",
              glossary),
         Rule("internal source label (name the source by its title)",
              re.compile(r"\bseeds? 0\d\d(?:/0\d\d)?\b"), None, glossary),
         Rule("'scaling book' left in English (name it by its title)",
-             re.compile(r"[ \t]?(?:the |The )?[Ss]caling[ \t]+[Bb]ook(?:'s)?[ \t]?"),
+             re.compile(rf"(?:(?<=[{HAN_OR_MARK}])[ \t])?(?:the |The )?[Ss]caling[ \t]+[Bb]ook"
+                        rf"(?:'s)?(?:[ \t](?=[{HAN_OR_MARK}]))?"),
              SCALING_BOOK_TITLE, glossary),
     ]
     for variant, use, automatic in rejected_variants(root):
