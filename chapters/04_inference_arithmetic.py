@@ -762,11 +762,14 @@ assert rest[0] > rest[1] > rest[2]            # the vector work's share falls as
 
 # %% tags=["hide-input"]
 glue("ch4_rest_small", fmt_percent(rest[0], 1))
-glue("ch4_rest_big", fmt_percent(rest[-1], 1));
+glue("ch4_rest_big", fmt_percent(rest[-1], 1))
+glue("ch4_width_small", fmt_count(widths[0]))
+glue("ch4_width_big", fmt_count(widths[-1]));
 
 # %% [markdown]
 # The element-wise share falls from {glue:text}`ch4_rest_small` to
-# {glue:text}`ch4_rest_big` as the width quadruples; at the width of the 52B model it is
+# {glue:text}`ch4_rest_big` as the width grows from {glue:text}`ch4_width_small` to
+# {glue:text}`ch4_width_big`; at the width of the 52B model it is
 # negligible *as FLOPs*. As time it is another matter.
 #
 # ## Intermediate memory costs
@@ -782,7 +785,7 @@ glue("ch4_rest_big", fmt_percent(rest[-1], 1));
 # width, the matmuls' like $D^2$, so the share shrinks for a wider model:
 
 # %% [markdown] tags=["lang-zh"]
-# 宽度从 256 增加到 1,024，逐元素部分的占比从 {glue:text}`ch4_rest_small` 降到
+# 宽度从 {glue:text}`ch4_width_small` 增加到 {glue:text}`ch4_width_big`，逐元素部分的占比从 {glue:text}`ch4_rest_small` 降到
 # {glue:text}`ch4_rest_big`；到了 52B 模型的宽度，*就 FLOPs 而言*它可以忽略不计。就时间而言，则是
 # 另一回事。
 #

@@ -496,15 +496,16 @@ glue("ch9_seq_block", str(cache_seq.k[0].addressable_shards[0].data.shape))
 # $$T = \max\left(\frac{t_\text{hop} \cdot n}{2},\; \frac{\text{bytes}}{W_\text{ici}}\right),$$
 #
 # so below some size a collective costs the same whatever it carries. The sources state the
-# threshold two ways, and their figures differ by a factor of eight: seed 000 bounds the
-# *whole buffer*, bytes $< n \cdot W_\text{link} \cdot t_\text{hop}$; seed 002 bounds *one
-# shard*, $W_\text{link} \cdot t_\text{hop}$. They are the same condition, applied to
+# threshold two ways, and their figures differ by a factor of eight: the close Chinese
+# translation of that chapter (*关于 Transformer 推理的一切*) bounds the *whole buffer*, bytes
+# $< n \cdot W_\text{link} \cdot t_\text{hop}$; the freer one (*Transformer 推理全解*) bounds
+# *one shard*, $W_\text{link} \cdot t_\text{hop}$. They are the same condition, applied to
 # different quantities.
 
 # %% [markdown] tags=["lang-zh"]
 # 词元又一次相同。每个设备的缓存块为 {glue:text}`ch9_seq_block`：全部序列、它自己的头、一半的位置。
-# 合并每层只需一次取最大值和两次求和，共 {glue:text}`ch9_combine`：都是查询的 float32 输出和对数和
-# 指数，没有任何与缓存一样大的东西。代价在别处：权重在序列轴上是*复制*的，所以序列轴上的每个设备都
+# 合并每层只需一次取最大值和两次求和，共 {glue:text}`ch9_combine`：都是查询的 float32 输出和
+# LSE，没有任何与缓存一样大的东西。代价在别处：权重在序列轴上是*复制*的，所以序列轴上的每个设备都
 # 重复模型并行的那份工作，读取相同的权重切片——这就是为什么这种布局适用于缓存远大于权重的上下文。
 #
 # ## 延迟受限的集合通信
@@ -515,9 +516,9 @@ glue("ch9_seq_block", str(cache_seq.k[0].addressable_shards[0].data.shape))
 # $$T = \max\left(\frac{t_\text{hop} \cdot n}{2},\; \frac{\text{bytes}}{W_\text{ici}}\right),$$
 #
 # 所以低于某个大小时，集合通信不论搬运多少数据，代价都一样。原文用两种方式给出这个阈值，两者的数字
-# 相差一个因子 8：seed 000 限定的是*整个缓冲区*，字节数 $< n \cdot W_\text{link} \cdot t_\text{hop}$；
-# seed 002 限定的是*一个分片*，$W_\text{link} \cdot t_\text{hop}$。它们是同一个条件，只是应用在不同的
-# 量上。
+# 相差 8 倍：该章的直译本《关于 Transformer 推理的一切》限定的是*整个缓冲区*，字节数
+# $< n \cdot W_\text{link} \cdot t_\text{hop}$；较自由的译本《Transformer 推理全解》限定的是*一个分片*，
+# $W_\text{link} \cdot t_\text{hop}$。它们是同一个条件，只是用在不同的量上。
 
 # %%
 n8 = 8
@@ -577,8 +578,8 @@ glue_figure("ch9_latency_figure", fig, zh=dict(
 # whole buffer, or {glue:text}`ch9_per_shard` for one shard. The sources' example — batch
 # {glue:text}`ch9_B_ex`, $D =$ {glue:text}`ch9_D_ex`, int8 — is a {glue:text}`ch9_example`
 # buffer of {glue:text}`ch9_example_shard` shards: latency-bound by either reading, provided
-# each is applied to its own quantity (seed 002 compares the whole buffer with the per-shard
-# figure). Every per-layer collective of the 18B model's decode step at that batch sits on the
+# each is applied to its own quantity (the freer translation compares the whole buffer with
+# the per-shard figure). Every per-layer collective of the 18B model's decode step at that batch sits on the
 # flat part of the curve. Put
 # differently, model parallelism over $Y$ chips makes the AllReduce latency-bound once the
 # shard $B D / Y$ drops below {glue:text}`ch9_per_shard`, here beyond
@@ -603,7 +604,7 @@ glue_figure("ch9_latency_figure", fig, zh=dict(
 # 在 {glue:text}`ch9_chip` 上，八个分片时，阈值对整个缓冲区是 {glue:text}`ch9_whole`，对一个分片是
 # {glue:text}`ch9_per_shard`。原文的例子——批量大小 {glue:text}`ch9_B_ex`、$D =$ {glue:text}`ch9_D_ex`、
 # int8——是一个 {glue:text}`ch9_example` 的缓冲区，每个分片 {glue:text}`ch9_example_shard`：按两种读法
-# 都是延迟受限的，前提是每种读法都用在它自己的量上（seed 002 拿整个缓冲区去和每个分片的数字比较）。
+# 都是延迟受限的，前提是每种读法都用在它自己的量上（较自由的译本拿整个缓冲区去和每个分片的数字比较）。
 # 在这个批量大小下，18B 模型解码步骤中每一次逐层的集合通信都落在曲线平坦的部分。换一种说法：在 $Y$
 # 个芯片上做模型并行，一旦分片 $B D / Y$ 小于 {glue:text}`ch9_per_shard`，全规约就变成延迟受限的——这里
 # 是超过 {glue:text}`ch9_y_latency` 个芯片的时候。这与小矩阵乘积的内存屋顶线如出一辙：一个小操作无法

@@ -573,7 +573,7 @@ glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
 # model. The event log shows each transfer on its own lane:
 
 # %% [markdown] tags=["lang-zh"]
-# 在用成本模型定价的 400 个词元的提示词下，一个输出流中两个词元之间的最长停顿：交错执行时为
+# 在按成本模型计时的 400 个词元的提示词下，一个输出流中两个词元之间的最长停顿：交错执行时为
 # {glue:text}`ch11_gap_inter`，分块预填充时为 {glue:text}`ch11_gap_chunk`，预填充在别处运行时为
 # {glue:text}`ch11_gap_disagg`——一个生成步骤加一次传输。
 #

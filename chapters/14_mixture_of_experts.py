@@ -517,7 +517,7 @@ glue_figure("ch14_twin_figure", fig, zh=[
 #
 # 第 8 章和第 9 章的一维布局会像切分稠密 MLP 那样，把每个专家的 $F$ 切分到 $M$ 块芯片上：即*张量
 # 并行*。这样每块芯片读取一步所触及的每个专家的 $1/M$ 切片，而每个 MoE 块都以一次对所有词元激活值的
-# 全规约（AllReduce）结束。专家提示了另一种切法 {cite:p}`lepikhin2021gshard`：给 $Z$ 块芯片中的每一块
+# 全规约（AllReduce）结束。GShard 的作者提出了另一种切法 {cite:p}`lepikhin2021gshard`：给 $Z$ 块芯片中的每一块
 # $E/Z$ 个完整的专家，然后把*词元*搬到它们那里。每块芯片为自己的词元做路由，把每个词元的一份副本写进
 # 一个每个专家 $C$ 个槽位的缓冲区，一次沿 $Z$ 的全交换（AllToAll）把每块芯片的专家要处理的词元送到
 # 这块芯片；专家运行之后，第二次全交换把结果送回原处，在那里每个词元用路由器给出的权重把它的 $k$ 个
@@ -761,7 +761,7 @@ glue("ch14_wp6_received", fmt_bytes(received / short.L * wp5.L))
 # %% [markdown] tags=["lang-zh"]
 # 每块芯片持有 {glue:text}`ch14_wp6_held` 的 float32 权重，与公式一致
 # （`moe_layouts.expert_parallel_param_bytes`），而编译好的解码步骤除缓存和词元之外，正是以这些权重
-# 作为参数。它也说明了推理为什么让 $X$ 保持为一：每个解码步骤都要沿 $X$ 重新收集每块芯片的专家——对
+# 作为输入。它也说明了推理为什么让 $X$ 保持为一：每个解码步骤都要沿 $X$ 重新收集每块芯片的专家——对
 # 64 层的模型，每块芯片收集出的数组共 {glue:text}`ch14_wp6_gathered`，其中一半本就在这块芯片上，另外
 # {glue:text}`ch14_wp6_received` 要从别的芯片接收——这正是第 9 章为解码排除掉的 FSDP 模式。
 #
@@ -861,7 +861,7 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
 # （AllGather），各 $(n-1)/n$），一次全交换只发送其中的 $(n-1)/n$；而且张量并行在注意力之后每层还要再做
 # 一次全规约。专家并行的代价在别处：每块芯片都持有并读取完整的注意力。哪种代价更高取决于批次。按估算器的规则
 # （取屋顶线时间与集合通信的带宽时间中较大的那个，再加上它们的延迟；`moe_layouts.moe_decode_step`）在
-# 八块 H100 上定价：
+# 八块 H100 上估算一步的耗时：
 
 # %%
 grid = [8 * 2 ** i for i in range(12)]

@@ -88,8 +88,9 @@ QUESTIONS = [
             "buffer (the bytes of the array)",
             reference=_latency_bytes, rel_tol=0.01,
             mistakes=[Mistake(lambda r: r / RING_SHARDS,
-                              "that is the threshold for one shard (seed 002's reading); the "
-                              "question asks for the whole buffer (seed 000's), n times more")]),
+                              "that is the threshold for one shard (the freer translation's "
+                              "reading); the question asks for the whole buffer (the close "
+                              "translation's), n times more")]),
     Exact("ch09.example_latency_bound", "Is an AllReduce of 16 × 8192 int8 latency-bound?", 1,
           "compare the buffer's bytes with the whole-buffer threshold of the question before",
           reference=_example_latency_bound, choices=(True, False)),
@@ -131,8 +132,8 @@ ZH = {
     "same head; split the batch over them":
         "16 个芯片、8 个 KV 头时，只按头切分会让两个芯片保存同一个头的副本；应把批次拆到它们上面",
     "keys and values both": "键和值都要算上",
-    "that is the threshold for one shard (seed 002's reading); the question asks for the whole "
-    "buffer (seed 000's), n times more":
-        "这是一个分片的阈值（seed 002 的读法）；题目问的是整个缓冲区（seed 000 的读法），"
-        "是它的 n 倍",
+    "that is the threshold for one shard (the freer translation's reading); the question asks "
+    "for the whole buffer (the close translation's), n times more":
+        "这是一个分片的阈值（较自由的译本《Transformer 推理全解》的读法）；题目问的是整个缓冲区"
+        "（直译本《关于 Transformer 推理的一切》的读法），是它的 n 倍",
 }
