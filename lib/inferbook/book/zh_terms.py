@@ -99,8 +99,8 @@ def rules(root: Path) -> list[Rule]:
              _ratio),
         Rule("'×' after a glued value (a ratio's Chinese form already says 倍)",
              re.compile(r"\{glue(?::\w+)?\}`[^`]+`[ \t]*×(?![ \t]*[A-Za-z0-9_$\\({`])")),
-        Rule("算术 outside 算术强度 (compute is 计算)", re.compile(r"算术(?:运算)?(?!强度)"), "计算",
-             glossary),
+        Rule("算术 outside 算术强度 (compute is 计算)", re.compile(r"算术(?:运算)?(?!强度)"),
+             "计算", glossary),
         Rule("internal source label (name the source by its title)",
              re.compile(r"\bseeds? 0\d\d(?:/0\d\d)?\b"), None, glossary),
         Rule("'scaling book' left in English (name it by its title)",
@@ -217,7 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("verb", choices=["check", "fix"])
     parser.add_argument("paths", nargs="*", help="files relative to --root (default: all)")
     parser.add_argument("--root", default=".", help="the book's repository (default: .)")
-    args = parser.parse_args(argv)
+    def one_line(message: str) -> None:
+        print(f"zh_terms: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    parser.error = one_line            # bad input: one line, exit 2 (no usage block)
+    try:
+        args = parser.parse_intermixed_args(argv)
+    except SystemExit as done:           # --help, or the one line above
+        return int(done.code or 0)
     root = Path(args.root)
     try:
         paths = [Path(p) for p in args.paths] or None
