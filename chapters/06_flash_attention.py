@@ -679,8 +679,8 @@ glue("ch6_R", str(R))
 # 在 A100 上，bfloat16 矩阵乘积的速度是 {glue:text}`ch6_a100_bf16`，其他一切只有
 # {glue:text}`ch6_a100_fp32`：一个非矩阵乘法 FLOP 的代价是一个矩阵乘法 FLOP 的
 # {glue:text}`ch6_nonmatmul_cost`。FlashAttention-1 在每个 KV 分块之后都让输出保持归一化（乘以旧的
-# 和，再除以新的和）；FlashAttention-2 让它保持未归一化，只在最后除一次，并且为反向传播只保存对数和
-# 指数，而不是同时保存 $m$ 和 $\ell$。为一个 {glue:text}`ch6_R` × {glue:text}`ch6_R` 的分数分块
+# 和，再除以新的和）；FlashAttention-2 让它保持未归一化，只在最后除一次，并且为反向传播只保存
+# LSE，而不是同时保存 $m$ 和 $\ell$。为一个 {glue:text}`ch6_R` × {glue:text}`ch6_R` 的分数分块
 # 编译后，XLA 统计出第一种更新的非矩阵乘法 FLOPs 共 {glue:text}`ch6_fa1_extra`，第二种共
 # {glue:text}`ch6_fa2_extra`。
 #

@@ -63,6 +63,7 @@ CASES = [
     ('title = f"{name}，批次大小 {b}"\n', ["批次大小"]),            # a Chinese string in code
     ("# %% [markdown]\n# Each token is 25× faster; the scaling book (seed 000).\n", []),
     ("# {glue:text}`speedup`× 更快\n", ["glued value"]),
+    ("# %% [markdown] tags=[\"lang-zh\"]\n# 输出和对数和\n# 指数。\n", ["line break"]),
 ]
 
 

@@ -157,6 +157,26 @@ def findings(root: Path, paths: Sequence[Path] | None = None) -> list[Finding]:
                     continue
                 for m in rule.pattern.finditer(line, start, end):
                     out.append(Finding(str(path), number, rule.name, line))
+        out += _across_lines(text, path, active)
+    return out
+
+
+def _across_lines(text: str, path: Path, active: Sequence[Rule]) -> list[Finding]:
+    """Breaks of a rule that a wrapped line splits ("对数和" at the end of one line, "指数" at
+    the start of the next): prose lines are joined as the Chinese edition joins them."""
+    lines = text.splitlines()
+    out = []
+    for number, (first, second) in enumerate(zip(lines, lines[1:]), 1):
+        if not (HAN.search(first) and HAN.search(second)):
+            continue
+        tail, head = first.rstrip(), re.sub(r"^\s*#?\s*", "", second)
+        for rule in active:
+            if path in rule.skip:
+                continue
+            for m in rule.pattern.finditer(tail + head):
+                if m.start() < len(tail) < m.end():
+                    out.append(Finding(str(path), number, rule.name + " (across a line break)",
+                                       tail[-20:] + " / " + head[:20]))
     return out
 
 
