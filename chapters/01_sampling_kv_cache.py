@@ -456,8 +456,8 @@ glue_figure("ch1_work_figure", fig, zh=dict(
 # ```
 #
 # 朴素地生成 1,024 个词元，FLOPs 是带缓存生成的 {glue:text}`ch1_flops_ratio_1024`。从 1,024 个词元
-# 增加到 2,048 个，朴素方法的工作量乘以 {glue:text}`ch1_growth_naive`，带缓存的只乘以
-# {glue:text}`ch1_growth_cached`：有了缓存，矩阵乘法在每一步的代价都相同，只有注意力随上下文线性增长。
+# 增加到 2,048 个，朴素方法的工作量变为原来的 {glue:text}`ch1_growth_naive`，带缓存的只变为
+# 原来的 {glue:text}`ch1_growth_cached`：有了缓存，矩阵乘法在每一步的代价都相同，只有注意力随上下文线性增长。
 #
 # ## 在这台设备上测量
 #

@@ -502,7 +502,7 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 # 这个切片有 {glue:text}`ch3_v5e_hbm` 的内存、{glue:text}`ch3_v5e_bw` 的带宽和
 # {glue:text}`ch3_v5e_flops` 的 bfloat16 算力。批次为 1 时，一步至少要 {glue:text}`ch3_step_1`，即每秒
 # {glue:text}`ch3_tput_1` 个词元。更大的批次能提高吞吐量——批次为 8 时每秒 {glue:text}`ch3_tput_8`
-# 个——但回报急剧递减：批次为 64 时是 {glue:text}`ch3_tput_64`，批次变成 {glue:text}`ch3_batch_x`，
+# 个——但回报急剧递减：批次为 64 时是 {glue:text}`ch3_tput_64`，批次变成原来的 {glue:text}`ch3_batch_x`，
 # 词元数却远没有翻番，因为每多一个序列，就多一份 8,192 个词元的缓存要读。而且只有批次
 # {glue:text}`ch3_mha_max_batch` 及以下才放得下：批次为 16 时所需的内存就已超出切片所有。要达到
 # {glue:text}`ch3_bcrit_int` 的临界批量——权重矩阵乘法终于能让芯片忙起来的地方——需要

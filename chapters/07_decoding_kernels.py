@@ -780,8 +780,8 @@ glue("ch7_cache_gain_lo", fmt_ratio(cache_gain[-1])); glue("ch7_cache_gain_hi", 
 # ```{glue:figure} ch7_cis_figure
 # ```
 #
-# 换上 Flash-Decoding 后，首个词元的延迟缩短了，前后之比在 {glue:text}`ch7_fd_gain_lo` 到
-# {glue:text}`ch7_fd_gain_hi` 之间，最大的模型缩短得最多；前缀缓存（重用先前请求的键和值）的帮助
+# 换上 Flash-Decoding 后，首个词元的延迟缩短了，原来的延迟是现在的 {glue:text}`ch7_fd_gain_lo`
+# 到 {glue:text}`ch7_fd_gain_hi`，最大的模型缩短得最多；前缀缓存（重用先前请求的键和值）的帮助
 # 大得多：从最小模型上的 {glue:text}`ch7_cache_gain_hi`，到最大模型上的
 # {glue:text}`ch7_cache_gain_lo`。网络往返至多占无缓存时延迟的 {glue:text}`ch7_network_share`。他们
 # 报告的吞吐量则是一个更让人冷静的数字：

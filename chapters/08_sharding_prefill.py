@@ -296,7 +296,7 @@ assert rows[0][2] == rows[2][2]                              # ... the collectiv
 #
 # $$M^* = \frac{F \cdot W_\text{ici}}{C} = \frac{F}{\alpha}, \qquad \alpha = \frac{C}{W_\text{ici}},$$
 #
-# 而门控 MLP 有三个矩阵，计算量是它的 {glue:text}`ch8_gated_x`，所以极限也能放宽到
+# 而门控 MLP 有三个矩阵，计算量是它的 {glue:text}`ch8_gated_x`，所以极限也能放宽到原来的
 # {glue:text}`ch8_gated_x`。我们用 TPU v5e 的常数，对《How to Scale Your Model》的 18B 模型求出这个值，并与
 # 整个前向计算（包括注意力）对照检验：后者由估算器的集合通信清单和它的 FLOP 计数算出。
 
