@@ -516,7 +516,7 @@ glue("ch9_seq_block", str(cache_seq.k[0].addressable_shards[0].data.shape))
 # $$T = \max\left(\frac{t_\text{hop} \cdot n}{2},\; \frac{\text{bytes}}{W_\text{ici}}\right),$$
 #
 # 所以低于某个大小时，集合通信不论搬运多少数据，代价都一样。原文用两种方式给出这个阈值，两者的数字
-# 相差 8 倍：该章的直译本《关于 Transformer 推理的一切》限定的是*整个缓冲区*，字节数
+# 之比正是分片数 $n$：该章的直译本《关于 Transformer 推理的一切》限定的是*整个缓冲区*，字节数
 # $< n \cdot W_\text{link} \cdot t_\text{hop}$；较自由的译本《Transformer 推理全解》限定的是*一个分片*，
 # $W_\text{link} \cdot t_\text{hop}$。它们是同一个条件，只是用在不同的量上。
 

@@ -228,7 +228,7 @@ check("ch09.beta", beta)
 # the 18B model decoding a batch of $B = 16$?
 
 # %% [markdown] tags=["lang-zh"]
-# **2.2** 对于以批量大小 $B = 16$ 解码的 18B 模型，芯片数 $Y$ 超过多少时，全规约会比加载权重耗时更长？
+# **2.2** 对于解码一个 $B = 16$ 的批次的 18B 模型，芯片数 $Y$ 超过多少时，全规约会比加载权重耗时更长？
 
 # %%
 # BEGIN SOLUTION
