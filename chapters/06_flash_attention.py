@@ -328,7 +328,7 @@ print("two-block softmax equals the softmax of the whole row")
 # \ell' = e^{m - m'}\ell + \sum e^{x^{(j)} - m'}, \quad
 # o' = e^{m - m'}\,o + e^{x^{(j)} - m'}\, V^{(j)} .$$
 #
-# 最后一块处理完后，$O = o / \ell$；顺带地，$\log \ell + m$ 就是这一行的 LSE（log-sum-exp），
+# 最后一块处理完后，$O = o / \ell$；顺带地，$\log \ell + m$ 就是这一行的 LSE（log-sum-exp，指数和的对数），
 # 即 $\log \sum_j e^{x_j}$。这就是 {cite:t}`milakov2018online` 的*在线 softmax*，用在了注意力上（另见
 # {cite:t}`rabe2021selfattention`）。下面用 numpy 为单个查询行从零写出它：
 
