@@ -32,7 +32,7 @@
 # 的每一种缩小缓存的办法——更少的键/值头、局部注意力、在层之间共享缓存、每个数用更少的位、忘掉不重要
 # 的词元、少浪费已分配的内存，以及到别处找更多的内存。每一种技术都在库中实现，与参照对照检查，并加以
 # 测量。本章依据 Pierre Lienhart 关于 KV 缓存的文章的后半部分 {cite:p}`lienhart2023kvcache`，以及
-# scaling book 推理一章中的“技巧”一节 {cite:p}`austin2025scaling`。
+# 《How to Scale Your Model》推理一章中的“技巧”一节 {cite:p}`austin2025scaling`。
 
 # %%
 import inspect
@@ -125,7 +125,7 @@ assert kvcache.cache_bytes(kvcache.init_cache(tiny, 3, 100)) == \
 #
 # 下面把这个公式用到 Lienhart 表格里的模型和几个更晚的模型上，它们的尺寸取自库中的预设（每个预设都注
 # 明了它的配置出处）。一切都按 bfloat16 计，每个数两个字节。最后一列是一个词元数：这么多词元的键和值，
-# 与模型的权重一样重。
+# 与模型的权重一样大。
 
 # %%
 table_models = ["llama-2-7b", "llama-2-13b", "llama-2-70b", "opt-13b", "opt-30b", "opt-66b",
@@ -433,7 +433,7 @@ glue("ch5_prompt_share", fmt_percent(prompt_kv / (a100.hbm_bytes - l7_weights), 
 # 查询头从不进入缓存。多查询注意力（MQA）{cite:p}`shazeer2019mqa` 保留全部 $N$ 个查询头，但只给它们
 # 一个键/值头；分组查询注意力（GQA）{cite:p}`ainslie2023gqa` 取其中间：$K$ 个 KV 头，每个由一组
 # $G = N/K$ 个查询头共用。多头注意力就是 $K = N$ 的 GQA，MQA 就是 $K = 1$ 的 GQA。缓存缩小为原来的
-# $1/G$，而 scaling book 指出，质量损失很小。库中的注意力从一开始就支持这种结构：它把 $N$ 个查询头看
+# $1/G$，而《How to Scale Your Model》指出，质量损失很小。库中的注意力从一开始就支持这种结构：它把 $N$ 个查询头看
 # 成 $K$ 组、每组 $G$ 个，从不复制任何一个键。以 LLaMA-2 70B 的形状为例：
 
 # %%
@@ -560,7 +560,7 @@ glue_figure("ch5_gqa_figure", fig, zh=dict(
 # {glue:text}`ch5_mqa_ceiling`，也少于介于两者之间的分组查询注意力）。步骤时间随读取的缓存字节数下降，正
 # 如内存受限的步骤所应有的那样（第 2 章），但并不成正比：每一步都有固定开销；而且 $G$ 个查询头共用每
 # 个键时，注意力的乘积变成了小矩阵乘法，运行这类乘法的速度远低于带宽所允许的，在 CPU 上尤其如此。这
-# 种共享正是 scaling book 指出的另一个效果：注意力每读一个字节，要做的算术多了 $G$ 倍。
+# 种共享正是《How to Scale Your Model》指出的另一个效果：注意力每读一个字节，要做的计算多了 $G$ 倍。
 #
 # ## 用一个窗口代替全部过去
 #
@@ -682,7 +682,7 @@ glue("ch5_w_mixed", fmt_bytes(mixed_32k)); glue("ch5_w_mixed_x", fmt_ratio(full_
 #
 # 模型可以这样训练：几个相邻的层使用同一组键和值 {cite:p}`brandon2024cla`——每组的第一层计算并缓存它
 # 们，其余各层用自己的查询去关注这份缓存。Character.AI 把这种做法与局部层结合了起来
-# {cite:p}`characterai2024inference`。缓存按组的大小成比例缩小。scaling book 补充了一个提醒：共享的
+# {cite:p}`characterai2024inference`。缓存按组的大小成比例缩小。《How to Scale Your Model》补充了一个提醒：共享的
 # 缓存仍要被每个使用它的层读一遍，所以一个解码步骤读取的字节和以前一样多，未必会变快。`kv_share` 实
 # 现了这种模式（它的测试把带缓存的解码与重新计算作比较）；这里我们在注意力占主导的那个配置中，让两层
 # 一组共用一份缓存，从 XLA 对编译后解码步骤的分析中数出一个步骤占用多少、读取多少：
@@ -734,7 +734,7 @@ glue("ch5_share_read", fmt_bytes(read[pair])); glue("ch5_share_read_own", fmt_by
 #
 # 只量化权重的方法（GPTQ、AWQ）不动缓存；连激活也量化的方法（LLM.int8()
 # {cite:p}`dettmers2022llmint8`、SmoothQuant {cite:p}`xiao2023smoothquant`）顺带得到了量化的缓存，但
-# 解码步骤是内存受限的，所以更快的 int8 算术帮不了多少。真正有用的是把缓存以 8 位存储，读取时再转换
+# 解码步骤是内存受限的，所以更快的 int8 计算帮不了多少。真正有用的是把缓存以 8 位存储，读取时再转换
 # 回来——TensorRT-LLM 和 vLLM 就是用 int8 或 fp8 这样做的。`kv_quant` 给每个键向量和值向量各配一个缩
 # 放因子（它的最大绝对值除以 127），因此不需要校准：
 
@@ -889,7 +889,7 @@ show_source(kv_quant.attend_per_head)
 # activity on the machine affects them alike, and report each one's median call.
 
 # %% [markdown] tags=["lang-zh"]
-# 现在看步骤时间。在 CPU 上，bfloat16 算术是模拟出来的，很慢，所以我们拿 int8 缓存与以下几种作比较：
+# 现在看步骤时间。在 CPU 上，bfloat16 计算是模拟出来的，很慢，所以我们拿 int8 缓存与以下几种作比较：
 # 由同样的逐头代码读取的 **float32** 缓存；库的标准解码步骤（`decode.extend`，对 float32 缓存做一次
 # 覆盖整个批次的乘积）；以及读取 int8 缓存最直白的办法，写在下面：先把每一层的整个缓存转换成浮点数，
 # 再照常做注意力。我们为步骤中读取缓存的部分计时（`extend`，即整个前向计算；随后的追加只写一个词元，
@@ -1655,7 +1655,7 @@ print(f"{fmt_bytes(baseline)} -> {fmt_bytes(combined)} per sequence "
 
 # %% [markdown] tags=["lang-zh"]
 # 每条序列的 {glue:text}`ch5_all_base` 变成了 {glue:text}`ch5_all_comb`，缩小了
-# {glue:text}`ch5_all_ratio`——超过了 scaling book 所承诺的一个数量级——而这还没算上分页消除的周边浪费。
+# {glue:text}`ch5_all_ratio`——超过了《How to Scale Your Model》所承诺的一个数量级——而这还没算上分页消除的周边浪费。
 #
 # ## 小结
 #

@@ -737,6 +737,6 @@ glue("ch12_l4_recompute", fmt_seconds(phase_time.prefill_seconds(llama, l4, hist
 #   {glue:text}`ch12_model_waste`。
 # - 引用计数让块可以共享；前缀缓存保留过去请求的满块，以它们的整个前缀来标识（用哈希链或基数树），并驱
 #   逐最久未使用的块。
-# - 在少样本工作负载上，在这台设备上，不带缓存与带缓存相比，预填充的词元数之比为
-#   {glue:text}`ch12_prefill_cut`，首个词元延迟之比至少为 {glue:text}`ch12_ttft_cut`。
+# - 在少样本工作负载上，在这台设备上，不带缓存时预填充的词元数是带缓存时的
+#   {glue:text}`ch12_prefill_cut`，首个词元延迟至少是带缓存时的 {glue:text}`ch12_ttft_cut`。
 # - 缓存感知的接纳和亲和性路由，决定了缓存里的内容是不是接下来的请求所需要的。
