@@ -11,6 +11,12 @@ datasheet's where `inferbook.perf.hardware` knows the chip; n/a elsewhere), the 
 estimator's prediction and its error. On a GPU with torch and transformers installed it also
 times Hugging Face `generate` (static cache, torch.compile) on the same architecture (--peer).
 Medians after warm-up, compile time apart; a progress bar on stderr.
+
+The run is held to the book's targets for a CPU (`inferbook.perf.bench_targets`: MBU at batch
+1, the speedup over transformers, the calibrated estimator's median and worst error) when it
+measures the benchmark model on a quiet machine (a 1-minute load average at most half the
+cores when it starts). With --save such a run that misses a target still saves its record,
+and exits with code 1.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ import argparse
 import importlib.util
 import json
 import os
+import sys
 from typing import Any
 
 from inferbook.book.present import fmt_rate, fmt_seconds
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import get_preset
-from inferbook.perf import bench_results, counts
+from inferbook.perf import bench_results, bench_targets, counts
 
 from . import UsageError
 from . import args as types
@@ -57,7 +64,8 @@ def add_parser(subparsers: Any) -> None:
                    help="Hugging Face generate beside the library (auto: on a GPU with torch)")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--save", action="store_true",
-                   help="write the results under book/data/bench/ (or --out)")
+                   help="write the results under book/data/bench/ (or --out); exit 1 if a "
+                   "run held to the book's targets missed one")
     p.add_argument("--out", type=types.writable_dir, metavar="DIR", help="directory for --save")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--note", default="", help="a remark kept in the results (e.g. how busy "
@@ -97,7 +105,7 @@ def memory_needed(cfg: ModelConfig, options: dict, itemsize: float, platform: st
                   quick: bool) -> float:
     """A lower bound of the bytes the benchmark holds at its peak, from arithmetic alone.
 
-    The weights, the two bandwidth reads' arrays (alive for the whole run), and the larger of
+    The weights, the read kernels' arrays (alive for the whole run), and the larger of
     the biggest decode row's cache (batch × (context + 1) tokens, plus one more layer for
     the attention-alone program) and the longest prefill's. What XLA adds is not counted, so
     a run this refuses could never have fit.
@@ -106,7 +114,7 @@ def memory_needed(cfg: ModelConfig, options: dict, itemsize: float, platform: st
                  for B in options["batches"] for S in options["contexts"])
     prefill = max((counts.kv_cache_bytes(cfg, 1, T, itemsize) for T in options["prefill"]),
                   default=0)
-    reads = 1.5 * bench_results.bandwidth_bytes(platform, quick)
+    reads = bench_results.read_memory_bytes(platform, quick)
     return counts.param_count(cfg) * itemsize + reads + max(decode, prefill)
 
 
@@ -129,9 +137,11 @@ def _print(record: dict) -> None:
     print(f"{record['device']} · {record['model']} ({record['dtype']}) · jax "
           f"{record['jax_version']} · inferbook {record['inferbook_version']}")
     spec = record["spec_bytes_per_s"]
-    print(f"read bandwidth {fmt_rate(record['read_bytes_per_s'])} measured"
-          f" ({fmt_rate(spec) if spec else 'n/a'} spec); matmul "
-          f"{fmt_rate(record['matmul_flops_per_s'], 'FLOP/s')} measured")
+    kernels = ", ".join(f"{name} {fmt_rate(rate)}"
+                        for name, rate in record["read_kernels"].items())
+    print(f"read roof {fmt_rate(record['read_bytes_per_s'])} ({record['read_kernel']}; "
+          f"{fmt_rate(spec) if spec else 'n/a'} spec): {kernels}")
+    print(f"matmul {fmt_rate(record['matmul_flops_per_s'], 'FLOP/s')} measured")
     print(f"{'kind':<8}{'B':>5}{'S':>6}{'measured':>11}{'compile':>10}{'bandwidth':>12}"
           f"{'MBU':>6}{'MBU spec':>9}{'MFU':>6}{'predicted':>11}{'error':>8}")
     for r in record["rows"]:
@@ -146,9 +156,28 @@ def _print(record: dict) -> None:
               f"(B={p['batch']}, prompt {p['prompt']})")
     s = record["summary"]
     if s:
-        print(f"batch {s['batch']} MBU {_pct(s['mbu_measured'])} of measured bandwidth; "
-              f"calibrated estimator |error| median {_pct(s['median_abs_error'])}, worst "
-              f"{_pct(s['worst_abs_error'])}")
+        speedup = s.get("peer_speedup")
+        print(f"batch {s['batch']} MBU {_pct(s['mbu_measured'])} of the read roof; calibrated "
+              f"estimator |error| median {_pct(s['median_abs_error'])}, worst "
+              f"{_pct(s['worst_abs_error'])}"
+              + ("" if speedup is None else f"; {speedup:.2f}x transformers' generate"))
+    _print_targets(record)
+
+
+def _print_targets(record: dict) -> None:
+    """Which of the book's targets the run met, and whether it is held to them."""
+    if record["platform"] != "cpu":
+        print("targets: the book's targets are for the CPU benchmark; not held here")
+        return
+    marks = {True: "met", False: "MISSED", None: "not measured"}
+    results = bench_targets.check(record)
+    status = ("held (a quiet machine)" if bench_targets.held(record) else
+              "not held (" + ("load at start above half the cores" if not
+                              bench_targets.quiet(record) else "not the benchmark model")
+              + ")")
+    print(f"targets, {status}: " + "; ".join(
+        f"{bench_targets.TARGET_WORDS[k].format(t)}: {marks[results[k]]}"
+        for k, t in bench_targets.TARGETS.items()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as err:
             if args.peer == "on":
                 raise UsageError(f"--peer on needs torch and transformers: {err}") from None
+        record["summary"] = bench.summary(record)
     if args.save:
         try:
             record["saved_to"] = str(bench_results.save(record, args.out))
@@ -189,4 +219,10 @@ def run(args: argparse.Namespace) -> int:
         _print(record)
         if args.save:
             print(f"saved {record['saved_to']}")
+    missed = bench_targets.missed(record) if args.save else []
+    if missed:
+        # A quiet machine and a missed target: the library (or the estimator) got worse.
+        sys.stderr.write("inferbook bench: targets missed on a quiet machine: "
+                         + "; ".join(missed) + "\n")
+        return 1
     return 0

@@ -18,7 +18,7 @@ from typing import Any
 from inferbook.book import bookdata
 
 __all__ = ["DEFAULT_BATCHES", "RESULTS_DIR", "default_model", "bandwidth_bytes",
-           "results_name", "results_directory", "save", "load_results"]
+           "read_memory_bytes", "results_name", "results_directory", "save", "load_results"]
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESULTS_DIR = "bench"                  # under book/data/
@@ -30,10 +30,16 @@ def default_model(platform: str) -> str:
 
 
 def bandwidth_bytes(platform: str, quick: bool = False) -> int:
-    """Bytes the reduction of a run's bandwidth reads covers (the streamed weights of
-    `microbench.read_programs` are half that): four times more on an accelerator, whose
-    caches are larger."""
-    return (1 << 26 if quick else 1 << 28) * (1 if platform == "cpu" else 4)
+    """Bytes of the array the read kernels of a run go over (`read_roof.read_programs`; the
+    streamed weights are half that): many times any cache (a CPU's last level holds tens of
+    MiB), four times more on an accelerator."""
+    return (1 << 28 if quick else 1 << 29) * (1 if platform == "cpu" else 4)
+
+
+def read_memory_bytes(platform: str, quick: bool = False) -> int:
+    """Bytes the read kernels hold at their peak: the array, the weights streamed (half as
+    much), the copy's output and, on a CPU, the host read's view of the array."""
+    return int(bandwidth_bytes(platform, quick) * (3.5 if platform == "cpu" else 2.5))
 
 
 def results_name(record: dict[str, Any]) -> str:
