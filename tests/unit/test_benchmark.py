@@ -233,7 +233,7 @@ def _record(load, **summary):
     """A CPU record of the benchmark model, as `bench.run_benchmark` returns it."""
     s = dict(batch=1, context=128, mbu_measured=0.85, peer_speedup=2.5, median_abs_error=0.03,
              worst_abs_error=0.08) | summary
-    return dict(platform="cpu", model="cpu-336mb", dtype="float32", cpu_count=2,
+    return dict(platform="cpu", model="cpu-336mb", dtype="float32", cpu_count=2, read_kernels={},
                 load_average_before=[load, 0.0, 0.0], summary=s, device="CPU: test (2 cores)",
                 date="2031-01-01T00:00:00+00:00", jax_version="0.0.1", rows=[])
 
@@ -260,9 +260,14 @@ def test_a_target_not_measured_is_neither_met_nor_missed():
     record = _record(0.0, peer_speedup=None)
     assert bench_targets.check(record)["peer_speedup"] is None
     assert bench_targets.missed(record) == []
-    for other in (dict(model="tiny"), dict(platform="gpu"), dict(dtype="bfloat16"),
-                  dict(load_average_before=None)):
+    assert bench_targets.why_not_held(record) is None
+    for other, why in ((dict(model="tiny"), "model"), (dict(platform="gpu"), "gpu"),
+                       (dict(dtype="bfloat16"), "model"), (dict(load_average_before=None), "load")):
         assert not bench_targets.held(_record(0.0) | other)
+        assert bench_targets.why_not_held(_record(0.0) | other) == why
+    earlier = _record(0.0)
+    del earlier["read_kernels"]                 # a record from before the read roof
+    assert not bench_targets.held(earlier) and bench_targets.why_not_held(earlier) == "earlier"
 
 
 @pytest.mark.parametrize("load, code", [(0.3, 1), (1.9, 0)])
