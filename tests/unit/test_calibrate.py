@@ -6,8 +6,6 @@ Whether the calibrated prediction lands within 5% of the measured step is a prop
 device, not of the code; chapter 2 checks it on every build, on whatever machine runs it.
 """
 
-import time
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +14,7 @@ import pytest
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import PRESETS
-from inferbook.perf import calibration, counts, microbench, roofline, step_programs
+from inferbook.perf import calibration, counts, microbench, roofline, step_programs, timing
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "cpu-336mb", "llama-2-13b", "scaling-book-18b"])
@@ -63,27 +61,34 @@ def test_a_sweep_reports_its_formulas():
     assert sweep.critical_batch == pytest.approx(roofline.critical_batch(chip, itemsize))
 
 
-def _sleeper(seconds):
-    return lambda: time.sleep(seconds)
+class _Program:
+    """A program whose every call takes `seconds` (on a clock the test controls)."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __call__(self):
+        return None
 
 
 @pytest.mark.parametrize("per_call_s", [0.0, 0.004])
-def test_a_cost_every_program_pays_is_counted_once(per_call_s):
+def test_a_cost_every_program_pays_is_counted_once(per_call_s, monkeypatch):
     """A device where every program call costs `per_call_s` beyond its work (an accelerator's
     launch and wait): the step pays it once, and so must the prediction — not once per part
     and once per layer, as a sum of parts timed alone would (on an H200 that sum predicted
-    three times the measured step)."""
+    three times the measured step). The clock is the test's: each call takes exactly its
+    program's seconds."""
+    monkeypatch.setattr(timing, "timed_call", lambda fn: (fn(), fn.seconds))
     L, matmul, attention_layer, rest = 8, 0.006, 0.0005, 0.002
-    step = _sleeper(per_call_s + matmul + L * attention_layer + rest)
-    programs = [step, _sleeper(per_call_s + matmul), _sleeper(per_call_s + attention_layer),
-                _sleeper(per_call_s + rest), _sleeper(per_call_s), _sleeper(per_call_s)]
+    step = _Program(per_call_s + matmul + L * attention_layer + rest)
+    programs = [step, _Program(per_call_s + matmul), _Program(per_call_s + attention_layer),
+                _Program(per_call_s + rest), _Program(per_call_s), _Program(per_call_s)]
     parts, timed = calibration.time_parts(programs, L, repeats=3)
-    assert len(timed) == 6
-    assert parts.attention_s == pytest.approx(L * timed[2].median_s)
-    assert abs(parts.error) < 0.1, parts
+    assert len(timed) == 6 and parts.measured_s == pytest.approx(step.seconds)
+    assert parts.attention_s == pytest.approx(L * (per_call_s + attention_layer))
+    assert parts.predicted_s == pytest.approx(parts.measured_s) and abs(parts.error) < 1e-9
     naive = parts.matmul_s + parts.attention_s + parts.overhead_s      # the old sum of parts
-    assert naive / parts.measured_s - 1 == pytest.approx((L + 1) * per_call_s / parts.measured_s,
-                                                         abs=0.1)
+    assert naive - parts.measured_s == pytest.approx((L + 1) * per_call_s)
 
 
 def test_a_part_faster_than_its_skeleton_adds_no_negative_work():

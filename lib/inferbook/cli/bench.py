@@ -67,6 +67,11 @@ def add_parser(subparsers: Any) -> None:
                    help="write the results under book/data/bench/ (or --out); exit 1 if a "
                    "run held to the book's targets missed one")
     p.add_argument("--out", type=types.writable_dir, metavar="DIR", help="directory for --save")
+    p.add_argument("--levers", action="store_true",
+                   help="instead: the decode step at batch 1 with and without each lever "
+                   "(weight layouts, one program per step, bfloat16 weights, one core, "
+                   "synchronous dispatch, an XLA flag); --save keeps it under "
+                   "book/data/decode_levers/")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--note", default="", help="a remark kept in the results (e.g. how busy "
                    "the machine was)")
@@ -85,6 +90,10 @@ def _check(args) -> dict:
                    repeats=pick(args.repeats, 3, 7))
     if args.out is not None and not args.save:
         raise UsageError("--out needs --save")
+    if args.levers and (args.peer == "on" or args.batches or args.contexts or args.prefill
+                        or args.dtype):
+        raise UsageError("--levers measures batch 1 of the model in float32 (no --peer, "
+                         "--batches, --contexts, --prefill or --dtype)")
     if args.model is not None:
         get_preset(args.model)                   # ConfigError (exit 2) for unknown names
     if args.peer == "on":
@@ -94,8 +103,9 @@ def _check(args) -> dict:
                              "transformers)")
     if args.save:
         # Where the results will go must be writable now, not after the measurements.
+        folder = bench_results.LEVERS_DIR if args.levers else bench_results.RESULTS_DIR
         try:
-            types.writable_dir(str(bench_results.results_directory(args.out)))
+            types.writable_dir(str(bench_results.results_directory(args.out, folder)))
         except (FileNotFoundError, argparse.ArgumentTypeError) as err:
             raise UsageError(f"--save: {err}") from None
     return options
@@ -105,7 +115,8 @@ def memory_needed(cfg: ModelConfig, options: dict, itemsize: float, platform: st
                   quick: bool) -> float:
     """A lower bound of the bytes the benchmark holds at its peak, from arithmetic alone.
 
-    The weights, the read kernels' arrays (alive for the whole run), and the larger of
+    The weights (twice the matrices when batch 1 is measured: its rows read a copy in the
+    decode layout), the read kernels' arrays (alive for the whole run), and the larger of
     the biggest decode row's cache (batch × (context + 1) tokens, plus one more layer for
     the attention-alone program) and the longest prefill's. What XLA adds is not counted, so
     a run this refuses could never have fit.
@@ -115,7 +126,8 @@ def memory_needed(cfg: ModelConfig, options: dict, itemsize: float, platform: st
     prefill = max((counts.kv_cache_bytes(cfg, 1, T, itemsize) for T in options["prefill"]),
                   default=0)
     reads = bench_results.read_memory_bytes(platform, quick)
-    return counts.param_count(cfg) * itemsize + reads + max(decode, prefill)
+    copy = counts.matmul_params(cfg) * itemsize if 1 in options["batches"] else 0
+    return counts.param_count(cfg) * itemsize + copy + reads + max(decode, prefill)
 
 
 def _check_model(cfg: ModelConfig, options: dict, dtype, platform: str, quick: bool) -> None:
@@ -180,6 +192,32 @@ def _print_targets(record: dict) -> None:
         for k, t in bench_targets.TARGETS.items()))
 
 
+def _run_levers(args: argparse.Namespace, cfg: ModelConfig) -> int:
+    """`--levers`: each lever's effect on the batch-1 step, printed, and saved with --save."""
+    from inferbook.perf import decode_levers
+    rounds = args.repeats or (7 if args.quick else 15)
+    record = decode_levers.measure_levers(cfg, rounds=rounds, child_rounds=1 if args.quick
+                                          else 3, show_progress=not args.no_progress,
+                                          note=args.note)
+    if args.save:
+        try:
+            record["saved_to"] = str(bench_results.save(record, args.out,
+                                                        bench_results.LEVERS_DIR))
+        except OSError as err:
+            raise UsageError(f"cannot save the results: {err.strerror or err}") from None
+    if args.json:
+        print(json.dumps(record, indent=1))
+        return 0
+    print(f"{record['device']} · {record['model']} · batch {record['batch']}, context "
+          f"{record['context']} · jax {record['jax_version']}")
+    for lever in record["levers"]:
+        print(f"{lever['lever']:<44}{fmt_seconds(lever['before_s'], 2):>11} ->"
+              f"{fmt_seconds(lever['after_s'], 2):>11}{100 * lever['change']:>+8.0f}%")
+    if args.save:
+        print(f"saved {record['saved_to']}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     options = _check(args)
     if args.peer != "off":
@@ -193,6 +231,10 @@ def run(args: argparse.Namespace) -> int:
     from inferbook.perf.microbench import default_dtype
     platform = jax.devices()[0].platform
     cfg = get_preset(args.model or bench_results.default_model(platform))
+    if args.levers:
+        require_memory(4 * counts.param_count(cfg) * 4, f"the levers of {cfg.name} (four "
+                       "copies of its weights)")
+        return _run_levers(args, cfg)
     dtype = jnp.dtype(args.dtype) if args.dtype else jnp.dtype(default_dtype())
     _check_model(cfg, options, dtype, platform, args.quick)
     record = bench.run_benchmark(cfg, quick=args.quick, dtype=dtype,

@@ -7,6 +7,7 @@
     hf_keys.py         ... its values, type-checked, and what Llama-like families share
     decoder.py         the decoder as pure functions over a pytree of weights: the spine
     weights.py         the weights' shapes, random draws and casts
+    decode_layout.py   the same weights arranged for matrix–vector products: fused, [out, in]
     self_attention.py  the attention block: projections, biases, q/k norms, rotation
     rotary.py          rotary embeddings and their scaling rules
     norms.py           RMSNorm, LayerNorm, Gemma's (1 + w) gains

@@ -213,14 +213,17 @@ append_in_place = jax.jit(kvcache.append, donate_argnames=("cache",))
 
 def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
              max_new_tokens: int, *, sampler: Sampler = GREEDY, key: jax.Array | None = None,
-             eos_id: int | None = None, pad_multiple: int = 16) -> GenerateResult:
+             eos_id: int | None = None, pad_multiple: int = 16,
+             step_params: Params | None = None) -> GenerateResult:
     """Generate up to `max_new_tokens` tokens after each prompt, with a KV cache.
 
     The cache is allocated once, at prompt length + max_new_tokens, so every step has the same
     shapes: prefill, the decode step and the append each compile once. A sequence stops at
     `eos_id` (its remaining slots are not returned); the loop stops when all have stopped or
     after `max_new_tokens`. `key` drives sampling (ignored when greedy); token i is drawn with
-    the i-th of `jax.random.split(key, max_new_tokens)`.
+    the i-th of `jax.random.split(key, max_new_tokens)`. `step_params`, if given, are the same
+    weights in another layout for the decode steps (prefill reads `params`): the decode
+    layout, `decode_layout.for_batch(params, cfg, len(prompts))`, reads fastest at batch 1.
     """
     check_generate_args(cfg, prompts, max_new_tokens, sampler, eos_id)
     tokens_BT, lengths_B = pad_prompts(prompts, pad_multiple)
@@ -230,13 +233,14 @@ def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
                                params["embed"].dtype)
     tok_B, done_B, cache = _first_token(params, cfg, tokens_BT, lengths_B, cache, keys[0],
                                         sampler, eos)
+    step_params = params if step_params is None else step_params
     emitted = [tok_B]
     for step in range(1, max_new_tokens):
         # Checking for EOS waits for the device; do it every few steps, not every step.
         if eos_id is not None and step % 8 == 0 and bool(jnp.all(done_B)):
             break
-        tok_B, done_B, out_B, (new_k, new_v) = next_token(params, cfg, tok_B, done_B, cache,
-                                                           keys[step], sampler, eos)
+        tok_B, done_B, out_B, (new_k, new_v) = next_token(step_params, cfg, tok_B, done_B,
+                                                           cache, keys[step], sampler, eos)
         cache = append_in_place(cache, new_k, new_v)
         emitted.append(out_B)
     return _trim(np.asarray(jnp.stack(emitted, axis=1)), eos_id)

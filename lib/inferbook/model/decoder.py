@@ -47,6 +47,7 @@ import jax.numpy as jnp
 from inferbook.model.attention import attend as attend_reference
 from inferbook.model.attention import attention_mask, merge_heads, split_heads
 from inferbook.model.config import ConfigError, ModelConfig
+from inferbook.model.decode_layout import linear
 from inferbook.model.mla import latent_attention
 from inferbook.model.mlp import ACTIVATIONS, mlp
 from inferbook.model.moe import moe_block
@@ -173,8 +174,11 @@ def run_keeping_kv(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_B
 
 def unembed(params: Params, cfg: ModelConfig, x_D: jax.Array) -> jax.Array:
     """Hidden states [..., D] to float32 logits [..., V] (soft-capped where the config says)."""
-    w_DV = params["embed"].T if cfg.tied_embeddings else params["unembed"]
-    logits = jnp.matmul(x_D, w_DV, preferred_element_type=jnp.float32)
+    if cfg.tied_embeddings:              # the embedding [V, D] is already [out, in]
+        logits = linear({"unembed_t": params["embed"]}, "unembed", x_D,
+                        preferred_element_type=jnp.float32)
+    else:                                # [D, V], or [V, D] in the decode layout
+        logits = linear(params, "unembed", x_D, preferred_element_type=jnp.float32)
     if cfg.final_softcap is not None:    # Gemma-2: c·tanh(logits / c)
         logits = cfg.final_softcap * jnp.tanh(logits / cfg.final_softcap)
     return logits

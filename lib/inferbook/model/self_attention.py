@@ -11,7 +11,9 @@ q/k/v, GPT-2's everywhere), the per-head RMSNorm of queries and keys before the 
 replace rotation altogether (GPT-2, added to the embeddings instead). What the queries look
 at is the caller's `attend` callback: the whole prompt, a KV cache, a sharded cache.
 
-Weights are matrices, heads are split from the activations (see decoder.py for why).
+Weights are matrices, heads are split from the activations (see decoder.py for why); in the
+decode layout (`decode_layout.py`) W_Q, W_K and W_V are one matrix, and every matrix is
+stored [out, in].
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from inferbook.model.attention import merge_heads, split_heads
 from inferbook.model.config import ModelConfig
+from inferbook.model.decode_layout import fused_widths, linear
 from inferbook.model.norms import rms_norm
 from inferbook.model.rotary import rotate
 
@@ -45,24 +50,28 @@ def attention_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _heads(p: dict[str, Any], w: str, b: str, h_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
-    x = h_BTD @ p[w]
+def _projections(p: dict[str, Any], h_BTD: jax.Array, cfg: ModelConfig) -> list[jax.Array]:
+    """h · W_Q, h · W_K, h · W_V (plus their biases): three products, or one product with the
+    three matrices side by side in the decode layout (`decode_layout`), split after."""
+    if "wqkv_t" in p or "wqkv" in p:
+        qkv = linear(p, "wqkv", h_BTD)
+        xs = jnp.split(qkv, np.cumsum(fused_widths(cfg, "wqkv"))[:-1].tolist(), axis=-1)
+    else:
+        xs = [linear(p, w, h_BTD) for w in ("wq", "wk", "wv")]
     if cfg.qkv_bias:
-        x = x + p[b]
-    return split_heads(x, cfg.H)
+        xs = [x + p[b] for x, b in zip(xs, ("bq", "bk", "bv"))]
+    return [split_heads(x, cfg.H) for x in xs]
 
 
 def self_attention(p: dict[str, Any], cfg: ModelConfig, i: int, h_BTD: jax.Array,
                    pos_BT: jax.Array, attend: Attend) -> jax.Array:
     """Layer i's attention block on normalised inputs h [B, T, D]: its output [B, T, D]."""
-    q_BTNH = _heads(p, "wq", "bq", h_BTD, cfg)
-    k_BTKH = _heads(p, "wk", "bk", h_BTD, cfg)
-    v_BTKH = _heads(p, "wv", "bv", h_BTD, cfg)
+    q_BTNH, k_BTKH, v_BTKH = _projections(p, h_BTD, cfg)
     if cfg.qk_norm:                      # Qwen3: each head's query and key, before rotating
         q_BTNH = rms_norm(q_BTNH, p["q_norm"], cfg.norm_eps)
         k_BTKH = rms_norm(k_BTKH, p["k_norm"], cfg.norm_eps)
     if cfg.positions == "rope":
         q_BTNH = rotate(q_BTNH, pos_BT, cfg)
         k_BTKH = rotate(k_BTKH, pos_BT, cfg)
-    out_BTD = merge_heads(attend(i, q_BTNH, k_BTKH, v_BTKH)) @ p["wo"]
+    out_BTD = linear(p, "wo", merge_heads(attend(i, q_BTNH, k_BTKH, v_BTKH)))
     return out_BTD + p["bo"] if cfg.o_bias else out_BTD

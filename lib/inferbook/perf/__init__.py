@@ -30,6 +30,7 @@ against measurement on the reader's device.
     bench.py        `inferbook bench`: MBU and MFU of the decode step, saved for chapter 2
     bench_results.py  the benchmark's records: where they are saved and found
     bench_targets.py  the targets a quiet CPU run is held to, and which a record meets
+    decode_levers.py  each lever's effect on the batch-1 step (`inferbook bench --levers`)
     hf_peer.py      the same decode measured with Hugging Face transformers, as a peer
 
 Importing this package starts no JAX.

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from inferbook import __version__
+from inferbook.model import decode_layout
 from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import init_params
 from inferbook.perf import calibration, counts, roofline, step_programs, timing
@@ -85,13 +86,18 @@ def _decode_row(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: in
                 context: int, reads: Sequence[Read], repeats: int) -> tuple[dict, ReadRoof]:
     """One decode configuration: the step and its calibrated parts (`calibration.decode_parts`)
     timed in alternation with the read kernels, so that the roof is read again beside every
-    configuration. Returns the row and the reads' best rates."""
+    configuration. The weights are in the layout the step reads fastest at this batch
+    (`decode_layout.for_batch`). Returns the row and the reads' best rates."""
+    params = decode_layout.for_batch(params, cfg, batch)
+    skeleton_params = decode_layout.for_batch(skeleton_params, step_programs.skeleton(cfg),
+                                              batch)
     parts, timed = calibration.time_parts(
         calibration.decode_parts(params, skeleton_params, cfg, batch, context), cfg.L, repeats,
         others=[read.run for read in reads])
     roof = best_rates(reads, [t.min_s for t in timed[6:]])
     itemsize = params["embed"].dtype.itemsize
     return dict(kind="decode", batch=batch, context=context, **parts.as_record(),
+                layout="decode" if decode_layout.is_decode_layout(params) else "weights",
                 best_s=timed[0].min_s, compile_s=timed[0].compile_s,
                 read_bytes_per_s=roof.best, bytes=decode_bytes(cfg, batch, context, itemsize),
                 flops=decode_flops(cfg, batch, context)), roof

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from inferbook.model.config import ModelConfig
+from inferbook.model.decode_layout import for_batch
 from inferbook.model.decoder import init_params
 from inferbook.perf import step_programs, timing
 from inferbook.perf.counts import kv_cache_bytes, matmul_params
@@ -202,7 +203,8 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
     For each batch size, times the six programs of `decode_parts` in alternation and keeps
-    the median of `repeats` rounds of each. The roofline's two constants come from the same
+    the median of `repeats` rounds of each, the weights in the layout the step reads fastest
+    at that batch (`decode_layout.for_batch`). The roofline's two constants come from the same
     measurements, as an empirical roofline does: W is the best of the device's read kernels
     (`read_roof.measure_read_roof`) and of the weight bytes the matmuls stream per second at
     the smallest batch; C is the best FLOP/s the matmuls reach at any batch. Returns a `Sweep`.
@@ -212,8 +214,10 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     tiny = init_params(step_programs.skeleton(cfg), seed, dtype)
     P = matmul_params(cfg)
     itemsize = params["embed"].dtype.itemsize
-    timed = [(B, time_parts(decode_parts(params, tiny, cfg, B, context), cfg.L, repeats)[0])
-             for B in batches]
+    tiny_cfg = step_programs.skeleton(cfg)
+    timed = [(B, time_parts(decode_parts(for_batch(params, cfg, B),
+                                         for_batch(tiny, tiny_cfg, B), cfg, B, context),
+                            cfg.L, repeats)[0]) for B in batches]
     smallest = min(timed, key=lambda bp: bp[0])[1]
     W = measure_read_roof(1 << 28).with_program("weight streaming at the smallest batch",
                                                 P * itemsize / smallest.matmul_s).best

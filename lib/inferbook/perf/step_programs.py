@@ -27,6 +27,7 @@ import jax.numpy as jnp
 
 from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
+from inferbook.model.decode_layout import linear
 from inferbook.perf import timing
 from inferbook.perf.microbench import default_dtype
 
@@ -40,49 +41,65 @@ def skeleton(cfg: ModelConfig) -> ModelConfig:
     return cfg.replace(D=16, F=16, N=cfg.G, K=1, H=8, V=16, name=f"{cfg.name}-skeleton")
 
 
+MATMUL_NAMES = ("wq", "wk", "wv", "wqkv", "wo", "w_gate", "w_up", "w_gate_up", "w_down",
+                "w_in", "w_out")
+
+
+def _unembedding(params: dict, cfg: ModelConfig) -> dict:
+    """The unembedding as a one-weight dict for `decode_layout.linear` (a tied one is the
+    embedding, [V, D]: already [out, in])."""
+    if cfg.tied_embeddings:
+        return {"unembed_t": params["embed"]}
+    return {k: params[k] for k in ("unembed", "unembed_t") if k in params}
+
+
 def model_matmuls(params: dict, cfg: ModelConfig) -> list[Any]:
-    """The weight matrices one decode step multiplies by, as 2-D [in, out] arrays, in order."""
+    """The weight matrices one decode step multiplies by, as stored (2-D, in the weights'
+    layout or the decode layout, `model.decode_layout`), in order."""
     mats = []
     for p in params["layers"]:
-        mats += [p["wq"], p["wk"], p["wv"], p["wo"]]
-        mats += [p[k] for k in ("w_gate", "w_up", "w_down", "w_in", "w_out") if k in p]
-    mats.append(params["embed"].T if cfg.tied_embeddings else params["unembed"])
-    return mats
+        mats += [p[k + t] for k in MATMUL_NAMES for t in ("", "_t") if k + t in p]
+    return mats + list(_unembedding(params, cfg).values())
 
 
 def model_matmul_program(params: dict, cfg: ModelConfig, batch: int,
                          unembed_rows: int | None = None) -> Callable[[], Any]:
     """A function running all weight matmuls of one step at `batch` rows, in one program.
 
-    The matrices of `model_matmuls`, multiplied in the order and with the dependencies the
-    model has — queries, keys and values from the same input, the output projection after
-    them, the MLP after that, layer after layer, the unembedding last (at `unembed_rows` rows:
-    default `batch`; a prefill computes logits for one position) — but with nothing else: no
-    attention, no norms, no rotary embedding, no sampling. A residual add and a zero-weighted
-    sum stand in for what was left out, so that no product can be skipped or reordered.
+    The matrices of `model_matmuls`, multiplied as the model multiplies them (`linear`, in
+    whichever layout the weights are), in its order and with its dependencies — queries, keys
+    and values from the same input, the output projection after them, the MLP after that,
+    layer after layer, the unembedding last (at `unembed_rows` rows: default `batch`; a
+    prefill computes logits for one position) — but with nothing else: no attention, no
+    norms, no rotary embedding, no sampling. A residual add and a zero-weighted sum stand in
+    for what was left out, so that no product can be skipped or reordered.
     """
     dtype = params["embed"].dtype
     x = jax.random.normal(jax.random.key(0), (batch, cfg.D), dtype)
     zero = jnp.zeros((), dtype)           # an argument, so the compiler cannot fold it away
-    unembed = params["embed"].T if cfg.tied_embeddings else params["unembed"]
     last = batch if unembed_rows is None else unembed_rows
+    NH = cfg.N * cfg.H
 
     @jax.jit
-    def run(x, layers, unembed, zero):
+    def run(x, layers, unembedding, zero):
         for p in layers:
-            q = x @ p["wq"]
-            k = x @ p["wk"]
-            v = x @ p["wv"]
-            a = q + zero * (k.sum(-1, keepdims=True) + v.sum(-1, keepdims=True))
-            x = x + a @ p["wo"]
-            if cfg.mlp == "gated":
-                h = (x @ p["w_gate"]) * (x @ p["w_up"])
-                x = x + h @ p["w_down"]
+            if "wqkv" in p or "wqkv_t" in p:
+                qkv = linear(p, "wqkv", x)
+                q, kv = qkv[:, :NH], qkv[:, NH:]
             else:
-                x = x + (x @ p["w_in"]) @ p["w_out"]
-        return x[-last:] @ unembed
+                q, kv = linear(p, "wq", x), linear(p, "wk", x) + linear(p, "wv", x)
+            a = q + zero * kv.sum(-1, keepdims=True)
+            x = x + linear(p, "wo", a)
+            if cfg.mlp != "gated":
+                x = x + linear(p, "w_out", linear(p, "w_in", x))
+            elif "w_gate_up" in p or "w_gate_up_t" in p:
+                gate_up = linear(p, "w_gate_up", x)
+                x = x + linear(p, "w_down", gate_up[:, :cfg.F] * gate_up[:, cfg.F:])
+            else:
+                x = x + linear(p, "w_down", linear(p, "w_gate", x) * linear(p, "w_up", x))
+        return linear(unembedding, "unembed", x[-last:])
 
-    return partial(run, x, params["layers"], unembed, zero)
+    return partial(run, x, params["layers"], _unembedding(params, cfg), zero)
 
 
 def attention_program(cfg: ModelConfig, batch: int, context: int, dtype: Any = None,
