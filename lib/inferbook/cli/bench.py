@@ -55,7 +55,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--prefill", metavar="T,T,...", type=types.int_list(none=True),
                    help="prompt lengths for prefill (default 128,512; 'none' to skip)")
     p.add_argument("--repeats", type=types.positive_int(MAX_REPEATS), default=None,
-                   help="timed runs per configuration (default 7; 3 with --quick)")
+                   help="timed runs per configuration (default 7; 5 with --quick)")
     p.add_argument("--dtype", choices=["float32", "bfloat16"],
                    help="weights (default float32 on a CPU, bfloat16 elsewhere)")
     p.add_argument("--quick", action="store_true",
@@ -87,7 +87,7 @@ def _check(args) -> dict:
     options = dict(batches=pick(args.batches, (1, 8), (1, 2, 4, 8, 16, 32, 64, 128, 256)),
                    contexts=pick(args.contexts, (128,), (128, 512)),
                    prefill=pick(args.prefill, (128,), (128, 512)),
-                   repeats=pick(args.repeats, 3, 7))
+                   repeats=pick(args.repeats, 5, 7))
     if args.out is not None and not args.save:
         raise UsageError("--out needs --save")
     if args.levers and (args.peer == "on" or args.batches or args.contexts or args.prefill

@@ -162,8 +162,10 @@ class SweepPoint:
 
     @property
     def attention_bytes_per_s(self) -> float:
-        """The bandwidth attention's work achieved reading the KV cache."""
-        return self.kv_bytes / self.parts.attention_work_s
+        """The bandwidth attention's work achieved reading the KV cache (its time alone where
+        that was no longer than the skeleton's)."""
+        work = self.parts.attention_work_s
+        return self.kv_bytes / (work if work > 0 else self.parts.attention_s)
 
     @property
     def error(self) -> float:

@@ -17,7 +17,8 @@ each JAX version:
 Each lever's "before" is the step as the library ran it just before that lever; the
 layouts chain (weights → fused → decode layout) and every later lever starts from the
 decode layout; one lever repeats the layout change at batch 8, where the products are
-matrix–matrix ones. Times are medians over rounds after a warm-up, the device named.
+matrix–matrix ones. Each lever's pair is timed on its own; times are medians over rounds
+after a warm-up, the device named.
 """
 
 from __future__ import annotations
@@ -135,17 +136,19 @@ def measure_levers(cfg: ModelConfig, rounds: int = 15, child_rounds: int = 3,
     """Every lever of `IN_PROCESS` (and, with `children`, of `CHILD_LEVERS`) on `cfg` at batch
     1 with a 128-token cache: the step's median before and after, on this device.
 
-    In-process variants run in alternation, `rounds` timed rounds after two warm-up rounds;
-    a child lever alternates `child_rounds` times with a default child (each child times its
-    step `rounds` times) and takes the median of each side's medians.
+    An in-process lever's two variants run in alternation with each other alone, `rounds`
+    timed rounds after two warm-up rounds (a variant that allocates much, like XLA widening
+    every bfloat16 weight before the product, would slow whatever ran after it); a child
+    lever alternates `child_rounds` times with a default child (each child times its step
+    `rounds` times) and takes the median of each side's medians.
     """
     params = init_params(cfg, 0)
-    variants = sorted({v for pair in IN_PROCESS.values() for v in pair})
-    timed = dict(zip(variants, timing.time_alternating(_steppers(variants, params, cfg), rounds,
-                                                       warmup=2)))
-    levers = [dict(lever=name, before=b, after=a, kind="in process",
-                   before_s=timed[b].median_s, after_s=timed[a].median_s)
-              for name, (b, a) in IN_PROCESS.items()]
+    levers = []
+    for name, (before, after) in IN_PROCESS.items():
+        t_before, t_after = timing.time_alternating(
+            _steppers([before, after], params, cfg), rounds, warmup=2)
+        levers.append(dict(lever=name, before=before, after=after, kind="in process",
+                           before_s=t_before.median_s, after_s=t_after.median_s))
     todo = CHILD_LEVERS.items() if children else ()
     if show_progress:
         todo = timing.progress(list(todo), desc="levers in child processes")
