@@ -143,3 +143,21 @@ def test_the_matmul_program_does_the_steps_matmul_flops_and_the_attention_progra
     assert products <= attention <= 1.2 * products
     step = counts.forward_flops(cfg, B, 1, kv_len=S + 1)
     assert matmul + attention == pytest.approx(step, rel=0.2)
+
+
+@pytest.mark.parametrize("width", [16, 64])
+def test_a_skeleton_of_any_width_keeps_the_models_layers_and_runs_its_programs(width):
+    """A wider skeleton (for a compiler that inlines the tiniest products) is still the model's
+    step: its layers, grouping and MLP, at `width`; the parts built on it run."""
+    cfg = PRESETS["small"]
+    tiny_cfg = step_programs.skeleton(cfg, width)
+    assert (tiny_cfg.D, tiny_cfg.F, tiny_cfg.V, tiny_cfg.K) == (width, width, width, 1)
+    assert (tiny_cfg.L, tiny_cfg.G, tiny_cfg.mlp) == (cfg.L, cfg.G, cfg.mlp)
+    params, tiny = decoder.init_params(cfg, 0), decoder.init_params(tiny_cfg, 0)
+    B, S = 2, 8
+    programs = calibration.decode_parts(params, tiny, cfg, B, S, skeleton=tiny_cfg)
+    assert programs[4]().shape == (B, width)            # the skeleton's logits: V = width
+    tokens = programs[3]()
+    assert tokens.shape == (B,) and int(jnp.max(tokens)) < width
+    for program in calibration.prefill_parts(params, tiny, cfg, S, skeleton=tiny_cfg)[3:]:
+        jax.block_until_ready(program())

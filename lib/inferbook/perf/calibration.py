@@ -91,11 +91,13 @@ class Parts:
 
 
 def decode_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: int,
-                 context: int) -> list[Callable[[], Any]]:
+                 context: int, skeleton: ModelConfig | None = None
+                 ) -> list[Callable[[], Any]]:
     """The six programs of a decode step, in `Parts` order: the step, the matmuls at `batch`
     rows, one layer's attention over `batch` caches of `context` tokens, and the same three
-    for the skeleton model (`skeleton_params`, of `step_programs.skeleton(cfg)`)."""
-    tiny = step_programs.skeleton(cfg)
+    for the skeleton model (`skeleton_params` of `skeleton`, default
+    `step_programs.skeleton(cfg)`)."""
+    tiny = step_programs.skeleton(cfg) if skeleton is None else skeleton
     return [decode_stepper(params, cfg, batch, context),
             model_matmul_program(params, cfg, batch),
             attention_program(cfg, batch, context, params["embed"].dtype, layers=1),
@@ -104,10 +106,10 @@ def decode_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: i
             attention_program(tiny, batch, context, skeleton_params["embed"].dtype, layers=1)]
 
 
-def prefill_parts(params: dict, skeleton_params: dict, cfg: ModelConfig,
-                  length: int) -> list[Callable[[], Any]]:
+def prefill_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, length: int,
+                  skeleton: ModelConfig | None = None) -> list[Callable[[], Any]]:
     """The six programs of a prefill of one `length`-token prompt, in `Parts` order."""
-    tiny = step_programs.skeleton(cfg)
+    tiny = step_programs.skeleton(cfg) if skeleton is None else skeleton
     return [step_programs.prefill_runner(params, cfg, length),
             model_matmul_program(params, cfg, length, unembed_rows=1),
             step_programs.prefill_attention_program(cfg, length, params["embed"].dtype, 1),

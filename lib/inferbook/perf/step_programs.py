@@ -35,10 +35,13 @@ __all__ = ["skeleton", "model_matmuls", "model_matmul_program", "attention_progr
            "prefill_attention_program", "decode_stepper", "prefill_runner"]
 
 
-def skeleton(cfg: ModelConfig) -> ModelConfig:
-    """`cfg` at tiny widths (D = F = 16, one KV head of width 8, 16 tokens of vocabulary):
-    the same layers and operations, so the same programs, with almost nothing to move."""
-    return cfg.replace(D=16, F=16, N=cfg.G, K=1, H=8, V=16, name=f"{cfg.name}-skeleton")
+def skeleton(cfg: ModelConfig, width: int = 16) -> ModelConfig:
+    """`cfg` at tiny widths (D = F = V = `width`, one KV head of 8 channels): the same layers
+    and operations, so the same programs, with almost nothing to move. (A compiler may treat
+    the tiniest products differently — inline them rather than call a matrix kernel — which
+    a wider skeleton avoids at the cost of a little work of its own.)"""
+    return cfg.replace(D=width, F=width, N=cfg.G, K=1, H=8, V=width,
+                       name=f"{cfg.name}-skeleton")
 
 
 MATMUL_NAMES = ("wq", "wk", "wv", "wqkv", "wo", "w_gate", "w_up", "w_gate_up", "w_down",
