@@ -449,22 +449,39 @@ def gpu_sentence(record):
                   vs_xla=fmt_ratio(f["t_xla"] / f["t_fd"], 2), programs=f["programs"],
                   hbm=fmt_percent(f["hbm"]), slope=fmt_rate(f["slope"]),
                   fixed=fmt_seconds(f["fixed"]))
+    # Faster or slower: at a batch whose grid already fills the SMs, splitting may not pay.
+    faster = f["t_unsplit"] >= f["t_fd"]
+    values |= dict(than_un="faster than" if faster else "slower than",
+                   than_xla="faster than" if f["t_xla"] >= f["t_fd"] else "slower than")
+    values["speedup"] = fmt_ratio(max(f["t_unsplit"], f["t_fd"]) / min(f["t_unsplit"], f["t_fd"]))
+    values["vs_xla"] = fmt_ratio(max(f["t_xla"], f["t_fd"]) / min(f["t_xla"], f["t_fd"]), 2)
     zh_values = {k: to_chinese(str(v)) for k, v in values.items()}
+    zh_values |= dict(than_un="快" if faster else "慢",
+                      than_xla="快" if f["t_xla"] >= f["t_fd"] else "慢")
+    # A fixed cost under a twentieth of the step (or none, within the noise of a fit through
+    # two points) leaves the kernel reading at the rate its added bytes show: bandwidth-bound.
+    if f["fixed"] > 0.05 * f["t_fd"]:
+        tail_en = ("so about {fixed} of the step is a cost that does not grow with the cache "
+                   "— launches and synchronisation that a cache of this size is too small to "
+                   "hide").format(**values)
+        tail_zh = ("所以这一步中约有 {fixed} 是不随缓存增长的开销——内核启动和同步，这样大小的"
+                   "缓存掩盖不了它们").format(**zh_values)
+    else:
+        tail_en = ("so almost none of the step is a fixed cost: at this batch the cache is "
+                   "large enough that decode attention is bandwidth-bound")
+        tail_zh = "所以这一步几乎没有固定开销：在这个批次下缓存足够大，解码注意力受带宽限制"
     return (
         "On {dev} (jax {jax}), at batch {B} and S = {S} ({kv} of cache), Pallas "
-        "Flash-Decoding took {fd}: {speedup} faster than the same kernel unsplit ({un}), "
-        "whose grid has {programs} programs{sm}, and {vs_xla} faster than XLA's attention "
-        "({xla}). Even so it read the cache at {hbm} of the HBM bandwidth on the datasheet: "
-        "between the two longest contexts each added byte was read at {slope}, so about "
-        "{fixed} of the step is a cost that does not grow with the cache — launches and "
-        "synchronisation that one sequence's cache is too small to hide".format(
-            sm=sm_en, **values),
+        "Flash-Decoding took {fd}: {speedup} {than_un} the same kernel unsplit ({un}), "
+        "whose grid has {programs} programs{sm}, and {vs_xla} {than_xla} XLA's attention "
+        "({xla}). It read the cache at {hbm} of the HBM bandwidth on the datasheet: "
+        "between the two longest contexts each added byte was read at {slope}, "
+        "{tail}".format(sm=sm_en, tail=tail_en, **values),
         "在 {dev}（jax {jax}）上，批次为 {B}、S = {S}（缓存 {kv}）时，Pallas Flash-Decoding "
-           "用时 {fd}：比同一个内核不切分时（{un}）快 {speedup}——不切分时网格只有 {programs} "
-           "个程序{sm}——也比 XLA 的注意力（{xla}）快 {vs_xla}。即便如此，它读取缓存的速度也只有"
+           "用时 {fd}：比同一个内核不切分时（{un}）{than_un} {speedup}——不切分时网格有 {programs} "
+           "个程序{sm}——比 XLA 的注意力（{xla}）{than_xla} {vs_xla}。它读取缓存的速度是"
            "数据手册上 HBM 带宽的 {hbm}：在最长的两个上下文之间，每多出的一个字节以 {slope} 的"
-           "速度读取，所以这一步中约有 {fixed} 是不随缓存增长的开销——内核启动和同步，一个序列的"
-           "缓存太小，掩盖不了它们".format(sm=sm_zh, **zh_values))
+           "速度读取，{tail}".format(sm=sm_zh, tail=tail_zh, **zh_values))
 
 
 sentences = [gpu_sentence(r) for r in gpu_records]
