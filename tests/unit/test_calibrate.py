@@ -99,6 +99,9 @@ def test_a_part_faster_than_its_skeleton_adds_no_negative_work():
     record = parts.as_record()
     assert record["predicted_s"] == parts.predicted_s and record["error"] == parts.error
     assert record["matmul_skeleton_s"] == 0.15
+    # Overlapped: the longer of the skeleton's step (0.5) and the work (0 + 0.15).
+    assert record["overlapped_s"] == pytest.approx(0.5)
+    assert calibration.Parts(1.0, 0.9, 0.3, 0.2, 0.1, 0.1).overlapped_s == pytest.approx(1.0)
 
 
 def test_the_prefill_parts_run_the_library_prefill_and_its_matmuls():

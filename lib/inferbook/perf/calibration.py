@@ -84,10 +84,19 @@ class Parts:
         """predicted / measured - 1."""
         return self.predicted_s / self.measured_s - 1
 
+    @property
+    def overlapped_s(self) -> float:
+        """The prediction if the fixed costs overlap the work instead of adding to it:
+        max(skeleton's step, matmuls' work + attention's work). An accelerator runs kernels
+        while the host launches the next ones, so its step may take the longer of the two;
+        recorded beside `predicted_s` so that a GPU run can say which describes it."""
+        return max(self.overhead_s, self.matmul_work_s + self.attention_work_s)
+
     def as_record(self) -> dict[str, float]:
         """The fields `inferbook bench` saves for a calibrated row."""
         return {f"{name}_s": getattr(self, f"{name}_s") for name in PART_NAMES} | {
-            "predicted_s": self.predicted_s, "error": self.error}
+            "predicted_s": self.predicted_s, "error": self.error,
+            "overlapped_s": self.overlapped_s}
 
 
 def decode_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: int,
