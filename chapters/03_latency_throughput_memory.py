@@ -44,7 +44,7 @@ from IPython.display import Markdown
 
 from inferbook.book.listing import show_source
 from inferbook.model.presets import get_preset
-from inferbook.perf import counts, latency, roofline
+from inferbook.perf import counts, decode_roofline, latency, roofline, step_cost
 from inferbook.perf.hardware import get_chip
 
 print(info.describe())
@@ -86,7 +86,10 @@ from inferbook.book.present import (
 # $$
 #
 # with $P$ parameters, aggregate bandwidth $W$ and aggregate FLOP/s $C$ of all the chips that
-# share the model. These are the two functions the estimator uses:
+# share the model. The library writes a step time once, in `step_cost.step_time`: a step is a
+# list of parts, each paying its own roofline, plus the collectives it waits for. The formula
+# above is a view of it with two parts, attention and the weights; the lower bound, one part
+# that does no arithmetic:
 
 # %% [markdown] tags=["lang-zh"]
 # ## 值得记住的步骤时间
@@ -110,11 +113,14 @@ from inferbook.book.present import (
 #   + \underbrace{\max\left(\frac{2 B P}{C}, \frac{\text{权重字节数}}{W}\right)}_{\text{权重}}
 # $$
 #
-# 其中 $P$ 是参数量，$W$ 和 $C$ 分别是共同承载这个模型的所有芯片的总带宽和总 FLOP/s。估算器用的
-# 就是下面这两个函数：
+# 其中 $P$ 是参数量，$W$ 和 $C$ 分别是共同承载这个模型的所有芯片的总带宽和总 FLOP/s。库只在一处
+# 写出步骤时间，即 `step_cost.step_time`：一个步骤是若干部分的列表，每部分按自己的屋顶线计时，
+# 再加上它要等待的集合通信。上面的公式是它的一个视图，分成注意力和权重两部分；下限则是不做任何
+# 算术的单独一部分：
 
 # %%
-show_source(roofline.step_time_lower_bound, roofline.step_time)
+show_source(step_cost.work_time, step_cost.step_time, decode_roofline.decode_step_cost,
+            decode_roofline.decode_step_time, decode_roofline.step_time_lower_bound)
 
 # %% [markdown]
 # ### A quick estimate
@@ -139,7 +145,7 @@ quiz_steps = {}
 for B in (4, 256):
     kv = B * quiz["context"] * quiz["kv_per_token"]
     weights = quiz["params"] * quiz["weight_bytes"]
-    quiz_steps[B] = roofline.step_time(quiz["params"], weights, kv, B, v5e, quiz["chips"])
+    quiz_steps[B] = decode_roofline.decode_step_time(quiz["params"], weights, kv, B, v5e, quiz["chips"])
     flop_time = 2 * B * quiz["params"] / (quiz["chips"] * v5e.bf16_flops_per_s)
     load_time = weights / (quiz["chips"] * v5e.hbm_bytes_per_s)
     print(f"B={B:3d}: KV {fmt_bytes(kv)}, attention {fmt_seconds(kv / (16 * v5e.hbm_bytes_per_s))}"
@@ -147,7 +153,7 @@ for B in (4, 256):
           f" -> step {fmt_seconds(quiz_steps[B])}")
     if B == 4:
         assert flop_time < load_time          # small batch: the weights are a load problem
-        assert quiz_steps[4] == roofline.step_time_lower_bound(weights, kv, v5e, 16)
+        assert quiz_steps[4] == decode_roofline.step_time_lower_bound(weights, kv, v5e, 16)
     else:
         assert flop_time > load_time          # large batch: the matmuls are compute-bound
 kv_seq_quiz = quiz["context"] * quiz["kv_per_token"]
@@ -216,7 +222,7 @@ def frontier_points(weight_bytes):
     points = []
     for n in chip_counts:
         for B in batches:
-            if not roofline.estimate_decode(llama, v5e, batch=B, context=S_chat, chips=n,
+            if not decode_roofline.estimate_decode(llama, v5e, batch=B, context=S_chat, chips=n,
                                             weight_bytes=weight_bytes).fits:
                 continue
             t = latency.tensor_parallel_step_time(llama, v5e, n, B, S_chat, weight_bytes).total_s
@@ -423,8 +429,8 @@ def llama_table(cfg_kv, label):
     rows = []
     for B in table_batches:
         kv = counts.kv_cache_bytes(cfg_kv, B, S)
-        step = roofline.step_time(total, weights_bf16, kv, B, v5e, chips)
-        lower = roofline.step_time_lower_bound(weights_bf16, kv, v5e, chips)
+        step = decode_roofline.decode_step_time(total, weights_bf16, kv, B, v5e, chips)
+        lower = decode_roofline.step_time_lower_bound(weights_bf16, kv, v5e, chips)
         rows.append(dict(B=B, kv=kv, total=weights_bf16 + kv,
                          fits=weights_bf16 + kv <= chips * v5e.hbm_bytes, step=step,
                          lower=lower, tput=roofline.tokens_per_s(B, step)))
@@ -534,13 +540,13 @@ assert gqa_tput[64] / gqa_tput[8] > 2
 glue("ch3_gqa_fit", str(gqa_fit))
 glue("ch3_gqa_tput_64", f"{gqa_tput[64]:,.0f}")
 glue("ch3_gqa_best_vs_mha_best", fmt_ratio(gqa_tput[64] / roofline.tokens_per_s(
-    max_b, roofline.step_time(total, weights_bf16, counts.kv_cache_bytes(llama, max_b, S),
+    max_b, decode_roofline.decode_step_time(total, weights_bf16, counts.kv_cache_bytes(llama, max_b, S),
                               max_b, v5e, chips))))
 
 bs = np.unique(np.geomspace(1, 256, 60).astype(int))
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for cfg_kv, label in ((llama, "K = 40 (MHA)"), (gqa, "K = 8 (GQA, 5× smaller cache)")):
-    t = [roofline.tokens_per_s(B, roofline.step_time(total, weights_bf16,
+    t = [roofline.tokens_per_s(B, decode_roofline.decode_step_time(total, weights_bf16,
                                                      counts.kv_cache_bytes(cfg_kv, B, S), B,
                                                      v5e, chips)) for B in bs]
     fit = int((chips * v5e.hbm_bytes - weights_bf16) // (S * counts.kv_bytes_per_token(cfg_kv)))
@@ -618,7 +624,7 @@ cli_rows = [estimate(llama, v5e, batch=B, context=S, chips=chips) for B in sweep
 by_batch = {r.batch: r for r in cli_rows}
 for r in cli_rows:
     kv = counts.kv_cache_bytes(llama, r.batch, S)
-    roof = roofline.step_time(total, weights_bf16, kv, r.batch, v5e, chips)
+    roof = decode_roofline.decode_step_time(total, weights_bf16, kv, r.batch, v5e, chips)
     # The chapter's step, plus the collectives: their bytes overlap, their latencies add.
     assert roof < r.step_time_s <= roof + r.comm_time_s
     assert r.fits == (weights_bf16 + kv <= chips * v5e.hbm_bytes)
@@ -734,7 +740,9 @@ glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
 # needed). Below we write the keys of Qwen3-30B-A3B's published file, a mixture of
 # {glue:text}`ch3_moe_E` experts of which each token uses {glue:text}`ch3_moe_k`; a downloaded
 # file has more keys, which the estimator reads or ignores. Then one command sweeps the batch
-# on one H100, the weights stored in fp8 with their scales, and draws the frontier:
+# on one H100, the weights stored in fp8 with their scales, and draws the frontier. (The same
+# command runs in your browser, nothing installed, on [the estimator page](../book/estimator.md):
+# paste the `config.json` there.)
 
 # %% [markdown] tags=["lang-zh"]
 # ```{glue:figure} ch3_l70_figure
@@ -755,7 +763,9 @@ glue("ch3_l70_ctx_ratio", fmt_ratio(counts.kv_cache_bytes(l70, 1, 32768)
 # `huggingface-cli download Qwen/Qwen3-30B-A3B config.json --local-dir qwen3`；不需要下载权重）。
 # 下面我们写出 Qwen3-30B-A3B 所发布文件中的键：这是一个有 {glue:text}`ch3_moe_E` 个专家的混合
 # 专家模型，每个词元用其中 {glue:text}`ch3_moe_k` 个；下载来的文件键更多，估算器会读取或忽略它们。
-# 然后一条命令就在一块 H100 上扫过各个批次（权重以 fp8 连同其缩放因子存储），并画出前沿：
+# 然后一条命令就在一块 H100 上扫过各个批次（权重以 fp8 连同其缩放因子存储），并画出前沿。（同一条
+# 命令也能在你的浏览器里运行，无需安装任何东西：打开[估算器页面](../book/estimator.md)，把
+# `config.json` 粘贴进去即可。）
 
 # %%
 folder = Path(tempfile.mkdtemp()) / "qwen3"

@@ -69,11 +69,11 @@ from inferbook.book.listing import show_source
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import get_preset
-from inferbook.parallel import collectives, hlo, sequence_parallel, weight_stationary
+from inferbook.parallel import sequence_parallel, weight_stationary
 from inferbook.parallel import sharded_decode as sd
 from inferbook.parallel.mesh import named_mesh
 from inferbook.parallel.sharding import make_plan, param_specs, shard_params
-from inferbook.perf import comm_time, counts
+from inferbook.perf import collectives, comm_time, counts, hlo
 from inferbook.perf.hardware import get_chip
 
 print(info.describe())
@@ -193,7 +193,7 @@ print(f"largest logit difference {logit_err:.1e}, cache {cache_err:.1e}; "
 #
 # ### The communication, read from the program
 #
-# What does this program send between devices? `inferbook.parallel.hlo` reads every collective out of
+# What does this program send between devices? `inferbook.perf.hlo` reads every collective out of
 # the optimized program XLA compiled, with the label the layout gave it, its shape, the bytes
 # of the array it works on and the size of the device groups. Beside it, the estimator's
 # inventory of the 1D layout, computed from the model's dimensions alone.
@@ -204,7 +204,7 @@ print(f"largest logit difference {logit_err:.1e}, cache {cache_err:.1e}; "
 #
 # ### 从程序中读出通信
 #
-# 这个程序在设备之间发送了什么？`inferbook.parallel.hlo` 从 XLA 编译出的优化后程序中读出每一次
+# 这个程序在设备之间发送了什么？`inferbook.perf.hlo` 从 XLA 编译出的优化后程序中读出每一次
 # 集合通信：布局给它的标签、它的形状、它所处理的数组的字节数，以及设备组的大小。与之并列的是
 # 估算器对一维布局的清单，只由模型的各个维度算出。
 

@@ -65,11 +65,11 @@ from inferbook.model import decode, decoder
 from inferbook.model.config import ModelConfig
 from inferbook.model.generate_args import random_prompts
 from inferbook.model.presets import get_preset
-from inferbook.parallel import collectives, hlo, weight_stationary
 from inferbook.parallel import sharded_decode as sd
+from inferbook.parallel import weight_stationary
 from inferbook.parallel.mesh import named_mesh
 from inferbook.parallel.sharding import make_plan, param_specs, shard_params
-from inferbook.perf import comm_time, counts
+from inferbook.perf import collectives, comm_time, counts, hlo
 from inferbook.perf.hardware import get_chip
 
 print(info.describe())

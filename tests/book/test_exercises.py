@@ -1,15 +1,17 @@
 """The exercise notebooks, graded in real kernels exactly as an instructor would.
 
-Every solution source scores full marks sealed (the mode for marks: answers scored by the
-grader, functions run on fresh inputs in a sandbox); every student notebook (the committed
-Colab twin) runs without an error and scores nothing; a solution with one planted mistake
-loses exactly that question's points — in self-study, where every other question of the
-notebook must pass, which is also what says that the self-study checks give the solutions
-full marks, and sealed; and a notebook that loops forever, kills its kernel or breaks a cell
-is graded anyway, each failure reported on its question. (nbval also executes each solution
-source, as it does every page, so that the book renders its outputs; `check` never raises, so
-only these tests can tell a right solution from a wrong one.) The tricks a submission could
-play on the grader are in test_sealed_grading.py.
+A solution with one planted mistake loses exactly that question's points — in self-study,
+where every other question of the notebook must pass, which is also what says that the
+self-study checks give every solution full marks, and sealed (the mode for marks: answers
+scored by the grader, functions run on fresh inputs in a sandbox); the student notebooks
+(the committed Colab twins) hold no line of a solution; and a notebook that loops forever,
+kills its kernel or breaks a cell is graded anyway, each failure reported on its question.
+That every solution scores full marks sealed, and every student notebook runs without an
+error and scores nothing, is tested through Gradescope's package, set up and run as
+Gradescope runs it (test_gradescope_package.py). (nbval also executes each solution source,
+as it does every page, so that the book renders its outputs; `check` never raises, so only
+these tests can tell a right solution from a wrong one.) The tricks a submission could play
+on the grader are in test_sealed_grading.py.
 """
 
 import copy
@@ -23,9 +25,10 @@ import jupytext
 import nbformat
 import pytest
 
-from inferbook.grading import generate, registry
+from inferbook.book import exercise_sources
+from inferbook.grading import registry
 from inferbook.grading.grader import grade_notebook
-from inferbook.grading.kernel import INTERRUPT_GRACE_S
+from inferbook.grading.sandboxed_kernel import INTERRUPT_GRACE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "exercises").glob("[0-9]*.py"))
@@ -38,40 +41,19 @@ def by_id(report):
     return {g.question.id: g for g in report.grades}
 
 
-# (05_kv_cache_size is graded sealed, to full marks, by the Gradescope package's test.)
-@pytest.mark.parametrize("source", [s for s in SOURCES if s.stem != "05_kv_cache_size"],
-                         ids=lambda p: p.stem)
-def test_every_solution_notebook_scores_full_marks_sealed(source):
-    report = grade_notebook(source, timeout_s=300, sealed=True, seed=19)
-    assert not report.run.cell_errors and report.run.stopped is None, report.table()
-    assert [g.status for g in report.grades] == ["passed"] * len(report.grades), report.table()
-    assert report.score == report.max_score > 0
-    # Every question of the set is asked in its notebook.
-    assert {g.question.id for g in report.grades} == \
-        {q.id for s in report.sets for q in registry.questions_in(s)}
-
-
-@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
-def test_every_student_notebook_runs_without_error_and_scores_zero(source):
-    report = grade_notebook(source.with_suffix(".ipynb"), timeout_s=300)
-    assert not report.run.cell_errors and report.run.stopped is None, report.table()
-    assert {g.status for g in report.grades} <= {"not attempted", "blocked"}, report.table()
-    assert report.score == 0
-
-
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_the_student_notebooks_hold_no_line_of_any_solution(source):
     nb = jupytext.read(source)
     outside, solution = set(), set()
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            if generate.SOLUTION_TAG in cell.metadata.get("tags", []):
+            if exercise_sources.SOLUTION_TAG in cell.metadata.get("tags", []):
                 solution |= {x.strip() for x in cell.source.splitlines() if x.strip()}
             else:
                 outside |= {x.strip() for x in cell.source.splitlines()}
             continue
         lines, pos = cell.source.splitlines(), 0
-        for begin, end, _ in generate.solution_regions(cell.source):
+        for begin, end, _ in exercise_sources.solution_regions(cell.source):
             outside |= {x.strip() for x in lines[pos:begin]}
             solution |= {x.strip() for x in lines[begin + 1:end]}
             pos = end + 1
@@ -83,7 +65,7 @@ def test_the_student_notebooks_hold_no_line_of_any_solution(source):
     assert not secret & student_lines
     assert not any("SOLUTION" in c.source for c in student.cells)
     assert student.metadata["inferbook"]["exercises"] == sorted(
-        {registry.set_of(i) for i in generate.question_ids(nb.cells)})
+        {registry.set_of(i) for i in exercise_sources.question_ids(nb.cells)})
 
 
 def plant(source: Path, question_id: str, template: str, tmp_path: Path) -> Path:
@@ -201,7 +183,7 @@ def test_a_broken_cell_fails_its_own_questions_and_the_rest_still_run(tmp_path):
 def test_the_student_twin_is_what_the_generator_makes():
     # (test_notebooks checks the twins are current; this checks they are student versions.)
     for source in SOURCES:
-        student = generate.student_notebook(jupytext.read(source))
+        student = exercise_sources.student_notebook(jupytext.read(source))
         twin = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
         # Code cells as generated; the Markdown is rewritten for Colab (test_colab_twins).
         assert [c.source for c in twin.cells[1:] if c.cell_type == "code"

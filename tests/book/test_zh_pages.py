@@ -42,7 +42,7 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "exercises/14_mixture_of_experts.py", "chapters/14_mixture_of_experts.py",
               "chapters/06_flash_attention.py", "chapters/07_decoding_kernels.py",
               "exercises/06_kernels.py", "exercises/05_kv_cache_size.py",
-              "chapters/05_kv_cache_size.py"]
+              "chapters/05_kv_cache_size.py", "book/estimator.md"]
 REQUIRE_ALL = True
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}
@@ -221,7 +221,7 @@ def test_every_chinese_allowance_is_still_needed_and_says_why():
 def test_both_editions_of_a_page_hit_the_same_execution(page, tmp_path):
     from jupyter_cache import get_cache
 
-    from inferbook.grading.generate import book_reads
+    from inferbook.book.reader import book_reads
     cache, text = get_cache(str(tmp_path / "cache")), (ROOT / page).read_text(encoding="utf-8")
     hashes = {lang: cache.create_hashed_notebook(book_reads(text, lang=lang))[1]
               for lang in ("en", "zh")}

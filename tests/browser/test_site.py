@@ -189,8 +189,26 @@ LISTINGS = "div.cell_output > div.highlight-python pre"
 PLAIN_SOURCE = re.compile(r"^\s*(async\s+)?(def|class)\s+\w+.*:\s*$", re.M)
 
 
+# For each code block: how many lines its text has, how many it is drawn on (its height over
+# the height of one line, measured on a hidden one- and two-line copy styled the same way),
+# whether it is wider than its box, and how it overflows.
+WRAPPED = """(sel) => [...document.querySelectorAll(sel)].map(pre => {
+    const probe = pre.cloneNode(false);
+    probe.style.position = 'absolute'; probe.style.visibility = 'hidden';
+    pre.parentNode.appendChild(probe);
+    probe.textContent = 'x'; const one = probe.clientHeight;
+    probe.textContent = 'x\\nx'; const line = probe.clientHeight - one;
+    probe.remove();
+    const text = pre.textContent.replace(/\\n$/, '');
+    return {first: text.split('\\n')[0], lines: text.split('\\n').length,
+            visual: Math.round((pre.clientHeight - one) / line) + 1,
+            wide: pre.scrollWidth > pre.clientWidth + 1,
+            overflowX: getComputedStyle(pre).overflowX};
+})"""
+
+
 @pytest.mark.parametrize("name", chapter_pages())
-def test_library_listings_are_highlighted_and_fit_the_column(page, server, name):
+def test_library_listings_are_highlighted_and_keep_their_lines_whole(page, server, name):
     open_page(page, server, name)
     cells = page.evaluate("""(sel) => [...document.querySelectorAll('div.cell')].map(c => ({
         source: c.querySelector('div.cell_input')?.textContent ?? '',
@@ -208,12 +226,17 @@ def test_library_listings_are_highlighted_and_fit_the_column(page, server, name)
     for c in cells:
         for text in c["plain"]:
             assert not PLAIN_SOURCE.search(text), f"source printed as plain text: {text[:120]}"
-    # Every listing, and every cell's source, fits the column at the test's width and at a
-    # narrow one: none scrolls sideways.
-    for width in (1280, 800):
+    # Every listing, and every cell's source, keeps each line of code on one line, at the
+    # test's width, at a narrow one and at a phone's: a line wider than the column scrolls
+    # sideways in its block (overflow-x), never wraps mid-line. At the phone's width some
+    # listing of every chapter is wider than the column, so the rule is exercised.
+    for width in (1280, 800, 480):
         page.set_viewport_size({"width": width, "height": 900})
-        overflow = page.evaluate("""(sel) => [...document.querySelectorAll(sel)]
-            .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
-            .map(pre => pre.textContent.split('\\n')[0])""",
-            f"{LISTINGS}, div.cell_input pre")
-        assert not overflow, f"{name} at {width}px: code scrolls sideways: {overflow[:2]}"
+        blocks = page.evaluate(WRAPPED, f"{LISTINGS}, div.cell_input pre")
+        wrapped = [b["first"] for b in blocks if b["visual"] != b["lines"]]
+        assert not wrapped, f"{name} at {width}px: code wraps mid-line: {wrapped[:2]}"
+        hidden = [b["first"] for b in blocks if b["wide"] and b["overflowX"] not in
+                  ("auto", "scroll")]
+        assert not hidden, f"{name} at {width}px: a long line is cut off: {hidden[:2]}"
+    wide = [b for b in page.evaluate(WRAPPED, LISTINGS) if b["wide"]]
+    assert wide, f"{name} at 480px: no listing is wider than the column"

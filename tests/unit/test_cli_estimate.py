@@ -12,6 +12,9 @@ from inferbook.cli import main
 from inferbook.model.presets import PRESETS
 from inferbook.perf.hardware import CHIPS, Chip
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 
 def run_cli(capsys, *argv):
     try:

@@ -4,6 +4,9 @@ about importing).
 
 * no module uses another module's private (underscore) name;
 * the modules' top-level imports form no cycle;
+* the packages (model, perf, parallel, ...) import each other in one direction only, counting
+  every import, function-local ones too;
+* perf/ and parallel/ define each public name once;
 * no module outside the grading question sets is longer than 300 lines;
 * `import inferbook` (and each part's package, and the CLI up to its parser) starts no JAX;
 * no function, class or module is named after a person or a source (cite them in docstrings);
@@ -20,6 +23,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
 
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "lib"
@@ -187,6 +193,97 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_no_import_cycle_between_modules():
     graph = {name: _imported_modules(name, tree) for name, tree in _trees().items()}
     assert not _cycles(graph), f"import cycles: {_cycles(graph)}"
+
+
+def _package(module: str) -> str:
+    """The part of the library a module belongs to: `inferbook.perf.roofline` -> "perf"."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and module in MODULES
+                          and MODULES[module].name == "__init__.py"):
+        return parts[1]
+    return parts[0]
+
+
+def _imports_anywhere(module: str, tree: ast.Module) -> set[str]:
+    """Every inferbook module `module` imports, at the top or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("inferbook"))
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node)
+            if target.startswith("inferbook"):
+                found.add(target)
+                found.update(f"{target}.{a.name}" for a in node.names
+                             if f"{target}.{a.name}" in MODULES)
+    return found
+
+
+def _package_graph(trees: dict[str, ast.Module]) -> dict[str, set[str]]:
+    """Which package imports which (the root package `inferbook` itself left out: it is the
+    entry point, `inferbook.setup`, and imports what it offers)."""
+    graph: dict[str, set[str]] = {}
+    for module, tree in trees.items():
+        source = _package(module)
+        if source == "inferbook":
+            continue
+        targets = {_package(t) for t in _imports_anywhere(module, tree)}
+        graph.setdefault(source, set()).update(t for t in targets
+                                               if t not in (source, "inferbook"))
+    return graph
+
+
+def test_no_import_cycle_between_packages():
+    graph = _package_graph(_trees())
+    assert not _cycles(graph), f"packages that import each other: {_cycles(graph)}"
+
+
+def test_the_package_scan_sees_a_function_local_import():
+    trees = {
+        "inferbook.perf.cost": ast.parse("from inferbook.model import config\n"),
+        "inferbook.model.config": ast.parse(
+            "def late():\n    from inferbook.perf import cost\n    return cost\n"),
+    }
+    assert _cycles(_package_graph(trees)) == [["model", "perf"]]
+    trees["inferbook.model.config"] = ast.parse("def late():\n    return 1\n")
+    assert _cycles(_package_graph(trees)) == []
+
+
+def _public_definitions(tree: ast.Module) -> set[str]:
+    """Public names a module defines at its top: functions, classes, constants."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {n for n in names if not n.startswith("_")}
+
+
+def _defined_twice(trees: dict[str, ast.Module], packages: tuple[str, ...]) -> dict:
+    where: dict[str, list[str]] = {}
+    for module, tree in trees.items():
+        if _package(module) in packages and module.count(".") == 2:
+            for name in _public_definitions(tree):
+                where.setdefault(name, []).append(module)
+    return {name: mods for name, mods in where.items() if len(mods) > 1}
+
+
+def test_the_cost_models_and_the_layouts_define_each_public_name_once():
+    """One name per concept in perf/ and parallel/: a reader who meets `collective_time`
+    or `LAYOUTS` knows which one is meant."""
+    twice = _defined_twice(_trees(), ("perf", "parallel"))
+    assert not twice, f"public names defined in several modules: {twice}"
+
+
+def test_the_name_scan_sees_a_name_defined_twice():
+    trees = {"inferbook.perf.a": ast.parse("def step_time():\n    pass\n"),
+             "inferbook.parallel.b": ast.parse("step_time = 1\n_private = 2\n"),
+             "inferbook.perf.c": ast.parse("def _private():\n    pass\n")}
+    assert _defined_twice(trees, ("perf", "parallel")) == {
+        "step_time": ["inferbook.perf.a", "inferbook.parallel.b"]}
 
 
 def test_no_module_is_longer_than_the_limit():

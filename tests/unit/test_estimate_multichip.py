@@ -1,6 +1,6 @@
 """The estimator on many chips, against the sharding chapters' collectives.
 
-`parallel.collectives` lists what the 1D and 2D layouts send, and tests/unit/test_hlo.py holds
+`perf.collectives` lists what the 1D and 2D layouts send, and tests/unit/test_hlo.py holds
 that list byte for byte against the compiled programs. Here each collective is priced by hand
 — ring algorithms, (n-1)/n of the array per pass, two passes for an AllReduce, a torus ring's
 n/2 hops or a switch's one message — and the estimator's step time must be the roofline joined
@@ -13,11 +13,11 @@ import math
 import pytest
 
 from inferbook.model.presets import get_preset
-from inferbook.parallel import collectives, hlo
-from inferbook.perf import comm_time, counts, latency
+from inferbook.perf import collectives, comm_time, counts, hlo, latency
+from inferbook.perf.collectives import wire_bytes
 from inferbook.perf.estimator import estimate
 from inferbook.perf.hardware import CHIPS, get_chip
-from inferbook.perf.layout_comms import layout_comms, wire_bytes
+from inferbook.perf.layout_comms import layout_comms
 
 B, S = 16, 4096
 

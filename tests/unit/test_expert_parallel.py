@@ -21,11 +21,11 @@ from inferbook.model import decode, decoder
 from inferbook.model.config import ConfigError, ModelConfig
 from inferbook.model.features import MoE
 from inferbook.model.moe import moe_dense, route
-from inferbook.parallel import collectives, hlo
 from inferbook.parallel import sharded_decode as sd
 from inferbook.parallel.expert_parallel import dispatch_slots, moe_program
 from inferbook.parallel.mesh import named_mesh
 from inferbook.parallel.sharding import LayoutError, make_plan, shard_params
+from inferbook.perf import collectives, hlo
 
 SEQUENCES = 8                            # prompts per batch: one per device of 8
 NEW = 4

@@ -18,12 +18,11 @@ from hypothesis import strategies as st
 from inferbook.model.config import ModelConfig
 from inferbook.model.features import MoE
 from inferbook.model.presets import get_preset
-from inferbook.parallel import collectives, hlo
 from inferbook.parallel import sharded_decode as sd
 from inferbook.parallel.expert_parallel import moe_program
 from inferbook.parallel.mesh import named_mesh
 from inferbook.parallel.sharding import make_plan
-from inferbook.perf import moe_layouts
+from inferbook.perf import collectives, hlo, moe_layouts
 from inferbook.perf.hardware import get_chip
 from inferbook.perf.layout_comms import expert_parallel_comms
 

@@ -21,12 +21,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferbook.grading import answers, registry
+from inferbook.grading import plain_answers, registry
 from inferbook.grading.questions import Function
 from inferbook.grading.reaper import ProcessReaper, descendants
 from inferbook.grading.report import Run
-from inferbook.grading.sandbox import JAIL, USER_ENV, Sandbox, parse_memory
-from inferbook.grading.sealed import score_sealed
+from inferbook.grading.sandbox import LAUNCHER, USER_ENV, Sandbox, parse_memory
+from inferbook.grading.sealed_scoring import score_sealed
 from inferbook.grading.slicing import SliceError, answer_program
 
 # Plain data -----------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def same(a, b) -> bool:
 
 @given(plain)
 def test_plain_data_crosses_unchanged(value):
-    assert same(answers.decode(answers.encode(value)), value)
+    assert same(plain_answers.decode(plain_answers.encode(value)), value)
 
 
 @pytest.mark.parametrize("array", [np.arange(6, dtype=np.int32).reshape(2, 3),
@@ -58,15 +58,15 @@ def test_plain_data_crosses_unchanged(value):
                                    np.ones((2, 0), np.float16),
                                    np.array([1.0, 2.5], ml_dtypes.bfloat16)])
 def test_arrays_cross_with_shape_dtype_and_bits(array):
-    back = answers.decode(answers.encode(array))
+    back = plain_answers.decode(plain_answers.encode(array))
     assert back.dtype == array.dtype and back.shape == array.shape
     assert back.tobytes() == array.tobytes()
 
 
 def test_jax_arrays_and_huge_integers_arrive_as_plain_values():
-    assert isinstance(answers.decode(answers.encode(jnp.arange(3.0))), np.ndarray)
-    assert answers.decode(answers.encode(10**40)) == 10**40
-    assert answers.decode(answers.encode(...)) is Ellipsis
+    assert isinstance(plain_answers.decode(plain_answers.encode(jnp.arange(3.0))), np.ndarray)
+    assert plain_answers.decode(plain_answers.encode(10**40)) == 10**40
+    assert plain_answers.decode(plain_answers.encode(...)) is Ellipsis
 
 
 def test_objects_arrive_as_markers_never_as_objects():
@@ -77,12 +77,13 @@ def test_objects_arrive_as_markers_never_as_objects():
     class Sneaky(int):             # an int whose comparison lies: it arrives as a plain int
         def __eq__(self, other):
             return True
-    got = answers.decode(answers.encode(Always()))
-    assert isinstance(got, answers.Unsupported) and "Always" in got.description
-    assert isinstance(answers.decode(answers.encode(len)), answers.Callable)
-    back = answers.decode(answers.encode(Sneaky(3)))
+    got = plain_answers.decode(plain_answers.encode(Always()))
+    assert isinstance(got, plain_answers.Unsupported) and "Always" in got.description
+    assert isinstance(plain_answers.decode(plain_answers.encode(len)), plain_answers.Callable)
+    back = plain_answers.decode(plain_answers.encode(Sneaky(3)))
     assert type(back) is int and back != 4
-    assert isinstance(answers.decode(answers.encode(np.array([object()]))), answers.Unsupported)
+    assert isinstance(plain_answers.decode(plain_answers.encode(np.array([object()]))),
+                      plain_answers.Unsupported)
 
 
 @pytest.mark.parametrize("data", [
@@ -91,8 +92,8 @@ def test_objects_arrive_as_markers_never_as_objects():
     {"__pickle__": "gASVAAAA"}, {"a": 1, "b": 2}, {"__int__": "1" * 5000},
     {"__float__": "1e999"}, {"__dict__": [1]}])
 def test_anything_but_plain_data_is_refused(data):
-    with pytest.raises(answers.AnswerFormatError):
-        answers.decode(data)
+    with pytest.raises(plain_answers.AnswerFormatError):
+        plain_answers.decode(data)
 
 
 # The answer's slice of a notebook -------------------------------------------------------------
@@ -136,20 +137,20 @@ def test_a_lambda_at_the_check_is_the_answer_and_a_missing_check_is_explained():
 
 SEAL = """
 import sys, types
-from inferbook.grading import seal
+from inferbook.grading import sealed_guards
 from inferbook.model import kvcache
 alias = types.ModuleType("inferbook.alias_for_test")
 alias.write = kvcache.write
 sys.modules[alias.__name__] = alias
-seal.guard_answer_keys()
-seal.block_library_answers({"inferbook.model.kvcache.write": "ch01.write_kv"})
+sealed_guards.guard_answer_keys()
+sealed_guards.block_library_answers({"inferbook.model.kvcache.write": "ch01.write_kv"})
 from inferbook.grading import registry
 for attempt in (lambda: registry.get("ch01.write_kv"), lambda: kvcache.write(1, 2, 3),
                 lambda: alias.write(1, 2, 3),
                 lambda: __import__("inferbook.grading.chapters.ch01")):
     try:
         attempt()
-    except seal.SealedError as err:
+    except sealed_guards.SealedError as err:
         print(type(err).__name__, str(err)[:40])
 """
 
@@ -171,7 +172,7 @@ def test_every_library_answer_names_a_callable_of_the_library():
         assert callable(getattr(importlib.import_module(module), attr)), dotted
 
 
-# Sandbox, jail and reaper ---------------------------------------------------------------------
+# Sandbox, launcher and reaper -----------------------------------------------------------------
 
 @pytest.mark.parametrize("text, size", [("512M", 512 * 2**20), ("1.5G", int(1.5 * 2**30)),
                                         ("100000000", 100_000_000)])
@@ -192,7 +193,7 @@ def test_the_sandbox_passes_no_secret_and_hides_the_keys(tmp_path, monkeypatch):
     assert "hunter2" not in box.env().values()
     assert box.env()["HOME"] == str(tmp_path / "work")
     argv = box.command(["python", "x.py"])
-    assert argv[:5] == [sys.executable, "-I", str(JAIL), str(2**30), "--"]
+    assert argv[:5] == [sys.executable, "-I", str(LAUNCHER), str(2**30), "--"]
     assert argv[-2:] == ["python", "x.py"]
     if box.bwrap:
         stub = argv.index(str(box.stub))
@@ -203,15 +204,15 @@ def test_the_sandbox_passes_no_secret_and_hides_the_keys(tmp_path, monkeypatch):
         assert "NOT isolated" in box.isolation
 
 
-def jail(*argv, memory=0, **kwargs):
-    return subprocess.run([sys.executable, "-I", str(JAIL), str(memory), "--", *argv],
+def launch(*argv, memory=0, **kwargs):
+    return subprocess.run([sys.executable, "-I", str(LAUNCHER), str(memory), "--", *argv],
                           capture_output=True, text=True, timeout=60, **kwargs)
 
 
-def test_the_jail_limits_memory_and_passes_on_the_exit_status():
-    r = jail(sys.executable, "-c", "bytearray(2**31)", memory=512 * 2**20)
+def test_the_launcher_limits_memory_and_passes_on_the_exit_status():
+    r = launch(sys.executable, "-c", "bytearray(2**31)", memory=512 * 2**20)
     assert r.returncode == 1 and "MemoryError" in r.stderr
-    assert jail(sys.executable, "-c", "bytearray(2**20); raise SystemExit(7)",
+    assert launch(sys.executable, "-c", "bytearray(2**20); raise SystemExit(7)",
                 memory=512 * 2**20).returncode == 7
 
 
@@ -236,7 +237,7 @@ def notebook(*sources):
 
 
 def recorded(cell, qid, value, line=1):
-    return (cell, {"id": qid, "line": line, "answer": answers.encode(value)})
+    return (cell, {"id": qid, "line": line, "answer": plain_answers.encode(value)})
 
 
 def test_recorded_answers_are_graded_by_the_grader_and_functions_by_their_outputs():
@@ -262,7 +263,7 @@ def test_recorded_answers_are_graded_by_the_grader_and_functions_by_their_output
     def run_jobs(jobs, blocked):
         seen.update(blocked=blocked, jobs=jobs)
         (job,) = jobs
-        return {job.id: {"outcomes": [{"value": answers.encode(q_fn.reference(*args))}
+        return {job.id: {"outcomes": [{"value": plain_answers.encode(q_fn.reference(*args))}
                                       for args in job.cases]}}
     questions = [q_num, registry.get("ch01.decode_memory_bound"),
                  registry.get("ch01.weights_in_tokens"), q_fn, q_refused]
@@ -301,7 +302,7 @@ def test_what_comes_back_from_the_sandbox_is_reported_on_the_question(event, wor
 def test_without_bubblewrap_a_root_grader_runs_the_submission_as_another_account(tmp_path,
                                                                                monkeypatch):
     nobody = pwd.getpwnam("nobody")
-    r = subprocess.run([sys.executable, "-I", str(JAIL), "0", "--user",
+    r = subprocess.run([sys.executable, "-I", str(LAUNCHER), "0", "--user",
                         f"{nobody.pw_uid}:{nobody.pw_gid}", "--", "/usr/bin/id", "-u"],
                        capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == str(nobody.pw_uid)

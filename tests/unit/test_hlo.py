@@ -13,11 +13,10 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from inferbook.model.config import ModelConfig
-from inferbook.parallel import collectives, hlo
 from inferbook.parallel import sharded_decode as sd
 from inferbook.parallel.mesh import named_mesh, shard_map
 from inferbook.parallel.sharding import make_plan
-from inferbook.perf import counts
+from inferbook.perf import collectives, counts, hlo
 
 B, T, S = 8, 32, 64
 

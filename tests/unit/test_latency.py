@@ -15,8 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferbook.model.presets import PRESETS
-from inferbook.perf import counts, latency, roofline
+from inferbook.perf import counts, decode_roofline, latency, roofline
 from inferbook.perf.hardware import CHIPS
+
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
 
 A100 = CHIPS["A100 40GB"]
 
@@ -59,7 +62,7 @@ def test_small_batch_compute_is_the_memory_bound_step_without_a_cache(name, n, w
     cfg = PRESETS[name]
     small = latency.small_batch_latency(cfg, dataclasses.replace(A100, hop_latency_s=8e-6),
                                                 n, wb)
-    bound = roofline.step_time_lower_bound(counts.param_bytes(cfg, wb), 0, A100, n)
+    bound = decode_roofline.step_time_lower_bound(counts.param_bytes(cfg, wb), 0, A100, n)
     assert small.compute_s == pytest.approx(bound)
     assert small.comms_s == (0 if n == 1 else 4 * cfg.L * 8e-6)
     assert small.total_s == pytest.approx(small.compute_s + small.comms_s)
@@ -77,7 +80,7 @@ def test_large_batch_compute_is_the_flop_term_of_the_general_step_time(name, n, 
     assert large.comms_s == pytest.approx(batch * 2 * 4 * cfg.L * cfg.D
                                           / (A100.link_bytes_per_s * A100.links))
     assert large.total_s == max(large.compute_s, large.comms_s)
-    general = roofline.step_time(P, counts.param_bytes(cfg), 0, batch, A100, n)
+    general = decode_roofline.decode_step_time(P, counts.param_bytes(cfg), 0, batch, A100, n)
     if batch >= roofline.critical_batch(A100):
         assert large.compute_s == pytest.approx(general)
 
@@ -156,7 +159,8 @@ def test_tensor_parallel_step_time_joins_the_roofline_and_both_of_kipplys_regime
     cfg, chip = PRESETS[name], CHIPS[chip]
     est = latency.tensor_parallel_step_time(cfg, chip, n, batch, context)
     kv = counts.kv_cache_bytes(cfg, batch, context)
-    roof = roofline.estimate_decode(cfg, chip, batch=batch, context=context, chips=n).step_time_s
+    roof = decode_roofline.estimate_decode(cfg, chip, batch=batch, context=context,
+                                           chips=n).step_time_s
     if n == 1:
         assert est.total_s == pytest.approx(roof)
         return

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from inferbook.model import decoder
 from inferbook.model.presets import PRESETS
-from inferbook.perf import counts, roofline
+from inferbook.perf import counts, decode_roofline, roofline
 from inferbook.perf.hardware import CHIPS
 
 chips = st.sampled_from(sorted(CHIPS))
@@ -134,9 +134,9 @@ def test_general_step_time_equals_a_roofline_per_weight_matrix(name, chip, batch
     cfg, chip = PRESETS[name], CHIPS[chip]
     P = counts.matmul_params(cfg)
     kv = counts.kv_cache_bytes(cfg, batch, context)
-    predicted = roofline.step_time(P, P * weight_bytes, kv, batch, chip, n)
+    predicted = decode_roofline.decode_step_time(P, P * weight_bytes, kv, batch, chip, n)
     assert predicted == pytest.approx(per_matrix_step_time(cfg, chip, batch, kv, weight_bytes, n))
-    lower = roofline.step_time_lower_bound(P * weight_bytes, kv, chip, n)
+    lower = decode_roofline.step_time_lower_bound(P * weight_bytes, kv, chip, n)
     assert predicted >= lower * (1 - 1e-12)
     if batch <= roofline.critical_batch(chip, weight_bytes):
         assert predicted == pytest.approx(lower)
@@ -148,7 +148,7 @@ def test_general_step_time_equals_a_roofline_per_weight_matrix(name, chip, batch
 def test_max_batch_is_the_largest_batch_that_fits(name, chip, n, context, weight_bytes, kv_bytes):
     cfg, chip = PRESETS[name], CHIPS[chip]
     def fits(B):
-        return roofline.estimate_decode(cfg, chip, batch=B, context=context, chips=n,
+        return decode_roofline.estimate_decode(cfg, chip, batch=B, context=context, chips=n,
                                         weight_bytes=weight_bytes, kv_bytes=kv_bytes).fits
 
     best = roofline.max_batch(cfg, chip, context, n, weight_bytes, kv_bytes)
@@ -160,8 +160,8 @@ def test_max_batch_is_the_largest_batch_that_fits(name, chip, n, context, weight
 
 def test_estimate_decode_follows_its_definitions():
     cfg, chip = PRESETS["llama-2-13b"], CHIPS["TPU v5e"]
-    est = roofline.estimate_decode(cfg, chip, batch=16, context=8192, chips=8, weight_bytes=1,
-                                   kv_bytes=2)
+    est = decode_roofline.estimate_decode(cfg, chip, batch=16, context=8192, chips=8,
+                                          weight_bytes=1, kv_bytes=2)
     L, K, H = 40, 40, 128
     params = 40 * (4 * 5120 * 5120 + 3 * 5120 * 13824 + 2 * 5120) + 2 * 32000 * 5120 + 5120
     assert est.params == params and est.param_bytes == params
@@ -197,7 +197,8 @@ def test_pareto_frontier_is_exactly_the_undominated_points(pts):
 
 def test_bigger_batches_trade_latency_for_throughput_until_b_crit():
     cfg, chip = PRESETS["llama-3-8b"], CHIPS["H100 SXM"]
-    ests = [roofline.estimate_decode(cfg, chip, batch=b, context=1024) for b in (1, 8, 64, 256)]
+    ests = [decode_roofline.estimate_decode(cfg, chip, batch=b, context=1024)
+            for b in (1, 8, 64, 256)]
     lat = [e.step_time_s for e in ests]
     thr = [e.tokens_per_s for e in ests]
     assert lat == sorted(lat) and thr == sorted(thr)

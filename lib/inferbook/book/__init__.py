@@ -5,6 +5,8 @@
     claims.py          `expect_measured`: claims about a measurement, strict in the build
     bookdata.py        finding and reading the data files under book/data (locally or on Colab)
     notebooks.py       generating the Colab twins of the chapters and exercises
+    reader.py          the book's reader of .py sources (Sphinx, nbval, the execution cache)
+    exercise_sources.py  an exercise source's solutions: student notebook, book page
     colab_markdown.py  MyST rewritten as the Markdown Colab renders (for the twins)
     citations.py       author–year citations from book/references.bib
     prose.py           a twin's prose cells: text shown with the values this kernel glued

@@ -8,6 +8,10 @@ outputs) with the theme's highlighting and Colab renders with its own:
 
     show_source(decode.attend_cached, kvcache.append)
 
+On the site a listing keeps every line of code whole: a line wider than the column scrolls
+sideways inside its block (book/static/book.css, checked by tests/browser/test_site.py)
+rather than wrapping a signature or a docstring mid-line.
+
 Each listing is headed by the object's name and the file it lives in. A public method is
 often a thin shell around a compiled function of its module (`ModelEngine.generate` calls a
 jitted `_generate`, then `_commit`); `callees=True` shows those module functions after it, so

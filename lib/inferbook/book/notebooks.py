@@ -6,7 +6,7 @@ source gets a committed `.ipynb` twin: the same cells without outputs, preceded 
 that installs `inferbook` when — and only when — it runs on Colab. The repository it
 installs from is configured once, in `_config.yml` (repository.url and repository.branch).
 The twin of an exercise source is the *student* notebook: every solution replaced by a stub
-(see `inferbook.grading.generate`); the book's page shows the solutions behind toggles.
+(see `inferbook.book.exercise_sources`); the book's page shows the solutions behind toggles.
 
 Colab renders Markdown, not MyST, so every Markdown cell is rewritten by
 `inferbook.book.colab_markdown`: citations become author–year links to the site's references,
@@ -140,7 +140,7 @@ def colab_notebook(source: Path, root: Path = ROOT, where=None, lang: str = "en"
     nb = jupytext.read(source)
     nb.cells = edition(nb.cells, lang, nbformat.v4.new_markdown_cell)
     if source.parent.name == "exercises":     # students get stubs, not the solutions
-        from inferbook.grading.generate import student_notebook
+        from inferbook.book.exercise_sources import student_notebook
         nb = student_notebook(nb, lang)
     page = source.relative_to(root).with_suffix("").as_posix()
     nb.cells = _colab_cells(nb, page, where or site(root, lang))

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,10 +16,10 @@ from typing import Any
 from inferbook.cli.estimate_report import chip_list, model_list, report, save_plot
 from inferbook.model.hf_config import from_hf_config, read_hf_config
 from inferbook.model.presets import PRESETS, get_preset
-from inferbook.perf import quant
+from inferbook.perf import estimate_inputs as inputs
+from inferbook.perf.estimate_inputs import EstimateInputError
 from inferbook.perf.estimator import estimate
 from inferbook.perf.hardware import CHIPS, HardwareError, chip_from_json, get_chip
-from inferbook.perf.layout_comms import layout_candidates
 
 from . import UsageError
 
@@ -43,34 +41,12 @@ Every field is defined in the book's "The estimator's fields" page (book/estimat
 """
 
 
-def _whole(flag: str, text: str, high: int = 2 ** 40) -> int:
-    """A whole number from 1 to `high`, or a one-line error naming the flag."""
-    t = text.strip()
-    if not re.fullmatch(r"[0-9]+", t):
-        numeric = re.fullmatch(r"[-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?", t)
-        raise UsageError(f"{flag}: {text!r} is not {'a whole number' if numeric else 'a number'}")
-    value = int(t)
-    if not 1 <= value <= high:
-        raise UsageError(f"{flag}: {value:,} is out of range (1 to {high:,})")
-    return value
-
-
-def _wholes(flag: str, text: str) -> list[int]:
+def _wholes(name: str, text: str) -> list[int]:
     parts = text.split(",")
     if len(parts) > MAX_SWEEP:
-        raise UsageError(f"{flag}: at most {MAX_SWEEP} values, got {len(parts)}")
-    values = [_whole(flag, p) for p in parts]
+        raise EstimateInputError(name, f"at most {MAX_SWEEP} values, got {len(parts)}")
+    values = [inputs.parse_whole(name, p) for p in parts]
     return list(dict.fromkeys(values))                  # keep the order, drop repeats
-
-
-def _bytes(flag: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{flag}: {text!r} is not a number") from None
-    if not math.isfinite(value) or not 0.125 <= value <= 8:
-        raise UsageError(f"{flag}: {text} bytes is out of range (0.125 to 8 bytes per number)")
-    return value
 
 
 def add_parser(subparsers: Any) -> None:
@@ -163,49 +139,41 @@ def estimate_rows(args: argparse.Namespace) -> list:
     if (args.hardware is None) == (args.hardware_config is None):
         raise UsageError("give one of --hardware NAME or --hardware-config PATH "
                          "(or --list chips)")
-    chips = _whole("--chips", args.chips, 2 ** 20)
-    batches = _wholes("--batch", args.batch)
-    contexts = None if args.context is None else _wholes("--context", args.context)
+    try:
+        return _checked_rows(args)
+    except EstimateInputError as err:           # the library's checks, with the flag's name
+        raise UsageError(f"{err.flag}: {err.problem}") from None
+
+
+def _checked_rows(args: argparse.Namespace) -> list:
+    chips = inputs.parse_whole("chips", args.chips, inputs.MAX_CHIPS)
+    batches = _wholes("batch", args.batch)
+    contexts = None if args.context is None else _wholes("context", args.context)
     if contexts is not None and len(batches) * len(contexts) > MAX_SWEEP:
         raise UsageError(f"--batch × --context: at most {MAX_SWEEP} rows")
-    prompt = None if args.prompt is None else _whole("--prompt", args.prompt)
-    try:
-        weights = quant.parse_weight_format("bf16" if args.weights is None else args.weights)
-    except ValueError as err:
-        raise UsageError(f"--weights: {err}") from None
-    if args.kv is not None and args.kv not in quant.KV_FORMATS:
-        raise UsageError(f"--kv: unknown format {args.kv!r}; known: {', '.join(quant.KV_FORMATS)}")
-    wb = None if args.weight_bytes is None else _bytes("--weight-bytes", args.weight_bytes)
-    kvb = None if args.kv_bytes is None else _bytes("--kv-bytes", args.kv_bytes)
+    prompt = None if args.prompt is None else inputs.parse_whole("prompt", args.prompt)
+    weights = inputs.weight_format("bf16" if args.weights is None else args.weights)
+    kv = inputs.kv_format("bf16" if args.kv is None else args.kv)
+    wb = (None if args.weight_bytes is None
+          else inputs.parse_element_bytes("weight_bytes", args.weight_bytes))
+    kvb = None if args.kv_bytes is None else inputs.parse_element_bytes("kv_bytes", args.kv_bytes)
     if args.plot is not None:
         _plot_path(args.plot)
     cfg, chip = _model(args), _chip(args)
-    if chip.max_chips is not None and chips > chip.max_chips:
-        raise UsageError(f"--chips: {chips} chips exceed the {chip.max_chips} that one "
-                         f"{chip.interconnect} domain of {chip.name} joins")
-    if contexts is None and cfg.max_seq_len > 2 ** 40:
-        raise UsageError(f"--context: {cfg.name} claims {cfg.max_seq_len:,} positions, too many "
-                         "to be the default context; give --context")
-    contexts = contexts or [cfg.max_seq_len]
-    for S in contexts:
-        if S > cfg.max_seq_len and args.strict:
-            raise UsageError(f"--context: {S:,} exceeds the {cfg.max_seq_len:,} positions of "
-                             f"{cfg.name} (--strict)")
-        if prompt is not None and prompt > S:
-            raise UsageError(f"--prompt: {prompt:,} tokens cannot exceed the context ({S:,})")
-    if chips > 1:
+    for S in contexts or [None]:                # every row checked before any is estimated
         for B in batches:
-            if not layout_candidates(cfg, chips, B, args.layout)[0]:
-                problem = layout_candidates(cfg, chips, B, args.layout)[1]
-                raise UsageError(f"--{'layout' if args.layout else 'chips'}: {problem}")
+            inputs.check_setting(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
+                                 layout=args.layout, strict=args.strict)
+    contexts = contexts or [cfg.max_seq_len]
     rows = []
     for S in contexts:
         for B in batches:
             try:
                 rows.append(estimate(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
-                                     layout=args.layout, weights=weights,
-                                     kv="bf16" if args.kv is None else args.kv,
+                                     layout=args.layout, weights=weights, kv=kv,
                                      weight_bytes=wb, kv_bytes=kvb, strict=args.strict))
+            except EstimateInputError:
+                raise
             except (ValueError, OverflowError) as err:
                 raise UsageError(str(err).splitlines()[0]) from None
     return rows

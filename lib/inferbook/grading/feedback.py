@@ -11,7 +11,7 @@ notebook's outputs. A "start" line is written before a check runs the student's 
 which question did it.
 
 In a kernel run by `inferbook grade --sealed` there are no answer keys to grade with:
-`check` records the answer for the grader instead (see `capture.py`), and `summary` says so.
+`check` records the answer for the grader instead (see `sealed_check.py`), and `summary` says so.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json
 import os
 from typing import Any
 
-from . import capture
+from . import sealed_check
 from .localize import say, status_word
 from .questions import Result
 
@@ -74,8 +74,8 @@ def _log(event: dict[str, Any]) -> None:
 
 def check(question_id: str, answer: Any) -> None:
     """Check an answer and print the feedback. Never raises (except on a user interrupt)."""
-    if capture.sealed():
-        print(capture.record(question_id, answer), flush=True)
+    if sealed_check.sealed():
+        print(sealed_check.record(question_id, answer), flush=True)
         return
     _log({"event": "start", "id": str(question_id)})
     result = evaluate(question_id, answer)
@@ -91,7 +91,7 @@ def results() -> dict[str, Result]:
 
 def summary(set_id: str | None = None) -> None:
     """Print this session's score on one question set (default: the last one checked)."""
-    if capture.sealed():
+    if sealed_check.sealed():
         print(say("Graded sealed: the grader scores the recorded answers after the notebook has "
                   "run."))
         return

@@ -6,9 +6,9 @@ The grader writes FOLDER/request.pkl: for each coding question of the notebook, 
 the notebook that defines the answer (`slicing.AnswerProgram`), the inputs it drew for this
 run, and the per-call time limit. This process — started in the same sandbox as the kernel,
 the answer keys refused, and the library's own answers to these questions replaced by stubs
-that raise (`seal.block_library_answers`) — runs each program in a fresh namespace, calls
+that raise (`sealed_guards.block_library_answers`) — runs each program in a fresh namespace, calls
 the function on every input, and appends to FOLDER/results.jsonl one line when a question
-starts and one with its outcomes: each output as plain data (`answers.encode`), or the
+starts and one with its outcomes: each output as plain data (`plain_answers.encode`), or the
 error (with the student's line), or the time limit it ran past. The grader compares the
 outputs with the references in its own process; nothing here ever sees a reference.
 
@@ -54,8 +54,8 @@ def _program(job: dict[str, Any]) -> Any:
 def _run(job: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """The outcomes of one question; True if a call was left running in the background."""
     # Imported here, after `main` has put the seal in place, like everything of the library.
-    from .answers import encode
     from .compare import as_numpy, describe, error_line
+    from .plain_answers import encode
     from .timelimit import call_with_time_limit
 
     built = call_with_time_limit(_program, (job,), seconds=job["setup_limit_s"])
@@ -88,15 +88,15 @@ def _run(job: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 
 
 def main(folder: str) -> int:
-    from . import capture, seal
-    seal.guard_answer_keys()
-    capture.activate()                   # a check() left in the answer's cells does nothing
+    from . import sealed_check, sealed_guards
+    sealed_guards.guard_answer_keys()
+    sealed_check.activate()                   # a check() left in the answer's cells does nothing
     import inferbook
     inferbook.setup()                    # before the request's JAX arrays start a backend
     folder_path = Path(folder)
     with open(folder_path / REQUEST, "rb") as f:
         request = pickle.load(f)
-    seal.block_library_answers(request["blocked"])
+    sealed_guards.block_library_answers(request["blocked"])
     results = folder_path / RESULTS
     sys.stdout = open(os.devnull, "w")      # the student's prints go nowhere
     for job in request["jobs"]:

@@ -1,7 +1,7 @@
 """Grading a submitted notebook: run it in a sandboxed kernel, score its answers.
 
 `grade_notebook(path)` copies the notebook's folder to a scratch folder, runs every code
-cell there in a fresh kernel (`execution.run_cells`: a time limit per cell and one for the
+cell there in a fresh kernel (`cell_runner.run_cells`: a time limit per cell and one for the
 notebook, a memory limit, restarts after a crash), ends every process the notebook started,
 and scores the questions of the exercise sets it belongs to. It never reads the notebook's
 outputs. Two modes share everything but the scoring:
@@ -13,7 +13,7 @@ outputs. Two modes share everything but the scoring:
 - **sealed** (`sealed=True`): the kernel has no answer keys; `check()` only records the
   answers, as plain data, and the grader scores them in its own process — functions are
   rebuilt from the notebook's source and run on freshly drawn inputs in a separate sandbox
-  (see `sealed.py`). What the submission could still do, and what the sandbox does about
+  (see `sealed_scoring.py`). What the submission could still do, and what the sandbox does about
   it, is in `sandbox.py` and the book's page for instructors.
 
 The points come from the registry, never from the kernel. Whatever the student's code does,
@@ -31,18 +31,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from inferbook.book import language
+from inferbook.book import exercise_sources, language
 
-from . import generate, registry
-from .execution import run_cells
+from . import registry
+from .cell_runner import run_cells
 from .feedback import LOG_ENV
-from .functions import run_functions
-from .kernel import Kernel
+from .function_dispatch import run_functions
 from .questions import Question
 from .reaper import ProcessReaper
 from .report import Grade, Report, Run
 from .sandbox import DEFAULT_MEMORY, Sandbox, parse_memory
-from .sealed import score_sealed
+from .sandboxed_kernel import Kernel
+from .sealed_scoring import score_sealed
 
 __all__ = ["GradingError", "read_notebook", "question_sets", "score", "grade_notebook",
            "copy_submission"]
@@ -101,7 +101,7 @@ def question_sets(nb: Any, path: Path) -> list[str]:
     meta = nb.metadata.get("inferbook") if isinstance(nb.metadata, dict) else None
     listed = meta.get("exercises") if isinstance(meta, dict) else None
     sets = {s for s in listed if s in known} if isinstance(listed, list) else set()
-    sets |= {s for s in map(registry.set_of, generate.question_ids(nb.cells)) if s in known}
+    sets |= {s for s in map(registry.set_of, exercise_sources.question_ids(nb.cells)) if s in known}
     if not sets and (m := re.search(r"(\d\d)_", path.name)) and f"ch{m[1]}" in known:
         sets.add(f"ch{m[1]}")
     return sorted(sets)
@@ -172,7 +172,7 @@ def score(questions: list[Question], nb: Any, run_: Run) -> list[Grade]:
     check_cell = {}
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            for qid in generate.question_ids([cell]):
+            for qid in exercise_sources.question_ids([cell]):
                 check_cell.setdefault(qid, index)
     grades = []
     for q in questions:

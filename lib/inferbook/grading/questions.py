@@ -211,7 +211,7 @@ class Function(Question):
     `time_limit_s` bounds each call of the student's function (the first call may compile).
     `library_answers` names the library callables that answer the question outright (e.g.
     "inferbook.model.kvcache.write"): a sealed grader runs the student's function where
-    those raise instead (see `seal.py`).
+    those raise instead (see `sealed_guards.py`).
     """
 
     reference: Callable[..., Any] = field(kw_only=True)

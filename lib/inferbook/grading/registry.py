@@ -13,12 +13,11 @@ import pkgutil
 import re
 from functools import lru_cache
 
+from inferbook.book.exercise_sources import QUESTION_ID
+
 from .questions import Question
 
 __all__ = ["set_ids", "questions_in", "get", "set_of"]
-
-_ID = re.compile(r"^(ch\d\d)\.[a-z0-9_]+$")
-
 
 def _chapters():
     """The package of question sets (imported on use: a sealed kernel may not import it)."""
@@ -33,7 +32,7 @@ def set_ids() -> list[str]:
 
 def set_of(question_id: str) -> str | None:
     """'ch01.kv_bytes' -> 'ch01'; None for an id of the wrong form."""
-    match = _ID.match(question_id) if isinstance(question_id, str) else None
+    match = QUESTION_ID.match(question_id) if isinstance(question_id, str) else None
     return match.group(1) if match else None
 
 

@@ -3,7 +3,7 @@
 `Sandbox.command(argv)` wraps a command (the Jupyter kernel, the function runner) so that it
 runs
 
-- under `jail.py`, which sets the memory limit and stands between it and the grader;
+- under `launcher.py`, which sets the memory limit and stands between it and the grader;
 - inside Debian's **bubblewrap** (`bwrap`) when it can run here: new PID, mount, IPC, UTS,
   user and network namespaces (no network, only loopback), a read-only view of the system,
   the Python installation and the library, a private /tmp, and one writable folder — the
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from inferbook.book import bookdata
 
-from .seal import KEYS_STUB
+from .sealed_guards import KEYS_STUB
 
 __all__ = ["Sandbox", "bwrap_problem", "parse_memory", "machine_memory", "DEFAULT_MEMORY",
            "NO_BWRAP_ENV", "USER_ENV"]
@@ -40,7 +40,7 @@ __all__ = ["Sandbox", "bwrap_problem", "parse_memory", "machine_memory", "DEFAUL
 DEFAULT_MEMORY = "50%"              # of the machine's memory (or of the container's limit)
 NO_BWRAP_ENV = "INFERBOOK_GRADING_NO_BWRAP"    # set to 1 to test the fallback where bwrap works
 USER_ENV = "INFERBOOK_GRADING_USER"            # without bwrap, as root: run submissions as this
-JAIL = Path(__file__).with_name("jail.py")
+LAUNCHER = Path(__file__).with_name("launcher.py")
 _PASS_ENV = re.compile(r"^(PATH|LANG|LC_\w+|TZ|LD_LIBRARY_PATH|PYTHONHASHSEED|INFERBOOK_DATA|"
                        r"(JAX|XLA|CUDA|TPU|NVIDIA|ROCR|HIP|TF)_\w+)$")
 
@@ -121,8 +121,12 @@ def bwrap_problem() -> str | None:
     return _bwrap_check()
 
 
-def _keys_dir() -> Path:
-    return Path(__file__).resolve().parent / "chapters"
+def _keys_dirs() -> list[Path]:
+    """The keys' folder as this process imported it, and its real path: they differ when a
+    folder above is a link (a venv reached through a symlink), and a kernel started with
+    this interpreter imports from the first."""
+    imported = Path(__file__).absolute().parent / "chapters"
+    return list(dict.fromkeys([imported, imported.resolve()]))
 
 
 @dataclass
@@ -179,12 +183,12 @@ class Sandbox:
         return env
 
     def command(self, argv: list[str]) -> list[str]:
-        """`argv` wrapped in the jail and, where it works, in bubblewrap."""
+        """`argv` wrapped in the launcher and, where it works, in bubblewrap."""
         for path in (self.runtime, self.scratch):     # the submission may have deleted them
             path.mkdir(parents=True, exist_ok=True)
         inner = self._bwrap() + list(argv) if self.bwrap else list(argv)
         user = ["--user", f"{self.user[0]}:{self.user[1]}"] if self.user else []
-        return [sys.executable, "-I", str(JAIL), str(self.memory_bytes), *user, "--", *inner]
+        return [sys.executable, "-I", str(LAUNCHER), str(self.memory_bytes), *user, "--", *inner]
 
     def _bwrap(self) -> list[str]:
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
@@ -200,8 +204,9 @@ class Sandbox:
                 args += ["--dev-bind", str(dev), str(dev)]
         for path in (*python_paths(), *data_paths()):
             args += ["--ro-bind", path, path]
-        if self.hide_keys and _keys_dir().is_dir():
-            args += ["--ro-bind", str(self.stub), str(_keys_dir())]
+        for keys in _keys_dirs() if self.hide_keys else []:
+            if keys.is_dir():
+                args += ["--ro-bind", str(self.stub), str(keys)]
         for path in (self.runtime, self.scratch):
             args += ["--bind", str(path), str(path)]
         return args + ["--chdir", str(self.scratch), "--"]

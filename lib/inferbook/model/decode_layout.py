@@ -35,9 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from inferbook.model.config import ModelConfig
+from inferbook.model.quantized import is_quantized
 
 __all__ = ["FUSED", "to_decode_layout", "from_decode_layout", "is_decode_layout", "linear",
-           "fused_widths", "for_batch"]
+           "fused_widths", "for_batch", "expressible"]
 
 # Fused name -> the matrices it holds, side by side along their output axis.
 FUSED = {"wqkv": ("wq", "wk", "wv"), "w_gate_up": ("w_gate", "w_up")}
@@ -51,6 +52,8 @@ def linear(p: dict[str, Any], name: str, x: jax.Array, **kwargs: Any) -> jax.Arr
     the kernel, so that only the narrow bytes are read). `kwargs` go to the product (e.g.
     preferred_element_type)."""
     w = p[name + "_t"] if name + "_t" in p else p[name]
+    if name + "_t" in p and not isinstance(w, jax.Array):
+        w = jnp.asarray(w)               # e.g. a tied embedding kept in quantized blocks
     if (w.dtype != x.dtype and jnp.issubdtype(w.dtype, jnp.floating)
             and jnp.dtype(w.dtype).itemsize < jnp.dtype(x.dtype).itemsize):
         w = w.astype(x.dtype)
@@ -67,8 +70,19 @@ def for_batch(params: dict[str, Any], cfg: ModelConfig, batch: int) -> dict[str,
     """The weights a decode step of `batch` sequences reads fastest: the decode layout for
     one sequence, whose products are matrix–vector products; the weights' own layout for
     more, whose products are matrix–matrix ones — under jax 0.7.2 XLA:CPU multiplies a few
-    rows by an [out, in] matrix several times slower than by an [in, out] one."""
-    return to_decode_layout(params, cfg) if batch == 1 else from_decode_layout(params, cfg)
+    rows by an [out, in] matrix several times slower than by an [in, out] one. Weights the
+    decode layout cannot hold as they are (`expressible`) stay in their own layout."""
+    if batch == 1 and expressible(params):
+        return to_decode_layout(params, cfg)
+    return from_decode_layout(params, cfg)
+
+
+def expressible(params: dict[str, Any]) -> bool:
+    """Whether the decode layout holds these weights as they are. Every config's features
+    are (biases, q/k norms, clipping, an unembedding's bias and multiplier apply around the
+    products, in either layout), but not a matrix kept in a GGUF file's quantized blocks
+    (`quantized.QuantizedMatrix`): fusing it would decode it, and store it dense."""
+    return not any(is_quantized(w) for w in jax.tree.leaves(params, is_leaf=is_quantized))
 
 
 def fused_widths(cfg: ModelConfig, name: str) -> list[int]:

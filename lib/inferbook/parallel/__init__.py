@@ -3,7 +3,9 @@
 Meshes of emulated CPU devices make sharding exact in shapes, bytes, FLOPs and collectives
 (never in speed). Each sharded layout is a `shard_map` whose collectives are written where
 the math happens, checked token for token against the unsharded model, and its collectives
-read from the compiled program and checked against `collectives`.
+read from the compiled program and checked against the layout's inventory. What each layout
+sends, and what that costs, is communication, and lives in `inferbook.perf` with every other
+cost (`perf.collectives`, `perf.hlo`, `perf.layout_comms`, `perf.comm_time`).
 
     devices.py            `inferbook.setup()`: the accelerator plus eight CPU devices
     mesh.py               named meshes and a `shard_map` that works on every JAX we support
@@ -16,8 +18,6 @@ read from the compiled program and checked against `collectives`.
     sequence_parallel.py  ring attention over a sequence split across devices
     expert_parallel.py    experts split over devices, tokens sent to them by AllToAll
     sharded_decode.py     prefill and generation on a mesh, for every plan
-    collectives.py        the exact collectives each layout needs (bytes, kind, axis)
-    hlo.py                reading collectives and their bytes from a compiled program
 
 Importing this package starts no JAX.
 """

@@ -39,10 +39,10 @@ from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import Attend, Params, mlp, rms_norm
 from inferbook.model.mlp import ACTIVATIONS, gated_mlp
 from inferbook.model.moe import moe_block, route
-from inferbook.parallel.collectives import expert_capacity
 from inferbook.parallel.mesh import shard_map
 from inferbook.parallel.sharding import Plan, batch_block, param_specs
 from inferbook.parallel.weight_stationary import psum, transformer_1d
+from inferbook.perf.collectives import expert_capacity
 
 __all__ = ["dispatch_slots", "moe_expert_parallel", "transformer_moe", "moe_program",
            "data_last_hidden"]

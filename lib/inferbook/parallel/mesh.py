@@ -10,7 +10,7 @@ Everything in `sharding`, `kv_sharding`, `sequence_parallel`, `weight_stationary
 array and says explicitly, with `psum`, `all_gather`, `psum_scatter`, `all_to_all` and
 `ppermute`, where data crosses devices. Nothing is left for the compiler to guess, so the
 collectives in the compiled program are exactly the ones written in the body
-(`inferbook.parallel.hlo` reads them back).
+(`inferbook.perf.hlo` reads them back).
 
 JAX made `shard_map` public as `jax.shard_map` in 0.7 with the same keyword arguments that
 0.10 still has (`mesh`, `in_specs`, `out_specs`, `check_vma`; the older experimental version

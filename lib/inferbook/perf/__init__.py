@@ -5,21 +5,37 @@ tied to the executable model so that its prediction can be checked: parameter an
 against the arrays the model allocates, FLOPs against XLA's cost analysis, step times
 against measurement on the reader's device.
 
+What a model is and what a chip can do:
+
     hardware.py     the chip registry, every figure with its source
     params.py       every weight of every family, tensor by tensor; active parameters, experts
     counts.py       parameters, bytes, KV-cache bytes and FLOPs of a model
     quant.py        storage formats of weights and KV caches, scales counted
-    roofline.py     arithmetic intensity, critical batch, step time, max batch, Pareto front
+    decode_attention_cost.py  decoding attention's FLOPs and bytes per cached token, per step
+
+A step's cost, and the one formula that times it (every estimate below composes it):
+
+    roofline.py     arithmetic intensity, critical batch, the roofline of one operation,
+                    max batch, Pareto front
+    step_cost.py    a step as parts (FLOPs, bytes) and priced collectives -> its time
+    decode_roofline.py  the sources' decode step (the scaling book's eq. 1) as a view
     latency.py      the tensor-parallel latency model of "Transformer Inference Arithmetic"
-    comm_time.py    time spent in collectives: 1D/2D weight-stationary, limits, latency-bound
-    layout_comms.py the collectives of the 1D/2D/expert-parallel layouts, priced on a chip's
-                    interconnect
     moe_layouts.py  a mixture of experts on many chips: tensor- against expert-parallel
-    latent_attention_cost.py  decoding attention's FLOPs and bytes per cached token (MLA)
-    estimator.py    `inferbook estimate`: memory, decode, prefill, TTFT on one or many chips
-    pareto_plot.py  the latency-throughput figure of an estimate sweep
     phase_time.py   prefill, generate-step and KV-transfer times of a serving system
+    estimator.py    `inferbook estimate`: memory, decode, prefill, TTFT on one or many chips
+    estimate_inputs.py  the checks every estimate's inputs pass, the CLI's and the library's
+    pareto_plot.py  the latency-throughput figure of an estimate sweep
     speculation.py  expected tokens and speedup of speculative decoding
+
+Communication — what a layout sends, what the compiled program sends, what it costs:
+
+    collectives.py  the exact collectives each sharded layout performs (kind, group, bytes)
+    hlo.py          the collectives and FLOPs of a compiled program, read from XLA
+    layout_comms.py the layouts' collectives priced on a chip's interconnect
+    comm_time.py    the sources' closed forms: 1D/2D weight-stationary, limits, latency-bound
+
+Measurements on the reader's device:
+
     timing.py       timing functions honestly: warm-up, medians, compile time apart
     compiled.py     what XLA says about a compiled program: FLOPs, bytes, memory, arrays
     microbench.py   the device's two roofs measured: matmul FLOP/s (and the read roof's home)

@@ -6,7 +6,7 @@
   ws2d_crossover_chips      n where 2D beats 1D: 32·(F/D)·(3/4)² chips
   model_parallel_limit      Y = F / (B·β), β = W_hbm / W_ici ("generation" section)
   prefill_model_parallel_limit   M = F / α, α = C / W_ici ("prefill": about F / 2200)
-  collective_time           appendix C: max(t_hop · n/2, bytes / W_ici)
+  ring_collective_time      appendix C: max(t_hop · n/2, bytes / W_ici)
   latency_bound_bytes       appendix C; see below for its two readings
 
 Times follow the scaling book's convention: a collective over an array of A bytes takes
@@ -26,7 +26,7 @@ from inferbook.perf.hardware import Chip
 
 __all__ = ["ici_bandwidth", "ws1d_comm_time", "ws2d_comm_time", "ws2d_optimal_x",
            "ws2d_best_split", "ws2d_crossover_chips", "model_parallel_limit",
-           "prefill_model_parallel_limit", "collective_time", "latency_bound_bytes"]
+           "prefill_model_parallel_limit", "ring_collective_time", "latency_bound_bytes"]
 
 
 def ici_bandwidth(chip: Chip, axes: int = 1) -> float:
@@ -109,7 +109,7 @@ def prefill_model_parallel_limit(cfg: ModelConfig, chip: Chip, axes: int = 1,
     return matrices * cfg.F * W / (bytes_per_element * chip.bf16_flops_per_s)
 
 
-def collective_time(nbytes: float, chip: Chip, shards: int, kind: str = "all-gather",
+def ring_collective_time(nbytes: float, chip: Chip, shards: int, kind: str = "all-gather",
                     axes: int = 1) -> float:
     """Appendix C's model of one collective on a bidirectional ring of `shards` devices:
     max(t_hop · shards/2, bytes / W_ici) — a fixed cost per hop, or bandwidth, whichever is

@@ -8,7 +8,7 @@ load, so the book checks its formulas against them (FLOPs of a decode step, byte
 keeps alive) where a timing could only be compared loosely. Sizes that would not fit in
 memory can be examined too: `jax.ShapeDtypeStruct` arguments compile without allocating.
 
-The collectives of a sharded program are read from the same text by `inferbook.parallel.hlo`.
+The collectives of a sharded program are read from the same text by `inferbook.perf.hlo`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-__all__ = ["compiled_cost", "ProgramMemory", "program_memory", "DTYPE_BYTES", "hlo_arrays",
+__all__ = ["compiled_cost", "ProgramMemory", "program_memory", "HLO_DTYPE_BYTES", "hlo_arrays",
            "array_bytes"]
 
 # Bytes per element of the element types HLO text names (s4/u4: two per byte).
-DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
+HLO_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
                "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8,
                "c128": 16, "s4": 0.5, "u4": 0.5, "f8e4m3fn": 1, "f8e5m2": 1}
 _ARRAY = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
@@ -52,12 +52,12 @@ def hlo_arrays(text: str) -> list[tuple[str, tuple[int, ...]]]:
     """Every array type HLO `text` spells (`f32[8,128]`), as (element type, shape), in order;
     tokens that only look like one (an unknown element type) are left out."""
     return [(dtype, tuple(int(d) for d in dims.split(",") if d))
-            for dtype, dims in _ARRAY.findall(text) if dtype in DTYPE_BYTES]
+            for dtype, dims in _ARRAY.findall(text) if dtype in HLO_DTYPE_BYTES]
 
 
 def array_bytes(dtype: str, shape: tuple[int, ...]) -> float:
     """Bytes of one array of an HLO element type and shape."""
-    return int(np.prod(shape, dtype=np.int64)) * DTYPE_BYTES[dtype]
+    return int(np.prod(shape, dtype=np.int64)) * HLO_DTYPE_BYTES[dtype]
 
 
 @dataclass(frozen=True)

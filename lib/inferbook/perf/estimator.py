@@ -9,7 +9,8 @@ served from `chips` chips with P parameters, A of them active per token:
                 step      = max(attention + weights, comm bandwidth) + comm latency
     prefill     max(forward FLOPs / C, weights read + cache written / W), same comm rule
 
-with C and W the chips' FLOP/s and bandwidth together (chapters 2-4). The communication is
+with C and W the chips' FLOP/s and bandwidth together (chapters 2-4): each step a `StepCost`
+handed to the library's one step-time formula, `step_cost.step_time`. The communication is
 that of the library's 1D or 2D weight-stationary layout (`layout_comms`: chapters 8-10), its
 bytes overlapping with the work and its latencies not (kipply's rule, chapter 4). A mixture of
 experts reads the experts its batch touches, E·(1 − (1 − k/E)^B) per layer
@@ -27,21 +28,27 @@ from typing import Any
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
+from inferbook.perf.decode_attention_cost import decode_attention_flops
+from inferbook.perf.decode_roofline import DecodeEstimate
+from inferbook.perf.estimate_inputs import (
+    check_setting,
+    element_bytes,
+    kv_format,
+    weight_format,
+)
 from inferbook.perf.hardware import Chip
 from inferbook.perf.layout_comms import LayoutComms, layout_candidates, layout_comms
-from inferbook.perf.roofline import DecodeEstimate, batches_that_fit, peak_flops_per_s
+from inferbook.perf.roofline import batches_that_fit, peak_flops_per_s
+from inferbook.perf.step_cost import StepCost, Work, step_time
 
-__all__ = ["Estimate", "estimate", "decode_attention_flops", "weight_bytes_read",
-           "critical_batch_moe", "MAX_COUNT"]
-
-MAX_COUNT = 2 ** 40           # batch, tokens and chips beyond this describe no deployment
-
+__all__ = ["Estimate", "estimate", "weight_bytes_read",
+           "critical_batch_moe"]
 
 @dataclass(frozen=True)
 class Estimate(DecodeEstimate):
     """One row of `inferbook estimate`; book/estimate_reference.md defines every field.
 
-    The fields of the sources' decode estimate (`roofline.DecodeEstimate`: parameters, bytes,
+    The fields of the sources' decode estimate (`decode_roofline.DecodeEstimate`: parameters, bytes,
     whether they fit, critical batch, step time, throughput), then what the command adds:
     the setting, formats, experts, communication and prefill.
     """
@@ -73,32 +80,6 @@ class Estimate(DecodeEstimate):
         out = asdict(self)
         out["warnings"] = list(self.warnings)
         return out
-
-
-def _count(name: str, value: Any, high: int = MAX_COUNT) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise ValueError(f"{name} must be a whole number from 1 to {high:,}, got {value!r}")
-    return value
-
-
-def _element_bytes(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not 0.125 <= value <= 8:
-        raise ValueError(f"{name} must be a number of bytes from 0.125 to 8, got {value!r}")
-    return float(value)
-
-
-def decode_attention_flops(cfg: ModelConfig, batch: int, context: int) -> int:
-    """FLOPs of one decode step's attention against `context` cached tokens per sequence.
-
-    4·N·H per cached token per layer (scores and values), over the tokens each layer keeps
-    (a window caps a sliding layer); latent attention in its absorbed form scores N heads over
-    R_kv + H_rope numbers and sums values over R_kv: 2·N·(2·R_kv + H_rope) per token per layer.
-    """
-    held = counts.cached_layer_tokens(cfg, context)
-    per = (2 * cfg.N * (2 * cfg.mla.R_kv + cfg.mla.H_rope) if cfg.mla is not None
-           else 4 * cfg.N * cfg.H)
-    return batch * held * per
 
 
 def weight_bytes_read(cfg: ModelConfig, total_bytes: float, expert_bytes: float,
@@ -146,37 +127,25 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
     model. `weights`/`kv` are storage formats (`quant`); `weight_bytes`/`kv_bytes` instead
     set plain bytes per parameter / per cached element, as the sources do.
 
-    Raises ValueError on bad input, on a context beyond the model's positions when `strict`
-    (otherwise a warning in the result), and on a figure that does not come out finite.
+    Raises `estimate_inputs.EstimateInputError` (a ValueError naming the input) on bad input,
+    the same checks `inferbook estimate` makes, and on a context beyond the model's positions
+    when `strict` (otherwise a warning in the result); ValueError on a figure that does not
+    come out finite.
     """
-    S = cfg.max_seq_len if context is None else _count("context", context)
-    T = S if prompt is None else _count("prompt", prompt)
-    B = _count("batch", batch)
-    n = _count("chips", chips, 2 ** 20)
-    if chip.max_chips is not None and n > chip.max_chips:
-        raise ValueError(f"{n} chips exceed the {chip.max_chips} that one {chip.interconnect} "
-                         f"domain of {chip.name} joins; the estimator models one domain")
-    if T > S:
-        raise ValueError(f"the prompt ({T:,} tokens) cannot be longer than the context "
-                         f"({S:,} tokens) it is part of")
-    warnings = []
-    if S > cfg.max_seq_len:
-        text = (f"context {S:,} exceeds the {cfg.max_seq_len:,} positions {cfg.name} was "
-                "trained for")
-        if strict:
-            raise ValueError(text)
-        warnings.append(text)
-    fmt = quant.parse_weight_format(weights) if isinstance(weights, str) else weights
+    S, T, warnings = check_setting(cfg, chip, batch=batch, context=context, prompt=prompt,
+                                   chips=chips, layout=layout, strict=strict)
+    B, n = batch, chips
+    fmt = weight_format(weights)
     P, A = params.param_count(cfg), params.active_param_count(cfg)
     if weight_bytes is None:
         pbytes, wlabel = quant.weight_bytes(cfg, fmt), fmt.label
         ebytes = quant.weight_bytes(cfg, fmt, ("expert",))
     else:
-        wb = _element_bytes("weight bytes", weight_bytes)
+        wb = element_bytes("weight_bytes", weight_bytes)
         routed = sum(t.size for t in params.tensors(cfg) if t.role == "expert")
         pbytes, ebytes, wlabel = P * wb, routed * wb, f"{wb:g} bytes"
-    e = quant.kv_element_bytes(cfg, kv) if kv_bytes is None else _element_bytes("KV bytes",
-                                                                                  kv_bytes)
+    e = (quant.kv_element_bytes(cfg, kv_format(kv)) if kv_bytes is None
+         else element_bytes("kv_bytes", kv_bytes))
     klabel = kv if kv_bytes is None else f"{e:g} bytes"
     W, C = chip.hbm_bytes_per_s, peak_flops_per_s(chip, compute)
     copies = n if cfg.mla is not None else 1          # the latent has no heads to split
@@ -186,20 +155,21 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
 
     # Decode: attention, then the weights the batch touches; then the layout's collectives.
     read = weight_bytes_read(cfg, pbytes, ebytes, B)
-    roof = (max(decode_attention_flops(cfg, B, S) / (n * C), copies * kv_total / (n * W))
-            + max(2 * B * A / (n * C), read / (n * W)))
+    decode = (Work("attention", decode_attention_flops(cfg, B, S), copies * kv_total),
+              Work("weights", 2 * B * A, read))
     layouts = _layouts(cfg, chip, n, B, layout)
-    comm, step = min(((c, max(roof, c.bandwidth_s) + c.latency_s) for c in layouts),
-                     key=lambda pair: pair[1])
+    comm, step = min(((c, step_time(StepCost(decode, c.bandwidth_s, c.latency_s), chip, n,
+                                    compute)) for c in layouts), key=lambda pair: pair[1])
 
     # Prefill: the forward pass over every prompt (attention's full T×T rectangle, as the
     # library's FLOP counter counts it), the weights its B·T tokens touch, the cache written.
     moved = (weight_bytes_read(cfg, pbytes, ebytes, B * T)
              + copies * counts.kv_cache_bytes(cfg, B, T, e))
-    pre_roof = max(counts.forward_flops(cfg, B, T, T, logits_for=1) / (n * C), moved / (n * W))
     pre_comm = (comm if n == 1 else
                 layout_comms(cfg, chip, n, B, T, comm.layout, comm.X))
-    prefill = max(pre_roof, pre_comm.bandwidth_s) + pre_comm.latency_s
+    prefill = step_time(StepCost((Work("forward pass", counts.forward_flops(
+        cfg, B, T, T, logits_for=1), moved),), pre_comm.bandwidth_s, pre_comm.latency_s),
+        chip, n, compute)
 
     total = pbytes + copies * kv_total
     if total > hbm:
@@ -235,9 +205,7 @@ def _layouts(cfg: ModelConfig, chip: Chip, n: int, B: int, layout: str | None
     """The priced decode collectives of every layout (and 2D split) that can serve."""
     if n == 1:
         return [LayoutComms(layout or "1d-ws", 1, 1, 0.0, 0.0, 0.0, 0)]
-    candidates, problem = layout_candidates(cfg, n, B, layout)
-    if not candidates:
-        raise ValueError(problem)
+    candidates, _ = layout_candidates(cfg, n, B, layout)     # never empty: check_setting
     return [layout_comms(cfg, chip, n, B, 1, name, X) for name, X in candidates]
 
 

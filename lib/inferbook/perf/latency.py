@@ -8,6 +8,9 @@ Her model of a decode step on N tensor-parallel GPUs has two regimes:
 * large batch — the step does B · 2·P FLOPs (over N · A_f) while the collectives move
   B · bytes · 4·D per layer (over A_c); compute and communication overlap, so the larger wins.
 
+Each of her formulas is a view of the library's one step time (`step_cost.step_time`): it
+builds the step's parts and communication the way she counts them and hands them over.
+
 Here A_bm is memory bandwidth, A_f peak FLOP/s, A_c interconnect bandwidth (one direction), all
 read from a `Chip`, and the per-message latency is the chip's `hop_latency_s`. Her tensor
 parallelism is Megatron's: two all-reduces of a [B, D] activation per layer (after the attention
@@ -21,12 +24,14 @@ for her models, where N_heads·d_head = d_model, they reduce to her formulas exa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf.counts import kv_bytes_per_token, param_bytes, param_count
+from inferbook.perf.decode_roofline import decode_step_cost
 from inferbook.perf.hardware import Chip
-from inferbook.perf.roofline import peak_flops_per_s, step_time
+from inferbook.perf.roofline import peak_flops_per_s
+from inferbook.perf.step_cost import StepCost, Work, step_time, work_time
 
 __all__ = ["kv_projection_flops", "kv_projection_times", "break_even_tokens",
            "kv_flops_saved", "kv_capacity_tokens", "min_chips_for_weights",
@@ -107,48 +112,51 @@ def tp_comm_bytes_per_token(cfg: ModelConfig, chips: int, act_bytes: float = 2,
 
 @dataclass(frozen=True)
 class LatencyEstimate:
-    """A step's compute (or memory) time and its communication time, and how they combine."""
+    """A step's work, its communication, and the step they make (`step_cost.step_time`)."""
 
-    compute_s: float
-    comms_s: float
-    overlapped: bool    # True: total = max(compute, comms); False: total = compute + comms
-
-    @property
-    def total_s(self) -> float:
-        if self.overlapped:
-            return max(self.compute_s, self.comms_s)
-        return self.compute_s + self.comms_s
+    compute_s: float    # the work's roofline (compute or memory, whichever binds)
+    comms_s: float      # the collectives: bandwidth time plus latencies
+    total_s: float      # the step: max(work, comm bandwidth) + comm latency
 
 
 def _params(cfg: ModelConfig, params: float | None) -> float:
     return param_count(cfg) if params is None else params
 
 
+def _estimate(cost: StepCost, chip: Chip, chips: int, compute: str = "bf16"
+              ) -> LatencyEstimate:
+    return LatencyEstimate(work_time(cost, chip, chips, compute),
+                           cost.comm_bandwidth_s + cost.comm_latency_s,
+                           step_time(cost, chip, chips, compute))
+
+
 def small_batch_latency(cfg: ModelConfig, chip: Chip, chips: int,
-                               weight_bytes: float = 2, params: float | None = None,
-                               hop_latency_s: float | None = None) -> LatencyEstimate:
+                        weight_bytes: float = 2, params: float | None = None,
+                        hop_latency_s: float | None = None) -> LatencyEstimate:
     """compute = bytes·P / (N·A_bm); comms = 4·L·latency (kipply, "latency calculations").
 
     The step is bound by loading the weights; each of the 4·L collectives pays one message
-    latency (none on a single chip), and the two add. The KV cache and unembedding reads are
-    left out, as she leaves them. `params` overrides P (she uses round numbers: 260e9).
+    latency (none on a single chip), and the two add: the latencies are the step's
+    communication, and nothing overlaps them. The KV cache and unembedding reads are left
+    out, as she leaves them. `params` overrides P (she uses round numbers: 260e9).
     """
     latency = chip.hop_latency_s if hop_latency_s is None else hop_latency_s
     if latency is None and chips > 1:
         raise ValueError(f"{chip.name} has no per-message latency in the registry; "
                          "pass hop_latency_s")
-    compute = weight_bytes * _params(cfg, params) / (chips * chip.hbm_bytes_per_s)
-    comms = 4 * cfg.L * latency if chips > 1 else 0.0
-    return LatencyEstimate(compute, comms, overlapped=False)
+    cost = StepCost((Work("weight load", 0.0, weight_bytes * _params(cfg, params)),),
+                    comm_latency_s=4 * cfg.L * latency if chips > 1 else 0.0)
+    return _estimate(cost, chip, chips)
 
 
 def large_batch_latency(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
-                               act_bytes: float = 2, params: float | None = None,
-                               compute: str = "bf16") -> LatencyEstimate:
+                        act_bytes: float = 2, params: float | None = None,
+                        compute: str = "bf16") -> LatencyEstimate:
     """compute = B·2·P / (N·A_f); comms = B·bytes·4·L·D / A_c; total = the larger.
 
-    kipply, "latency calculations", large batch: FLOP-bound, communication overlapped with
-    compute, message latency dropped. A_c is one direction over all of a chip's links.
+    kipply, "latency calculations", large batch: FLOP-bound (the weight load left out),
+    communication overlapped with compute, message latency dropped. A_c is one direction
+    over all of a chip's links.
     """
     link = chip.interconnect_bytes_per_s
     comms = 0.0
@@ -156,8 +164,9 @@ def large_batch_latency(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
         if link is None:
             raise ValueError(f"{chip.name} has no interconnect bandwidth in the registry")
         comms = batch * tp_comm_bytes_per_token(cfg, chips, act_bytes, exact=False) / link
-    flops = batch * 2 * _params(cfg, params) / (chips * peak_flops_per_s(chip, compute))
-    return LatencyEstimate(flops, comms, overlapped=True)
+    cost = StepCost((Work("matmuls", batch * 2 * _params(cfg, params), 0.0),),
+                    comm_bandwidth_s=comms)
+    return _estimate(cost, chip, chips, compute)
 
 
 def tensor_parallel_step_time(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
@@ -165,24 +174,22 @@ def tensor_parallel_step_time(cfg: ModelConfig, chip: Chip, chips: int, batch: i
                               act_bytes: float = 2, compute: str = "bf16") -> LatencyEstimate:
     """A decode step on `chips` tensor-parallel chips, kipply's two regimes in one formula.
 
-    compute = the roofline step time (`roofline.step_time`: KV read + the larger of weight
-    load and FLOPs, all divided over the chips); comms = B · bytes · 4·L·D·(N-1)/N / A_c, the
-    all-reduce traffic, which overlaps with compute; plus 4·L message latencies, which do not.
-    total = max(compute, comms) + 4·L·latency. For one chip it is the roofline step time; for
+    The work is the sources' decode step (`decode_roofline.decode_step_cost`: KV read + the
+    larger of weight load and FLOPs, all divided over the chips); the communication is her
+    all-reduce traffic, B · bytes · 4·L·D·(N-1)/N / A_c, which overlaps with the work, and
+    4·L message latencies, which do not. For one chip it is the roofline step time; for
     small batches it is kipply's small-batch latency plus the KV read; for large ones her
     large-batch latency plus the KV read.
     """
-    P = param_count(cfg)
     kv = batch * context * kv_bytes_per_token(cfg, kv_bytes)
-    roof = step_time(P, param_bytes(cfg, weight_bytes), kv, batch, chip, chips, compute)
-    if chips == 1:
-        return LatencyEstimate(roof, 0.0, overlapped=True)
-    if chip.interconnect_bytes_per_s is None or chip.hop_latency_s is None:
-        raise ValueError(f"{chip.name} lacks interconnect bandwidth or message latency")
-    traffic = batch * tp_comm_bytes_per_token(cfg, chips, act_bytes)
-    latency = 4 * cfg.L * chip.hop_latency_s
-    return LatencyEstimate(roof + latency, traffic / chip.interconnect_bytes_per_s + latency,
-                           overlapped=True)
+    cost = decode_step_cost(param_count(cfg), param_bytes(cfg, weight_bytes), kv, batch)
+    if chips > 1:
+        if chip.interconnect_bytes_per_s is None or chip.hop_latency_s is None:
+            raise ValueError(f"{chip.name} lacks interconnect bandwidth or message latency")
+        traffic = batch * tp_comm_bytes_per_token(cfg, chips, act_bytes)
+        cost = replace(cost, comm_bandwidth_s=traffic / chip.interconnect_bytes_per_s,
+                       comm_latency_s=4 * cfg.L * chip.hop_latency_s)
+    return _estimate(cost, chip, chips, compute)
 
 
 def flops_per_comm_byte(cfg: ModelConfig, act_bytes: float = 2) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """How long the collectives of a sharded step take, layout by layout.
 
-What a layout sends is not modelled here but listed: `parallel.collectives` gives every
+What a layout sends is not modelled here but listed: `perf.collectives` gives every
 collective of the 1D and 2D weight-stationary layouts (chapters 8-10), byte for byte as the
 compiled programs hold them (tests/unit/test_hlo.py checks that). This module prices each
 one on a chip's interconnect:
@@ -8,7 +8,7 @@ one on a chip's interconnect:
     time = passes · latency  +  wire bytes / bandwidth
 
 * wire bytes are what one chip sends with the bandwidth-optimal ring algorithms, the
-  convention of `parallel.hlo.Collective.wire_bytes`: (n−1)/n of the array for an AllGather,
+  convention of `perf.hlo.Collective.wire_bytes`: (n−1)/n of the array for an AllGather,
   a ReduceScatter or an AllToAll over n chips, twice that for an AllReduce (a ReduceScatter,
   then an AllGather);
 * bandwidth is a chip's one-way bandwidth into the collective: on a TPU torus, both
@@ -32,27 +32,19 @@ import math
 from dataclasses import dataclass
 
 from inferbook.model.config import ModelConfig
-from inferbook.parallel.collectives import (
+from inferbook.perf.collectives import (
     Comm,
     expert_parallel_collectives,
+    wire_bytes,
     ws1d_collectives,
     ws2d_collectives,
 )
 from inferbook.perf.hardware import Chip
 
-__all__ = ["LAYOUTS", "LayoutComms", "wire_bytes", "collective_time", "layout_problem",
+__all__ = ["ESTIMATE_LAYOUTS", "LayoutComms", "collective_time", "layout_problem",
            "layout_comms", "layout_candidates", "expert_parallel_comms"]
 
-LAYOUTS = ("1d-ws", "2d-ws")
-
-
-def wire_bytes(kind: str, nbytes: float, group: int) -> float:
-    """Bytes one chip sends for a collective over `group` chips on an array of `nbytes`."""
-    if group <= 1:
-        return 0.0
-    if kind == "collective-permute":
-        return float(nbytes)
-    return (2 if kind == "all-reduce" else 1) * nbytes * (group - 1) / group
+ESTIMATE_LAYOUTS = ("1d-ws", "2d-ws")
 
 
 def _axes(chip: Chip, group: int, limit: int | None = None) -> int:
@@ -110,8 +102,8 @@ def layout_problem(cfg: ModelConfig, chips: int, batch: int, layout: str,
                    X: int = 1) -> str | None:
     """Why `layout` cannot split `cfg` over `chips` chips (None when it can), as the library's
     sharding plans require (`parallel.sharding.make_plan`): heads and widths must divide."""
-    if layout not in LAYOUTS:
-        return f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}"
+    if layout not in ESTIMATE_LAYOUTS:
+        return f"unknown layout {layout!r}; known: {', '.join(ESTIMATE_LAYOUTS)}"
     YZ = chips // X
     if X * YZ != chips:
         return f"X={X} does not divide {chips} chips"
@@ -207,7 +199,7 @@ def layout_candidates(cfg: ModelConfig, chips: int, batch: int,
                       layout: str | None = None) -> tuple[list[tuple[str, int]], str | None]:
     """The (layout, X) pairs that can split `cfg` over `chips` chips at this batch, and the
     reason the first refused one failed (for a message when none can)."""
-    names = LAYOUTS if layout is None else (layout,)
+    names = ESTIMATE_LAYOUTS if layout is None else (layout,)
     out, first = [], None
     for name in names:
         xs = [1] if name == "1d-ws" else [x for x in range(1, chips + 1) if chips % x == 0]

@@ -16,8 +16,9 @@ n copies of the attention weights and moves fewer, smaller collectives. So tenso
 wins at small batches, where reading weights is the step, and expert parallelism once the
 communication it saves outweighs the copies it reads: `crossover_batch` finds that batch.
 
-The step follows the estimator's rule (`perf.estimator`): the roofline of the bytes read and
-the FLOPs done, overlapped with the collectives' bandwidth time, plus their latencies. It
+The step is the library's one step time (`step_cost.step_time`) of one chip's share: the
+roofline of the bytes it reads and the FLOPs it does, overlapped with the collectives'
+bandwidth time, plus their latencies. It
 assumes balanced routing: in expectation every chip gets its share of tokens and experts.
 """
 
@@ -28,10 +29,10 @@ from dataclasses import dataclass
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params
-from inferbook.perf.estimator import decode_attention_flops
+from inferbook.perf.decode_attention_cost import decode_attention_flops
 from inferbook.perf.hardware import Chip
 from inferbook.perf.layout_comms import LayoutComms, expert_parallel_comms, layout_comms
-from inferbook.perf.roofline import peak_flops_per_s
+from inferbook.perf.step_cost import StepCost, Work, step_time
 
 __all__ = ["expert_parallel_param_bytes", "MoEStep", "moe_decode_step", "crossover_batch",
            "MOE_LAYOUTS"]
@@ -99,9 +100,9 @@ def moe_decode_step(cfg: ModelConfig, chip: Chip, chips: int, batch: int, layout
     comm = (layout_comms(cfg, chip, chips, batch, 1, "1d-ws", act_bytes=act_bytes) if tp else
             expert_parallel_comms(cfg, chip, chips, batch, 1, capacity_factor=capacity_factor,
                                   act_bytes=act_bytes))
-    roof = max(flops / peak_flops_per_s(chip, compute), (read + kv) / chip.hbm_bytes_per_s)
-    step = max(roof, comm.bandwidth_s) + comm.latency_s
-    return MoEStep(layout, batch, read, kv, flops, comm, step)
+    # One chip's share, one roofline over it (chips=1: the shares are already per chip).
+    cost = StepCost((Work("decode step", flops, read + kv),), comm.bandwidth_s, comm.latency_s)
+    return MoEStep(layout, batch, read, kv, flops, comm, step_time(cost, chip, 1, compute))
 
 
 def crossover_batch(cfg: ModelConfig, chip: Chip, chips: int, *, max_batch: int = 2 ** 20,

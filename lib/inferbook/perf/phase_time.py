@@ -7,8 +7,10 @@ or an H100?" it uses these roofline estimates instead. They follow the scaling b
 takes as long as the slower of its arithmetic and its memory traffic, and a decode step reads
 every weight once plus the KV cache of every sequence in the batch.
 
-Disaggregated serving adds one more cost: the prefill server's KV cache crosses a link to the
-generate server, kv_bytes_per_token · tokens bytes of it.
+Both step times are views of the library's one formula (`step_cost.step_time`): a prefill is
+one roofline over the whole forward pass, a decode step two (the cache read, then the
+weights). Disaggregated serving adds one more cost: the prefill server's KV cache crosses a
+link to the generate server, kv_bytes_per_token · tokens bytes of it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from inferbook.model.config import ModelConfig
 from inferbook.perf.counts import forward_flops, kv_bytes_per_token, param_bytes
 from inferbook.perf.hardware import Chip
+from inferbook.perf.step_cost import StepCost, Work, step_time
 
 __all__ = ["kv_transfer_seconds", "prefill_seconds", "generate_step_seconds"]
 
@@ -36,7 +39,7 @@ def prefill_seconds(cfg: ModelConfig, chip: Chip, tokens: int, cached: int = 0,
     flops = forward_flops(cfg, batch, tokens, cached + tokens, logits_for=1)
     moved = (param_bytes(cfg, weight_bytes)
              + batch * (cached + tokens) * kv_bytes_per_token(cfg, kv_bytes))
-    return max(flops / chip.bf16_flops_per_s, moved / chip.hbm_bytes_per_s)
+    return step_time(StepCost((Work("forward pass", flops, moved),)), chip)
 
 
 def generate_step_seconds(cfg: ModelConfig, chip: Chip, batch: int, context_tokens: int,
@@ -46,7 +49,8 @@ def generate_step_seconds(cfg: ModelConfig, chip: Chip, batch: int, context_toke
     KV read time plus max(matmul time, weight read time), the scaling book's form: the KV
     cache is read at memory speed whatever the batch, the weights are read once and shared.
     """
-    kv = context_tokens * kv_bytes_per_token(cfg, kv_bytes) / chip.hbm_bytes_per_s
-    matmul = forward_flops(cfg, batch, 1, 0, logits_for=1) / chip.bf16_flops_per_s
-    weights = param_bytes(cfg, weight_bytes) / chip.hbm_bytes_per_s
-    return kv + max(matmul, weights)
+    cost = StepCost((
+        Work("attention", 0.0, context_tokens * kv_bytes_per_token(cfg, kv_bytes)),
+        Work("weights", forward_flops(cfg, batch, 1, 0, logits_for=1),
+             param_bytes(cfg, weight_bytes))))
+    return step_time(cost, chip)

@@ -13,7 +13,8 @@ operations" and "theoretical estimates"):
   at the *critical batch* B_crit = C · bytes_per_weight / (2 · W);
 * attention against a KV cache does about one FLOP per byte of cache whatever the batch, so
   it is always memory-bound, and a step takes
-  kv_bytes / W + max(2 · B · P / C, param_bytes / W).
+  kv_bytes / W + max(2 · B · P / C, param_bytes / W) (`decode_roofline`, a view of the
+  library's one step-time formula, `step_cost`).
 
 Every function takes plain numbers or a `Chip` from `inferbook.perf.hardware`; `compute` picks the
 chip's bfloat16 ("bf16") or int8 ("int8") peak.
@@ -22,18 +23,17 @@ chip's bfloat16 ("bf16") or int8 ("int8") peak.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Sequence
 
 from inferbook.model.config import ModelConfig
-from inferbook.perf.counts import kv_bytes_per_token, param_bytes, param_count
+from inferbook.perf.counts import kv_bytes_per_token, param_bytes
 from inferbook.perf.hardware import Chip
 
 __all__ = ["peak_flops_per_s", "roofline_time", "matmul_flops", "matmul_bytes",
            "matmul_intensity", "critical_intensity", "critical_batch", "attention_cost",
-           "attention_intensity", "step_time_lower_bound", "step_time", "tokens_per_s",
-           "max_batch", "batches_that_fit", "DecodeEstimate", "estimate_decode", "pareto_frontier"]
+           "attention_intensity", "tokens_per_s", "max_batch", "batches_that_fit",
+           "pareto_frontier"]
 
 
 def peak_flops_per_s(chip: Chip, compute: str = "bf16") -> float:
@@ -126,30 +126,7 @@ def attention_intensity(T: int, S: int, G: int = 1, act_bytes: float = 2,
     return 2 * T * S * G / (T * G * act_bytes + S * kv_bytes)
 
 
-# Step time and throughput ---------------------------------------------------------------------
-
-def step_time_lower_bound(param_bytes: float, kv_bytes: float, chip: Chip,
-                          chips: int = 1) -> float:
-    """(kv_bytes + param_bytes) / (chips · W): every byte read once at full bandwidth.
-
-    The scaling book's "theoretical minimum step time" (part 7, "theoretical estimates"); a
-    bound for small batches, where nothing waits on arithmetic. `kv_bytes` is the whole
-    batch's cache.
-    """
-    return (kv_bytes + param_bytes) / (chips * chip.hbm_bytes_per_s)
-
-
-def step_time(params: float, param_bytes: float, kv_bytes: float, batch: int, chip: Chip,
-              chips: int = 1, compute: str = "bf16") -> float:
-    """kv_bytes / (chips·W) + max(2·B·params / (chips·C), param_bytes / (chips·W)).
-
-    The scaling book's general step time (part 7, eq. 1): attention is always bandwidth-bound;
-    the weight matmuls pay the larger of their FLOP time and their load time.
-    """
-    W = chips * chip.hbm_bytes_per_s
-    C = chips * peak_flops_per_s(chip, compute)
-    return kv_bytes / W + max(2 * batch * params / C, param_bytes / W)
-
+# Throughput and capacity -----------------------------------------------------------------------
 
 def tokens_per_s(batch: int, step_s: float) -> float:
     """B / step time: one new token per sequence per step.
@@ -193,55 +170,6 @@ def max_batch(cfg: ModelConfig, chip: Chip, context: int, chips: int = 1,
         raise ValueError(f"chips must be a positive integer, got {chips!r}")
     free = chips * chip.hbm_bytes - param_bytes(cfg, weight_bytes)
     return batches_that_fit(free, context * kv_bytes_per_token(cfg, kv_bytes))
-
-
-@dataclass(frozen=True)
-class DecodeEstimate:
-    """Everything `inferbook estimate` reports for one decode step (see `estimate_decode`)."""
-
-    params: int
-    param_bytes: float
-    kv_bytes_per_token: float
-    kv_bytes: float
-    total_bytes: float
-    hbm_bytes: float
-    fits: bool
-    max_batch: int
-    critical_batch: float
-    step_time_lower_bound_s: float
-    step_time_s: float
-    tokens_per_s: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def estimate_decode(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int,
-                    chips: int = 1, weight_bytes: float = 2, kv_bytes: float = 2,
-                    compute: str = "bf16") -> DecodeEstimate:
-    """One decode step of B sequences with S cached tokens each, on `chips` chips.
-
-    The sources' model, chips dividing bandwidth and FLOP/s: param_bytes = params ·
-    weight_bytes; kv_bytes = B · S · 2·L·K·H·kv_bytes;
-    total_bytes = their sum; fits = total ≤ chips · HBM; critical_batch for one chip; step
-    times from `step_time_lower_bound` and `step_time` with params standing for the
-    FLOP-carrying parameters (the sources' 2·P rule). `inferbook estimate` adds communication,
-    prefill, quantization formats and mixtures of experts on top (`perf.estimator`).
-    """
-    P = param_count(cfg)
-    pbytes = param_bytes(cfg, weight_bytes)
-    per_token = kv_bytes_per_token(cfg, kv_bytes)
-    kv = batch * context * per_token
-    total = pbytes + kv
-    hbm = chips * chip.hbm_bytes
-    step = step_time(P, pbytes, kv, batch, chip, chips, compute)
-    return DecodeEstimate(
-        params=P, param_bytes=pbytes, kv_bytes_per_token=per_token, kv_bytes=kv,
-        total_bytes=total, hbm_bytes=hbm, fits=total <= hbm,
-        max_batch=max_batch(cfg, chip, context, chips, weight_bytes, kv_bytes),
-        critical_batch=critical_batch(chip, weight_bytes, compute),
-        step_time_lower_bound_s=step_time_lower_bound(pbytes, kv, chip, chips),
-        step_time_s=step, tokens_per_s=tokens_per_s(batch, step))
 
 
 # The latency-throughput trade-off ----------------------------------------------------------

@@ -19,7 +19,7 @@ import dataclasses
 import math
 
 from inferbook.model.presets import get_preset
-from inferbook.perf import counts, latency, phase_time, roofline
+from inferbook.perf import counts, decode_roofline, latency, phase_time, roofline
 
 from ..compare import allclose
 from ..questions import Exact, Function, Mistake, Numeric
@@ -78,8 +78,8 @@ def _sample_time() -> float:
     """Exercise 5: prefill the context, then SAMPLE_NEW decode steps against a growing cache."""
     cfg, chip = get_preset("kipply-13b"), _a100()
     P, pbytes = counts.param_count(cfg), counts.param_bytes(cfg)
-    steps = sum(roofline.step_time(P, pbytes, counts.kv_cache_bytes(cfg, 1, SAMPLE_CONTEXT + j),
-                                   1, chip)
+    steps = sum(decode_roofline.decode_step_time(
+                    P, pbytes, counts.kv_cache_bytes(cfg, 1, SAMPLE_CONTEXT + j), 1, chip)
                 for j in range(SAMPLE_NEW))
     return phase_time.prefill_seconds(cfg, chip, SAMPLE_CONTEXT) + steps
 
@@ -188,7 +188,7 @@ QUESTIONS = [
                               .compute_s, "add the 4·L message latencies")]),
     Numeric("ch04.ex5_sample_time", "Exercise 5: a whole sample, 13B on one A100", 2,
             "phase_time.prefill_seconds for the 512-token context, then 10 steps: step j "
-            "(j = 0 … 9) is roofline.step_time with the cache of 512 + j tokens",
+            "(j = 0 … 9) is decode_roofline.decode_step_time with the cache of 512 + j tokens",
             reference=_sample_time, rel_tol=0.01),
     Numeric("ch04.ex6_intermediate_share", "Exercise 6: the MLP hidden activation of a "
             "2,048-token prefill, as a fraction of the weights (52B)", 1,
@@ -301,9 +301,9 @@ ZH = {
     "GPUs":
         "权重除以 16 块 GPU 的带宽，再加上 4·L 次消息延迟——它们不会因为 GPU 增多而缩短",
     "phase_time.prefill_seconds for the 512-token context, then 10 steps: step j (j = 0 … 9) "
-    "is roofline.step_time with the cache of 512 + j tokens":
+    "is decode_roofline.decode_step_time with the cache of 512 + j tokens":
         "512 个词元的上下文用 phase_time.prefill_seconds，然后是 10 步：第 j 步（j = 0 … 9）"
-        "是缓存中有 512 + j 个词元时的 roofline.step_time",
+        "是缓存中有 512 + j 个词元时的 decode_roofline.decode_step_time",
     "[T, F] in bf16 is T·F·2 bytes; divide by the bf16 weight bytes":
         "bf16 的 [T, F] 占 T·F·2 字节；再除以 bf16 权重的字节数",
     "a [B, D] activation (2 bytes each) feeds 2·B·D·D FLOPs; split over 2 GPUs":

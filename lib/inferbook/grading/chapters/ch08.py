@@ -21,7 +21,7 @@ T_PROMPT, DEVICES, RING = 2048, 8, 4
 
 def _allreduce_bytes_per_layer(m: int = DEVICES) -> float:
     """Bytes of the arrays the 1D layout AllReduces in one layer of a bf16 prefill."""
-    from inferbook.parallel import collectives
+    from inferbook.perf import collectives
     cfg = get_preset(MODEL)
     comms = collectives.ws1d_collectives(cfg, 1, T_PROMPT, m, bytes_per_element=2)
     return sum(c.total for c in comms if c.scope in ("attn_out", "mlp_out")) / cfg.L
@@ -45,7 +45,7 @@ def _prefill_limit() -> float:
 
 
 def _ring_bytes_per_layer() -> float:
-    from inferbook.parallel import collectives
+    from inferbook.perf import collectives
     cfg = get_preset(MODEL)
     comms = collectives.ring_attention_collectives(cfg, 1, T_PROMPT, RING, 1, bytes_per_element=2)
     return sum(c.total for c in comms if c.scope == "ring") / cfg.L

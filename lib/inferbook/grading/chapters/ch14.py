@@ -66,19 +66,19 @@ def _layer_bcrit() -> float:
 
 
 def _dispatch_bytes(capacity_factor: float | None = CF) -> float:
-    from inferbook.parallel import collectives
+    from inferbook.perf import collectives
     comms = collectives.expert_parallel_collectives(
         get_preset(MIXTRAL), EP_BATCH, 1, EP_CHIPS, capacity_factor=capacity_factor)
     return next(c.bytes for c in comms if c.scope == "dispatch")
 
 
 def _capacity() -> int:
-    from inferbook.parallel import collectives
+    from inferbook.perf import collectives
     return collectives.expert_capacity(CAP_TOKENS, CAP_E, CAP_K, CAP_CF)
 
 
 def _dropped() -> int:
-    from inferbook.parallel import collectives
+    from inferbook.perf import collectives
     return collectives.dropped_assignments(CAP_COUNTS, _capacity())
 
 

@@ -1,0 +1,161 @@
+"""The one step-time formula, and every source's formula as a view of it.
+
+`step_cost.step_time` is checked against the roofline of each part computed on a chip that is
+`chips` chips merged into one (an independent way to divide the work), and against what
+overlapping and non-overlapping communication must do. Then each view — the scaling book's
+decode step and lower bound, kipply's three latencies, the serving simulations' steps, the MoE
+layouts, `inferbook estimate` — is rebuilt here by hand as a `StepCost` and must give exactly
+the view's time; kipply's communication is checked against the layout pricing of the
+collectives it names.
+"""
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inferbook.model.presets import PRESETS
+from inferbook.perf import counts, decode_roofline, latency, moe_layouts, params, phase_time
+from inferbook.perf.collectives import Comm
+from inferbook.perf.decode_attention_cost import decode_attention_flops
+from inferbook.perf.estimator import estimate, weight_bytes_read
+from inferbook.perf.hardware import CHIPS
+from inferbook.perf.layout_comms import collective_time, expert_parallel_comms, layout_comms
+from inferbook.perf.roofline import roofline_time
+from inferbook.perf.step_cost import StepCost, Work, step_time, work_time
+
+CHIP_NAMES = ["TPU v5e", "H100 SXM", "A100 40GB"]
+amounts = st.floats(0, 1e16, allow_nan=False)
+
+
+def merged(chip, n):
+    """`n` chips seen as one with n times the bandwidth and FLOP/s."""
+    return dataclasses.replace(chip, hbm_bytes_per_s=n * chip.hbm_bytes_per_s,
+                               bf16_flops_per_s=n * chip.bf16_flops_per_s)
+
+
+@given(st.lists(st.tuples(amounts, amounts), min_size=1, max_size=4),
+       st.sampled_from(CHIP_NAMES), st.integers(1, 64), st.floats(0, 1), st.floats(0, 1e-3))
+def test_a_step_is_its_parts_rooflines_then_the_collectives(parts, name, n, bw, lat):
+    chip = CHIPS[name]
+    cost = StepCost(tuple(Work(f"part {i}", f, b) for i, (f, b) in enumerate(parts)), bw, lat)
+    work = sum(roofline_time(f, b, merged(chip, n)) for f, b in parts)
+    assert work_time(cost, chip, n) == pytest.approx(work, rel=1e-12)
+    t = step_time(cost, chip, n)
+    assert t == pytest.approx(max(work, bw) + lat, rel=1e-12)
+    # Bandwidth time hides behind the work (or the work behind it); latency never hides.
+    assert t >= work + lat * (1 - 1e-12) and t >= bw + lat * (1 - 1e-12)
+    assert step_time(dataclasses.replace(cost, comm_bandwidth_s=0.0), chip, n) \
+        == pytest.approx(work + lat, rel=1e-12)
+    assert cost.flops == pytest.approx(sum(f for f, _ in parts))
+    assert cost.bytes == pytest.approx(sum(b for _, b in parts))
+
+
+def test_int8_arithmetic_uses_the_int8_peak():
+    chip = CHIPS["TPU v5e"]
+    cost = StepCost((Work("matmuls", 1e15, 0.0),))
+    assert step_time(cost, chip, compute="int8") == 1e15 / chip.int8_ops_per_s
+    assert step_time(cost, chip) == 1e15 / chip.bf16_flops_per_s
+
+
+CASES = [("llama-2-13b", "TPU v5e", 1, 1, 2048), ("llama-2-13b", "TPU v5e", 8, 64, 2048),
+         ("gopher-280b", "A100 40GB", 16, 512, 0), ("llama-3-8b", "H100 SXM", 4, 256, 8192),
+         ("kipply-52b", "A100 40GB", 4, 1, 1024)]
+
+
+@pytest.mark.parametrize("preset, chip_name, n, B, S", CASES)
+def test_the_sources_decode_step_and_kipplys_latencies_are_views(preset, chip_name, n, B, S):
+    cfg, chip = PRESETS[preset], CHIPS[chip_name]
+    P, pbytes = counts.param_count(cfg), counts.param_bytes(cfg, 2)
+    kv = B * S * counts.kv_bytes_per_token(cfg, 2)
+    parts = (Work("attention", 0.0, kv), Work("weights", 2 * B * P, pbytes))
+    assert decode_roofline.decode_step_time(P, pbytes, kv, B, chip, n) \
+        == step_time(StepCost(parts), chip, n)
+    assert decode_roofline.step_time_lower_bound(pbytes, kv, chip, n) \
+        == step_time(StepCost((Work("all", 0.0, kv + pbytes),)), chip, n)
+    assert S == 0 or decode_roofline.estimate_decode(cfg, chip, batch=B, context=S,
+                                                     chips=n).step_time_s \
+        == step_time(StepCost(parts), chip, n)
+
+    latency_s = 4 * cfg.L * chip.hop_latency_s if n > 1 else 0.0
+    small = latency.small_batch_latency(cfg, chip, n)
+    assert small.total_s == step_time(
+        StepCost((Work("weights", 0.0, 2 * P),), comm_latency_s=latency_s), chip, n)
+    traffic = B * cfg.L * 4 * cfg.D * 2 / chip.interconnect_bytes_per_s if n > 1 else 0.0
+    large = latency.large_batch_latency(cfg, chip, n, B)
+    assert large.total_s == step_time(
+        StepCost((Work("matmuls", B * 2 * P, 0.0),), comm_bandwidth_s=traffic), chip, n)
+    joined = latency.tensor_parallel_step_time(cfg, chip, n, B, S)
+    exact = traffic * (n - 1) / n
+    assert joined.total_s == pytest.approx(
+        step_time(StepCost(parts, exact, latency_s), chip, n), rel=1e-12)
+    assert joined.total_s >= max(small.compute_s, large.compute_s) * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("chip_name", ["H100 SXM", "A100 40GB"])
+@pytest.mark.parametrize("n, B", [(2, 1), (8, 64), (16, 512)])
+def test_kipplys_communication_is_the_pricing_of_the_two_all_reduces_per_layer(chip_name, n, B):
+    """On a switched interconnect her 4·L collectives of B·D are what the layout pricing
+    charges for the attention and MLP outputs' all-reduces."""
+    cfg, chip = PRESETS["gopher-280b"], CHIPS[chip_name]
+    if chip.max_chips is not None and n > chip.max_chips:
+        chip = dataclasses.replace(chip, max_chips=n)
+    both = [collective_time(Comm(what, what, "all-reduce", n, B * cfg.D * 2, cfg.L), chip)
+            for what in ("attention output", "MLP output")]
+    bw, lat = sum(b for b, _ in both), sum(t for _, t in both)
+    joined = latency.tensor_parallel_step_time(cfg, chip, n, B, 0)
+    assert joined.comms_s == pytest.approx(bw + lat, rel=1e-12)
+    assert lat == pytest.approx(4 * cfg.L * chip.hop_latency_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("preset", ["llama-2-13b", "mixtral-8x7b", "deepseek-v2-lite"])
+@pytest.mark.parametrize("B, S, T", [(1, 512, 512), (32, 4096, 1024)])
+def test_the_serving_steps_are_views(preset, B, S, T):
+    cfg, chip = PRESETS[preset], CHIPS["H100 SXM"]
+    kvpt, pbytes = counts.kv_bytes_per_token(cfg, 2), counts.param_bytes(cfg, 2)
+    assert phase_time.generate_step_seconds(cfg, chip, B, B * S) == step_time(StepCost((
+        Work("attention", 0.0, B * S * kvpt),
+        Work("weights", counts.forward_flops(cfg, B, 1, 0, logits_for=1), pbytes))), chip)
+    assert phase_time.prefill_seconds(cfg, chip, T, S - T, B) == step_time(StepCost((
+        Work("pass", counts.forward_flops(cfg, B, T, S, logits_for=1),
+             pbytes + B * S * kvpt),)), chip)
+
+
+@pytest.mark.parametrize("layout", moe_layouts.MOE_LAYOUTS)
+@pytest.mark.parametrize("B", [8, 256])
+def test_the_moe_layouts_step_is_a_view(layout, B):
+    cfg, chip, n, S = PRESETS["mixtral-8x7b"], CHIPS["H100 SXM"], 8, 2048
+    got = moe_layouts.moe_decode_step(cfg, chip, n, B, layout, context=S)
+    comm = (layout_comms(cfg, chip, n, B, 1, "1d-ws") if layout == "1d-ws"
+            else expert_parallel_comms(cfg, chip, n, B, 1))
+    flops = (2 * params.active_param_count(cfg) * B + decode_attention_flops(cfg, B, S)) / n
+    kv = counts.kv_cache_bytes(cfg, B, S, 2) / n
+    assert got.comm == comm and got.flops == flops and got.kv_bytes == kv
+    assert got.step_s == step_time(StepCost((Work("step", flops, got.weight_bytes + kv),),
+                                            comm.bandwidth_s, comm.latency_s), chip)
+
+
+@pytest.mark.parametrize("preset, chip_name, n, B, S, T", [
+    ("llama-2-13b", "TPU v5e", 1, 8, 2048, 512), ("llama-2-70b", "TPU v5e", 16, 64, 4096, 1024),
+    ("mixtral-8x7b", "H100 SXM", 8, 32, 4096, 4096), ("deepseek-v2-lite", "H100 SXM", 2, 4,
+                                                        1024, 256)])
+def test_the_estimator_composes_the_core(preset, chip_name, n, B, S, T):
+    cfg, chip = PRESETS[preset], CHIPS[chip_name]
+    est = estimate(cfg, chip, batch=B, context=S, prompt=T, chips=n, weight_bytes=2,
+                   kv_bytes=2)
+    copies = n if cfg.mla is not None else 1
+    experts = sum(t.size for t in params.tensors(cfg) if t.role == "expert") * 2
+    kv = counts.kv_cache_bytes(cfg, B, S, 2)
+    decode = (Work("attention", decode_attention_flops(cfg, B, S), copies * kv),
+              Work("weights", 2 * B * est.active_params,
+                   weight_bytes_read(cfg, est.param_bytes, experts, B)))
+    comm = (layout_comms(cfg, chip, n, B, 1, est.layout, est.layout_x) if n > 1 else None)
+    bw, lat = (comm.bandwidth_s, comm.latency_s) if comm else (0.0, 0.0)
+    assert est.step_time_s == step_time(StepCost(decode, bw, lat), chip, n)
+    pre = layout_comms(cfg, chip, n, B, T, est.layout, est.layout_x) if n > 1 else None
+    moved = (weight_bytes_read(cfg, est.param_bytes, experts, B * T)
+             + copies * counts.kv_cache_bytes(cfg, B, T, 2))
+    prefill = StepCost((Work("pass", counts.forward_flops(cfg, B, T, T, logits_for=1), moved),),
+                       pre.bandwidth_s if pre else 0.0, pre.latency_s if pre else 0.0)
+    assert est.prefill_time_s == step_time(prefill, chip, n)
