@@ -189,11 +189,14 @@ test: lint test-venv oldjax-venv chromium fonts bwrap
 	$(MAKE) --no-print-directory book
 	$(MAKE) --no-print-directory test-browser
 
-# The full benchmark on this machine (bandwidth, MBU/MFU, the estimator's error across batch
-# sizes and contexts), saved as book/data/bench/<device>_<date>.json for chapter 2. Run it on
-# a quiet machine: other work shares the memory bandwidth it measures.
-bench: venv
-	$(VENV)/bin/inferbook bench --save
+# The full benchmark on this machine (the read roof, MBU/MFU, the estimator's error across
+# batch sizes, contexts and prefill, transformers beside the library) and each lever's effect
+# on the batch-1 step, saved under book/data/bench/ and book/data/decode_levers/ for chapter
+# 2. Run it on a quiet machine: other work shares the memory bandwidth it measures. A run
+# that started quiet and missed one of the book's targets fails (exit 1).
+bench: test-venv
+	$(VENV)/bin/inferbook bench --save --peer on
+	$(VENV)/bin/inferbook bench --levers --save
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

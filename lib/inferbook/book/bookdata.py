@@ -36,6 +36,7 @@ REPOSITORY_RAW = ("https://raw.githubusercontent.com/inference-by-the-numbers/"
 
 # Each index file under book/data/ and the records it lists (a glob in the checkout).
 INDEXES = {"bench/index.json": "bench/*.json",
+           "decode_levers/index.json": "decode_levers/*.json",
            "flash_decoding_index.json": "flash_decoding_*.json",
            "published/index.json": "published/*.json"}
 

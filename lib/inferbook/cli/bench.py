@@ -11,6 +11,12 @@ datasheet's where `inferbook.perf.hardware` knows the chip; n/a elsewhere), the 
 estimator's prediction and its error. On a GPU with torch and transformers installed it also
 times Hugging Face `generate` (static cache, torch.compile) on the same architecture (--peer).
 Medians after warm-up, compile time apart; a progress bar on stderr.
+
+The run is held to the book's targets for a CPU (`inferbook.perf.bench_targets`: MBU at batch
+1, the speedup over transformers, the calibrated estimator's median and worst error) when it
+measures the benchmark model on a quiet machine (a 1-minute load average at most half the
+cores when it starts). With --save such a run that misses a target still saves its record,
+and exits with code 1.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ import argparse
 import importlib.util
 import json
 import os
+import sys
 from typing import Any
 
 from inferbook.book.present import fmt_rate, fmt_seconds
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import get_preset
-from inferbook.perf import bench_results, counts
+from inferbook.perf import bench_results, bench_targets, counts
 
 from . import UsageError
 from . import args as types
@@ -48,7 +55,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--prefill", metavar="T,T,...", type=types.int_list(none=True),
                    help="prompt lengths for prefill (default 128,512; 'none' to skip)")
     p.add_argument("--repeats", type=types.positive_int(MAX_REPEATS), default=None,
-                   help="timed runs per configuration (default 7; 3 with --quick)")
+                   help="timed runs per configuration (default 7; 5 with --quick)")
     p.add_argument("--dtype", choices=["float32", "bfloat16"],
                    help="weights (default float32 on a CPU, bfloat16 elsewhere)")
     p.add_argument("--quick", action="store_true",
@@ -57,8 +64,14 @@ def add_parser(subparsers: Any) -> None:
                    help="Hugging Face generate beside the library (auto: on a GPU with torch)")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--save", action="store_true",
-                   help="write the results under book/data/bench/ (or --out)")
+                   help="write the results under book/data/bench/ (or --out); exit 1 if a "
+                   "run held to the book's targets missed one")
     p.add_argument("--out", type=types.writable_dir, metavar="DIR", help="directory for --save")
+    p.add_argument("--levers", action="store_true",
+                   help="instead: the decode step at batch 1 with and without each lever "
+                   "(weight layouts, one program per step, bfloat16 weights, one core, "
+                   "synchronous dispatch, an XLA flag); --save keeps it under "
+                   "book/data/decode_levers/")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--note", default="", help="a remark kept in the results (e.g. how busy "
                    "the machine was)")
@@ -74,9 +87,13 @@ def _check(args) -> dict:
     options = dict(batches=pick(args.batches, (1, 8), (1, 2, 4, 8, 16, 32, 64, 128, 256)),
                    contexts=pick(args.contexts, (128,), (128, 512)),
                    prefill=pick(args.prefill, (128,), (128, 512)),
-                   repeats=pick(args.repeats, 3, 7))
+                   repeats=pick(args.repeats, 5, 7))
     if args.out is not None and not args.save:
         raise UsageError("--out needs --save")
+    if args.levers and (args.peer == "on" or args.batches or args.contexts or args.prefill
+                        or args.dtype):
+        raise UsageError("--levers measures batch 1 of the model in float32 (no --peer, "
+                         "--batches, --contexts, --prefill or --dtype)")
     if args.model is not None:
         get_preset(args.model)                   # ConfigError (exit 2) for unknown names
     if args.peer == "on":
@@ -86,8 +103,9 @@ def _check(args) -> dict:
                              "transformers)")
     if args.save:
         # Where the results will go must be writable now, not after the measurements.
+        folder = bench_results.LEVERS_DIR if args.levers else bench_results.RESULTS_DIR
         try:
-            types.writable_dir(str(bench_results.results_directory(args.out)))
+            types.writable_dir(str(bench_results.results_directory(args.out, folder)))
         except (FileNotFoundError, argparse.ArgumentTypeError) as err:
             raise UsageError(f"--save: {err}") from None
     return options
@@ -97,7 +115,8 @@ def memory_needed(cfg: ModelConfig, options: dict, itemsize: float, platform: st
                   quick: bool) -> float:
     """A lower bound of the bytes the benchmark holds at its peak, from arithmetic alone.
 
-    The weights, the two bandwidth reads' arrays (alive for the whole run), and the larger of
+    The weights (twice the matrices when batch 1 is measured: its rows read a copy in the
+    decode layout), the read kernels' arrays (alive for the whole run), and the larger of
     the biggest decode row's cache (batch × (context + 1) tokens, plus one more layer for
     the attention-alone program) and the longest prefill's. What XLA adds is not counted, so
     a run this refuses could never have fit.
@@ -106,8 +125,9 @@ def memory_needed(cfg: ModelConfig, options: dict, itemsize: float, platform: st
                  for B in options["batches"] for S in options["contexts"])
     prefill = max((counts.kv_cache_bytes(cfg, 1, T, itemsize) for T in options["prefill"]),
                   default=0)
-    reads = 1.5 * bench_results.bandwidth_bytes(platform, quick)
-    return counts.param_count(cfg) * itemsize + reads + max(decode, prefill)
+    reads = bench_results.read_memory_bytes(platform, quick)
+    copy = counts.matmul_params(cfg) * itemsize if 1 in options["batches"] else 0
+    return counts.param_count(cfg) * itemsize + copy + reads + max(decode, prefill)
 
 
 def _check_model(cfg: ModelConfig, options: dict, dtype, platform: str, quick: bool) -> None:
@@ -129,9 +149,11 @@ def _print(record: dict) -> None:
     print(f"{record['device']} · {record['model']} ({record['dtype']}) · jax "
           f"{record['jax_version']} · inferbook {record['inferbook_version']}")
     spec = record["spec_bytes_per_s"]
-    print(f"read bandwidth {fmt_rate(record['read_bytes_per_s'])} measured"
-          f" ({fmt_rate(spec) if spec else 'n/a'} spec); matmul "
-          f"{fmt_rate(record['matmul_flops_per_s'], 'FLOP/s')} measured")
+    kernels = ", ".join(f"{name} {fmt_rate(rate)}"
+                        for name, rate in record["read_kernels"].items())
+    print(f"read roof {fmt_rate(record['read_bytes_per_s'])} ({record['read_kernel']}; "
+          f"{fmt_rate(spec) if spec else 'n/a'} spec): {kernels}")
+    print(f"matmul {fmt_rate(record['matmul_flops_per_s'], 'FLOP/s')} measured")
     print(f"{'kind':<8}{'B':>5}{'S':>6}{'measured':>11}{'compile':>10}{'bandwidth':>12}"
           f"{'MBU':>6}{'MBU spec':>9}{'MFU':>6}{'predicted':>11}{'error':>8}")
     for r in record["rows"]:
@@ -146,9 +168,54 @@ def _print(record: dict) -> None:
               f"(B={p['batch']}, prompt {p['prompt']})")
     s = record["summary"]
     if s:
-        print(f"batch {s['batch']} MBU {_pct(s['mbu_measured'])} of measured bandwidth; "
-              f"calibrated estimator |error| median {_pct(s['median_abs_error'])}, worst "
-              f"{_pct(s['worst_abs_error'])}")
+        speedup = s.get("peer_speedup")
+        print(f"batch {s['batch']} MBU {_pct(s['mbu_measured'])} of the read roof; calibrated "
+              f"estimator |error| median {_pct(s['median_abs_error'])}, worst "
+              f"{_pct(s['worst_abs_error'])}"
+              + ("" if speedup is None else f"; {speedup:.2f}x transformers' generate"))
+    _print_targets(record)
+
+
+def _print_targets(record: dict) -> None:
+    """Which of the book's targets the run met, and whether it is held to them."""
+    if record["platform"] != "cpu":
+        print("targets: the book's targets are for the CPU benchmark; not held here")
+        return
+    marks = {True: "met", False: "MISSED", None: "not measured"}
+    results = bench_targets.check(record)
+    status = ("held (a quiet machine)" if bench_targets.held(record) else
+              "not held (" + ("load at start above half the cores" if not
+                              bench_targets.quiet(record) else "not the benchmark model")
+              + ")")
+    print(f"targets, {status}: " + "; ".join(
+        f"{bench_targets.TARGET_WORDS[k].format(t)}: {marks[results[k]]}"
+        for k, t in bench_targets.TARGETS.items()))
+
+
+def _run_levers(args: argparse.Namespace, cfg: ModelConfig) -> int:
+    """`--levers`: each lever's effect on the batch-1 step, printed, and saved with --save."""
+    from inferbook.perf import decode_levers
+    rounds = args.repeats or (7 if args.quick else 15)
+    record = decode_levers.measure_levers(cfg, rounds=rounds, child_rounds=1 if args.quick
+                                          else 3, show_progress=not args.no_progress,
+                                          note=args.note)
+    if args.save:
+        try:
+            record["saved_to"] = str(bench_results.save(record, args.out,
+                                                        bench_results.LEVERS_DIR))
+        except OSError as err:
+            raise UsageError(f"cannot save the results: {err.strerror or err}") from None
+    if args.json:
+        print(json.dumps(record, indent=1))
+        return 0
+    print(f"{record['device']} · {record['model']} · batch {record['batch']}, context "
+          f"{record['context']} · jax {record['jax_version']}")
+    for lever in record["levers"]:
+        print(f"{lever['lever']:<44}{fmt_seconds(lever['before_s'], 2):>11} ->"
+              f"{fmt_seconds(lever['after_s'], 2):>11}{100 * lever['change']:>+8.0f}%")
+    if args.save:
+        print(f"saved {record['saved_to']}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,6 +231,10 @@ def run(args: argparse.Namespace) -> int:
     from inferbook.perf.microbench import default_dtype
     platform = jax.devices()[0].platform
     cfg = get_preset(args.model or bench_results.default_model(platform))
+    if args.levers:
+        require_memory(4 * counts.param_count(cfg) * 4, f"the levers of {cfg.name} (four "
+                       "copies of its weights)")
+        return _run_levers(args, cfg)
     dtype = jnp.dtype(args.dtype) if args.dtype else jnp.dtype(default_dtype())
     _check_model(cfg, options, dtype, platform, args.quick)
     record = bench.run_benchmark(cfg, quick=args.quick, dtype=dtype,
@@ -178,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as err:
             if args.peer == "on":
                 raise UsageError(f"--peer on needs torch and transformers: {err}") from None
+        record["summary"] = bench.summary(record)
     if args.save:
         try:
             record["saved_to"] = str(bench_results.save(record, args.out))
@@ -189,4 +261,10 @@ def run(args: argparse.Namespace) -> int:
         _print(record)
         if args.save:
             print(f"saved {record['saved_to']}")
+    missed = bench_targets.missed(record) if args.save else []
+    if missed:
+        # A quiet machine and a missed target: the library (or the estimator) got worse.
+        sys.stderr.write("inferbook bench: targets missed on a quiet machine: "
+                         + "; ".join(missed) + "\n")
+        return 1
     return 0

@@ -11,6 +11,7 @@
     decoder.py         the decoder as pure functions over a pytree of weights: the spine
     block.py           one layer: where its norms sit, sequential or parallel branches
     weights.py         the weights' shapes, random draws and casts
+    decode_layout.py   the same weights arranged for matrix–vector products: fused, [out, in]
     self_attention.py  the attention block: projections, biases, q/k norms, rotation
     rotary.py          rotary embeddings, their scaling rules, partial and per-layer rotation
     norms.py           RMSNorm, LayerNorm (with and without bias), Gemma's (1 + w) gains

@@ -50,6 +50,7 @@ from inferbook.model.attention import attend as attend_reference
 from inferbook.model.attention import attention_mask, merge_heads, split_heads
 from inferbook.model.block import decoder_layer
 from inferbook.model.config import ConfigError, ModelConfig
+from inferbook.model.decode_layout import linear
 from inferbook.model.mlp import ACTIVATIONS, mlp
 from inferbook.model.norms import norm, rms_norm
 from inferbook.model.rotary import rope, rotary_positions
@@ -174,9 +175,13 @@ def run_keeping_kv(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_B
 
 def unembed(params: Params, cfg: ModelConfig, x_D: jax.Array) -> jax.Array:
     """Hidden states [..., D] to float32 logits [..., V]: plus a bias (Phi), times a
-    multiplier (Cohere, Granite), soft-capped (Gemma-2) where the config says."""
-    w_DV = params["embed"].T if cfg.tied_embeddings else params["unembed"]
-    logits = jnp.matmul(x_D, w_DV, preferred_element_type=jnp.float32)
+    multiplier (Cohere, Granite), soft-capped (Gemma-2) where the config says. The product
+    reads the unembedding in either layout (`decode_layout.linear`)."""
+    if cfg.tied_embeddings:              # the embedding [V, D] is already [out, in]
+        logits = linear({"unembed_t": params["embed"]}, "unembed", x_D,
+                        preferred_element_type=jnp.float32)
+    else:                                # [D, V], or [V, D] in the decode layout
+        logits = linear(params, "unembed", x_D, preferred_element_type=jnp.float32)
     if cfg.unembed_bias:
         logits = logits + params["unembed_bias"].astype(jnp.float32)
     if cfg.logit_multiplier != 1:

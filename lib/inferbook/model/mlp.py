@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from inferbook.model.config import ModelConfig
+from inferbook.model.decode_layout import linear
 
 __all__ = ["ACTIVATIONS", "mlp", "mlp_shapes", "gated_mlp"]
 
@@ -25,16 +27,22 @@ ACTIVATIONS = {"silu": jax.nn.silu, "relu": jax.nn.relu,
 
 
 def _linear(p: dict[str, Any], name: str, x: jax.Array, bias: bool) -> jax.Array:
-    y = x @ p["w_" + name]
+    y = linear(p, "w_" + name, x)
     return y + p["b_" + name] if bias else y
 
 
 def mlp(p: dict[str, Any], x_BTD: jax.Array, cfg: ModelConfig) -> jax.Array:
-    """The feed-forward block: gated (SwiGLU) or plain, with biases where `cfg.mlp_bias`."""
+    """The feed-forward block: gated (SwiGLU) or plain, with biases where `cfg.mlp_bias`.
+    In the decode layout the gate and up matrices are one, [2F, D]: one product, split."""
     act, bias = ACTIVATIONS[cfg.activation], cfg.mlp_bias
     if cfg.mlp == "gated":
-        h_BTF = act(_linear(p, "gate", x_BTD, bias)) * _linear(p, "up", x_BTD, bias)
-        return _linear(p, "down", h_BTF, bias)
+        if "w_gate_up_t" in p or "w_gate_up" in p:
+            gate, up = jnp.split(linear(p, "w_gate_up", x_BTD), 2, axis=-1)
+            if bias:
+                gate, up = gate + p["b_gate"], up + p["b_up"]
+        else:
+            gate, up = _linear(p, "gate", x_BTD, bias), _linear(p, "up", x_BTD, bias)
+        return _linear(p, "down", act(gate) * up, bias)
     return _linear(p, "out", act(_linear(p, "in", x_BTD, bias)), bias)
 
 

@@ -20,7 +20,8 @@ Everything but the matrices is optional and switched by the config:
 
 What the queries look at is the caller's `attend` callback: the whole prompt, a KV cache, a
 sharded cache. Weights are matrices, heads are split from the activations (see decoder.py
-for why).
+for why); in the decode layout (`decode_layout.py`) W_Q, W_K and W_V are one matrix, and
+every matrix is stored [out, in].
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from inferbook.model.attention import merge_heads, split_heads
 from inferbook.model.config import ModelConfig
+from inferbook.model.decode_layout import fused_widths, linear
 from inferbook.model.norms import apply_norm, norm_shapes
 from inferbook.model.rotary import rotate
 
@@ -65,10 +68,18 @@ def attention_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _project(p: dict[str, Any], w: str, b: str, h_BTD: jax.Array, cfg: ModelConfig
-             ) -> jax.Array:
-    x = h_BTD @ p[w]
-    return x + p[b] if cfg.qkv_bias else x
+def _projections(p: dict[str, Any], h_BTD: jax.Array, cfg: ModelConfig) -> list[jax.Array]:
+    """h · W_Q, h · W_K, h · W_V (plus their biases), heads not yet split: three products, or
+    one product with the three matrices side by side in the decode layout (`decode_layout`),
+    split after."""
+    if "wqkv_t" in p or "wqkv" in p:
+        qkv = linear(p, "wqkv", h_BTD)
+        xs = jnp.split(qkv, np.cumsum(fused_widths(cfg, "wqkv"))[:-1].tolist(), axis=-1)
+    else:
+        xs = [linear(p, w, h_BTD) for w in ("wq", "wk", "wv")]
+    if cfg.qkv_bias:
+        xs = [x + p[b] for x, b in zip(xs, ("bq", "bk", "bv"))]
+    return xs
 
 
 def _qk_norm(p: dict[str, Any], name: str, x: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -79,7 +90,7 @@ def _qk_norm(p: dict[str, Any], name: str, x: jax.Array, cfg: ModelConfig) -> ja
 def self_attention(p: dict[str, Any], cfg: ModelConfig, i: int, h_BTD: jax.Array,
                    pos_BT: jax.Array, attend: Attend) -> jax.Array:
     """Layer i's attention block on normalised inputs h [B, T, D]: its output [B, T, D]."""
-    q, k, v = (_project(p, "w" + x, "b" + x, h_BTD, cfg) for x in "qkv")
+    q, k, v = _projections(p, h_BTD, cfg)
     if cfg.qk_norm and cfg.qk_norm_scope == "whole":      # OLMo-2: across all heads at once
         q, k = _qk_norm(p, "q_norm", q, cfg), _qk_norm(p, "k_norm", k, cfg)
     if cfg.qkv_clip is not None:                           # OLMoE's clip_qkv
@@ -91,5 +102,5 @@ def self_attention(p: dict[str, Any], cfg: ModelConfig, i: int, h_BTD: jax.Array
     if cfg.positions == "rope":
         q_BTNH = rotate(q_BTNH, pos_BT, cfg, i)
         k_BTKH = rotate(k_BTKH, pos_BT, cfg, i)
-    out_BTD = merge_heads(attend(i, q_BTNH, k_BTKH, v_BTKH)) @ p["wo"]
+    out_BTD = linear(p, "wo", merge_heads(attend(i, q_BTNH, k_BTKH, v_BTKH)))
     return out_BTD + p["bo"] if cfg.o_bias else out_BTD

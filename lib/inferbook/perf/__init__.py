@@ -38,11 +38,15 @@ Measurements on the reader's device:
 
     timing.py       timing functions honestly: warm-up, medians, compile time apart
     compiled.py     what XLA says about a compiled program: FLOPs, bytes, memory, arrays
-    microbench.py   the device's two roofs measured: read bandwidth and matmul FLOP/s
-    calibration.py  the model's matmuls, attention and step timed apart; the calibrated
-                    estimator's sweep
+    microbench.py   the device's two roofs measured: matmul FLOP/s (and the read roof's home)
+    read_roof.py    the read roof W: the best of several read kernels, each by its fastest run
+    step_programs.py  the parts of a step as programs: matmuls, attention, the skeleton model
+    calibration.py  a step predicted from its parts timed alone, each by its work beyond the
+                    skeleton's; the calibrated estimator's sweep
     bench.py        `inferbook bench`: MBU and MFU of the decode step, saved for chapter 2
     bench_results.py  the benchmark's records: where they are saved and found
+    bench_targets.py  the targets a quiet CPU run is held to, and which a record meets
+    decode_levers.py  each lever's effect on the batch-1 step (`inferbook bench --levers`)
     hf_peer.py      the same decode measured with Hugging Face transformers, as a peer
 
 Importing this package starts no JAX.

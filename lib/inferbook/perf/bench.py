@@ -1,15 +1,16 @@
 """Benchmarks: the library's decode step and prefill measured against the roofline, on the device
 it runs on, and saved as data files the book plots (`inferbook bench`, chapter 2; the records
-and where they are kept: `bench_results`).
+and where they are kept: `bench_results`; the targets a record is held to: `bench_targets`).
 
-Three kinds of measurement, each a row of the result:
+Three kinds of measurement, each a row of the result (or a field of the record):
 
-* microbenchmarks — the device's achieved read bandwidth W and matmul throughput C
-  (`inferbook.perf.microbench`): the two roofs, measured;
+* the two roofs — the read roof W (`inferbook.perf.read_roof`: the best of several read
+  kernels, each by its fastest run) and matmul throughput C (`inferbook.perf.microbench`);
 * decode — one step of `decode.generate` at each batch size and context length, timed in
-  alternation with the model's matmuls alone and its attention alone (`calibration`), so that
-  the calibrated prediction (matmuls + attention + a tiny model's step) sits beside it;
-* prefill — `decode.prefill` of one prompt per length: tokens per second and MFU.
+  alternation with its calibrated parts (`calibration.decode_parts`) and the read kernels,
+  so that the calibrated prediction sits beside it and the roof is read again each time;
+* prefill — `decode.prefill` of one prompt per length, with its calibrated parts: tokens per
+  second, MFU, and the prediction's error.
 
 Utilisation, as the sources define it (the scaling book, part 7; "Transformer Inference
 Arithmetic" for MBU):
@@ -20,10 +21,12 @@ Arithmetic" for MBU):
 A decode step must read every matmul weight once and every sequence's cached keys and values;
 it must do 2 FLOPs per matmul weight per sequence plus attention's two products. Each ratio is
 given against the measured roof and, where `inferbook.perf.hardware` has the chip, its datasheet
-(None, shown as n/a, elsewhere). A decode row's bandwidth is measured in alternation with its
-step, so that a machine shared with other work slows both alike and MBU stays meaningful; C
-is the best FLOP/s any matmul reached. Every decode row carries the estimator's predictions
-and errors: the calibrated one, and the roofline with measured W and C (and the datasheet's).
+(None, shown as n/a, elsewhere). The measured read roof is the fastest read of the whole run —
+every read kernel, and every decode step, since a step is itself a read of its weights and
+caches — so MBU against it is at most 100% by construction; the record says which kernel set
+it, and what the read kernels alone reached. C is the best FLOP/s any matmul reached. Every
+row carries the estimator's predictions and errors: the calibrated one, and the roofline with
+measured W and C (and the datasheet's).
 """
 
 from __future__ import annotations
@@ -37,22 +40,22 @@ import jax
 import jax.numpy as jnp
 
 from inferbook import __version__
-from inferbook.model import decode, kvcache
+from inferbook.model import decode_layout
 from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import init_params
-from inferbook.perf import calibration, counts, decode_roofline, roofline, timing
+from inferbook.perf import calibration, counts, decode_roofline, roofline, step_programs, timing
 from inferbook.perf.bench_results import DEFAULT_BATCHES, bandwidth_bytes
 from inferbook.perf.hardware import chip_for_device
-from inferbook.perf.microbench import (
+from inferbook.perf.microbench import default_dtype, measured_chip, peak_matmul_flops
+from inferbook.perf.read_roof import (
     Read,
-    default_dtype,
-    measured_chip,
-    peak_matmul_flops,
+    ReadRoof,
+    best_rates,
+    measure_read_roof,
     read_programs,
-    read_rates,
 )
 
-__all__ = ["mbu", "mfu", "decode_bytes", "decode_flops", "microbenchmarks", "run_benchmark",
+__all__ = ["mbu", "mfu", "decode_bytes", "decode_flops", "run_benchmark", "peer_speedup",
            "summary"]
 
 
@@ -79,61 +82,46 @@ def decode_flops(cfg: ModelConfig, batch: int, context: int) -> float:
             + counts.attention_flops(cfg, batch, 1, context + 1))
 
 
-def microbenchmarks(platform: str, reads: Sequence[Read], quick: bool = False,
-                    repeats: int = 5) -> dict[str, float]:
-    """The device's two roofs, measured: read bandwidth (B/s) and matmul throughput (FLOP/s).
-
-    Matmul shapes are sized to the device: a CPU reaches its peak with 1024×4096 products of
-    a few hundred rows, a GPU needs 8192×8192 products of thousands.
-    """
-    times = timing.time_alternating([read.run for read in reads], repeats)
-    D, F, rows = ((512, 1024, (256,)) if quick else (1024, 4096, (256, 512))) \
-        if platform == "cpu" else ((4096, 4096, (2048,)) if quick else (8192, 8192, (4096, 8192)))
-    return {**read_rates(reads, [t.median_s for t in times]).as_record(),
-            "microbenchmark_flops_per_s": peak_matmul_flops(D, F, rows)}
-
-
-def _decode_row(params: dict, cfg: ModelConfig, batch: int, context: int,
-                reads: Sequence[Read], overhead: float, repeats: int) -> dict[str, Any]:
-    """One decode configuration. The step, the model's matmuls alone, its attention alone and
-    the two bandwidth reads run in alternation: whatever else loads the machine falls on all
-    of them alike, so MBU compares the step with the bandwidth available at the same time."""
+def _decode_row(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: int,
+                context: int, reads: Sequence[Read], repeats: int) -> tuple[dict, ReadRoof]:
+    """One decode configuration: the step and its calibrated parts (`calibration.decode_parts`)
+    timed in alternation with the read kernels, so that the roof is read again beside every
+    configuration. The weights are in the layout the step reads fastest at this batch
+    (`decode_layout.for_batch`). Returns the row and the reads' best rates."""
+    params = decode_layout.for_batch(params, cfg, batch)
+    skeleton_params = decode_layout.for_batch(skeleton_params, step_programs.skeleton(cfg),
+                                              batch)
+    parts, timed = calibration.time_parts(
+        calibration.decode_parts(params, skeleton_params, cfg, batch, context), cfg.L, repeats,
+        others=[read.run for read in reads])
+    roof = best_rates(reads, [t.min_s for t in timed[6:]])
     itemsize = params["embed"].dtype.itemsize
-    matmul, attention_layer, step, *read_times = timing.time_alternating(
-        [calibration.model_matmul_program(params, cfg, batch),
-         calibration.attention_program(cfg, batch, context, params["embed"].dtype, layers=1),
-         calibration.decode_stepper(params, cfg, batch, context),
-         *(read.run for read in reads)], repeats)
-    predicted = matmul.median_s + cfg.L * attention_layer.median_s + overhead
-    return dict(kind="decode", batch=batch, context=context, measured_s=step.median_s,
-                compile_s=step.compile_s,
-                **read_rates(reads, [t.median_s for t in read_times]).as_record(),
-                bytes=decode_bytes(cfg, batch, context, itemsize),
-                flops=decode_flops(cfg, batch, context), matmul_s=matmul.median_s,
-                attention_s=cfg.L * attention_layer.median_s, overhead_s=overhead,
-                predicted_s=predicted, error=predicted / step.median_s - 1)
+    return dict(kind="decode", batch=batch, context=context, **parts.as_record(),
+                layout="decode" if decode_layout.is_decode_layout(params) else "weights",
+                best_s=timed[0].min_s, compile_s=timed[0].compile_s,
+                read_bytes_per_s=roof.best, bytes=decode_bytes(cfg, batch, context, itemsize),
+                flops=decode_flops(cfg, batch, context)), roof
 
 
-def _prefill_row(params: dict, cfg: ModelConfig, length: int, repeats: int) -> dict[str, Any]:
-    """Prefill of one prompt of `length` tokens: time, tokens per second, bytes and FLOPs."""
-    tokens = jnp.zeros((1, length), jnp.int32)
-    lengths = jnp.full((1,), length, jnp.int32)
-    cache = kvcache.init_cache(cfg, 1, length, params["embed"].dtype)
-    t = timing.time_fn(decode.prefill, params, cfg, tokens, lengths, cache, repeats=repeats)
-    return dict(kind="prefill", batch=1, context=length, measured_s=t.median_s,
-                compile_s=t.compile_s, tokens_per_s=length / t.median_s,
-                # weights read once, the prompt's keys and values written
+def _prefill_row(params: dict, skeleton_params: dict, cfg: ModelConfig, length: int,
+                 repeats: int) -> dict[str, Any]:
+    """Prefill of one prompt of `length` tokens and its calibrated parts: time, tokens per
+    second, bytes (weights read once, the prompt's keys and values written) and FLOPs."""
+    parts, timed = calibration.time_parts(
+        calibration.prefill_parts(params, skeleton_params, cfg, length), cfg.L, repeats)
+    return dict(kind="prefill", batch=1, context=length, **parts.as_record(),
+                best_s=timed[0].min_s, compile_s=timed[0].compile_s,
+                tokens_per_s=length / parts.measured_s,
                 bytes=decode_bytes(cfg, 1, length, params["embed"].dtype.itemsize),
                 flops=counts.forward_flops(cfg, 1, length, logits_for=1))
 
 
 def _utilisation(row: dict[str, Any], W: float, C: float,
                  spec: tuple[float, float, str] | None, P: int, weight_bytes: float) -> None:
-    """Add achieved rates, MBU, MFU and the rooflines' predictions to a measured row. W is the
-    row's own read bandwidth where it has one; a decode step's roofline is the estimator's
-    `step_time`, prefill's max(FLOPs / C, bytes / W)."""
+    """Add achieved rates, MBU, MFU and the rooflines' predictions to a measured row. W is
+    the run's read roof; a decode step's roofline is the estimator's `step_time`, prefill's
+    max(FLOPs / C, bytes / W)."""
     t, nbytes, flops = row["measured_s"], row["bytes"], row["flops"]
-    W = row.get("read_bytes_per_s", W)
     row.update(bytes_per_s=nbytes / t, flops_per_s=flops / t,
                mbu_measured=mbu(nbytes, t, W), mbu_spec=mbu(nbytes, t, spec and spec[0]),
                mfu_measured=mfu(flops, t, C), mfu_spec=mfu(flops, t, spec and spec[1]))
@@ -156,6 +144,14 @@ def _spec_chip(device_kind: str) -> tuple[float, float, str] | None:
     return None if chip is None else (chip.hbm_bytes_per_s, chip.bf16_flops_per_s, chip.name)
 
 
+def _matmul_shapes(platform: str, quick: bool) -> tuple[int, int, tuple[int, ...]]:
+    """D, F and row counts of the FLOP/s microbenchmark: a CPU reaches its peak with
+    1024×4096 products of a few hundred rows, a GPU needs 8192×8192 products of thousands."""
+    if platform == "cpu":
+        return (512, 1024, (256,)) if quick else (1024, 4096, (256, 512))
+    return (4096, 4096, (2048,)) if quick else (8192, 8192, (4096, 8192))
+
+
 def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
                   contexts: Sequence[int] = (128,), prefill: Sequence[int] = (128,),
                   repeats: int = 5, quick: bool = False, dtype: Any = None, seed: int = 0,
@@ -163,8 +159,11 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
     """Measure everything for `cfg` on the default device; returns the results record.
 
     Weights are random (`decoder.init_params`), in `dtype` (default float32 on a CPU, bfloat16
-    elsewhere). Every timing is a median over `repeats` runs after compilation and a warm-up;
-    compile time is reported apart. A progress bar goes to stderr unless show_progress=False.
+    elsewhere). Every timing is a median over `repeats` rounds after compilation and a
+    warm-up, compile time reported apart; each read kernel counts by its fastest run. The
+    read roof W is the best rate of every read kernel over the whole run and of every decode
+    step (`ReadRoof.with_program`), so no step's MBU can exceed 100%. A progress bar goes
+    to stderr unless show_progress=False.
     """
     dtype = default_dtype() if dtype is None else dtype
     dev = jax.devices()[0]
@@ -176,24 +175,31 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
         tasks = timing.progress(tasks, desc=f"bench {cfg.name}", total=len(tasks))
     rows: list[dict[str, Any]] = []
     params = init_params(cfg, seed, dtype)
+    skeleton_params = init_params(step_programs.skeleton(cfg), seed, dtype)
     for kind, B, S in tasks:
         if kind == "micro":
             reads = read_programs(bandwidth_bytes(dev.platform, quick))
-            micro = microbenchmarks(dev.platform, reads, quick, repeats)
-            overhead = calibration.step_overhead(cfg, repeats=repeats)
+            roof = reads_at_start = measure_read_roof(reads=reads, repeats=max(repeats, 6))
+            D, F, matmul_rows = _matmul_shapes(dev.platform, quick)
+            C0 = peak_matmul_flops(D, F, matmul_rows)
         elif kind == "decode":
-            rows.append(_decode_row(params, cfg, B, S, reads, overhead, repeats))
+            row, row_roof = _decode_row(params, skeleton_params, cfg, B, S, reads, repeats)
+            rows.append(row)
+            roof = roof.merge(row_roof)
         else:
-            rows.append(_prefill_row(params, cfg, S, repeats))
+            rows.append(_prefill_row(params, skeleton_params, cfg, S, repeats))
+    reads_alone = roof
+    for r in rows:                      # a memory-bound program the reads did not beat ...
+        if r["kind"] == "decode":       # ... raises the roof to what it achieved
+            roof = roof.with_program(f"decode step B={r['batch']} S={r['context']}",
+                                     r["bytes"] / r["best_s"])
     # C: the best FLOP/s any matmul reached, the microbenchmark's or the model's own (an
     # empirical roofline, as `calibration.decode_sweep` takes it).
     P = counts.matmul_params(cfg)
     weight_bytes = decode_bytes(cfg, 0, 0, jnp.dtype(dtype).itemsize)
-    micro["matmul_flops_per_s"] = max([micro["microbenchmark_flops_per_s"]] + [
-        2 * r["batch"] * P / r["matmul_s"] for r in rows if r["kind"] == "decode"])
+    C = max([C0] + [2 * r["batch"] * P / r["matmul_s"] for r in rows if r["kind"] == "decode"])
     for r in rows:
-        _utilisation(r, micro["read_bytes_per_s"], micro["matmul_flops_per_s"], spec, P,
-                     weight_bytes)
+        _utilisation(r, roof.best, C, spec, P, weight_bytes)
     record = dict(
         source="inferbook bench", device=timing.device_name(), platform=dev.platform,
         chip=spec and spec[2], spec_bytes_per_s=spec and spec[0],
@@ -202,8 +208,10 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
         inferbook_version=__version__, jax_version=jax.__version__,
         model=cfg.name, dtype=str(jnp.dtype(dtype)), params=counts.param_count(cfg),
         weight_bytes=weight_bytes, repeats=repeats, quick=quick, cpu_count=os.cpu_count(),
-        load_average_before=load_before, load_average_after=_load(),
-        note=note, overhead_s=overhead, **micro, rows=rows)
+        load_average_before=load_before, load_average_after=_load(), note=note,
+        **roof.as_record(), reads_bytes_per_s=reads_alone.best,
+        reads_at_start_bytes_per_s=reads_at_start.best,
+        microbenchmark_flops_per_s=C0, matmul_flops_per_s=C, rows=rows)
     record["summary"] = summary(record)
     return record
 
@@ -216,19 +224,27 @@ def _load() -> list[float] | None:
         return None
 
 
+def peer_speedup(record: dict[str, Any]) -> float | None:
+    """Hugging Face's seconds per token over the library's, where the peer ran (else None)."""
+    peer = {p["name"].split(" (")[0]: p["seconds_per_token"] for p in record.get("peer", [])}
+    ours, theirs = peer.get("inferbook decode.generate"), peer.get("transformers generate")
+    return None if not ours or not theirs else theirs / ours
+
+
 def summary(record: dict[str, Any]) -> dict[str, Any]:
-    """The headline numbers: MBU at batch 1 (smallest context) — against the bandwidth read in
-    alternation with it, and against the microbenchmark's — and the calibrated estimator's
-    median and worst |error| over all decode rows."""
+    """The headline numbers: MBU at batch 1 (smallest context) against the run's roof, what
+    set that roof, MBU against the read kernels alone (above 100% when the step beat them),
+    the calibrated estimator's median and worst |error| over every decode and prefill row,
+    and the speedup over Hugging Face's generate where the peer ran."""
     decode = [r for r in record["rows"] if r["kind"] == "decode"]
     if not decode:
         return {}
     first = min((r for r in decode if r["batch"] == min(d["batch"] for d in decode)),
                 key=lambda r: r["context"])
-    errors = [abs(r["error"]) for r in decode]
-    # Also against the run's standalone read at the start: quieter moments read faster.
-    alone = mbu(first["bytes"], first["measured_s"], record.get("read_bytes_per_s"))
+    errors = [abs(r["error"]) for r in record["rows"] if r.get("error") is not None]
     return {"batch": first["batch"], "context": first["context"],
-            "mbu_measured": first["mbu_measured"], "mbu_microbenchmark": alone,
-            "mbu_spec": first["mbu_spec"],
-            "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors)}
+            "mbu_measured": first["mbu_measured"], "roof_kernel": record.get("read_kernel"),
+            "mbu_reads": mbu(first["bytes"], first["measured_s"],
+                             record.get("reads_bytes_per_s")),
+            "mbu_spec": first["mbu_spec"], "median_abs_error": statistics.median(errors),
+            "worst_abs_error": max(errors), "peer_speedup": peer_speedup(record)}

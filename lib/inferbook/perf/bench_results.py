@@ -17,11 +17,12 @@ from typing import Any
 
 from inferbook.book import bookdata
 
-__all__ = ["DEFAULT_BATCHES", "RESULTS_DIR", "default_model", "bandwidth_bytes",
-           "results_name", "results_directory", "save", "load_results"]
+__all__ = ["DEFAULT_BATCHES", "RESULTS_DIR", "LEVERS_DIR", "default_model", "bandwidth_bytes",
+           "read_memory_bytes", "results_name", "results_directory", "save", "load_results"]
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 RESULTS_DIR = "bench"                  # under book/data/
+LEVERS_DIR = "decode_levers"           # `inferbook bench --levers`, under book/data/
 
 
 def default_model(platform: str) -> str:
@@ -30,10 +31,16 @@ def default_model(platform: str) -> str:
 
 
 def bandwidth_bytes(platform: str, quick: bool = False) -> int:
-    """Bytes the reduction of a run's bandwidth reads covers (the streamed weights of
-    `microbench.read_programs` are half that): four times more on an accelerator, whose
-    caches are larger."""
-    return (1 << 26 if quick else 1 << 28) * (1 if platform == "cpu" else 4)
+    """Bytes of the array the read kernels of a run go over (`read_roof.read_programs`; the
+    streamed weights are half that): many times any cache (a CPU's last level holds tens of
+    MiB), four times more on an accelerator."""
+    return (1 << 28 if quick else 1 << 29) * (1 if platform == "cpu" else 4)
+
+
+def read_memory_bytes(platform: str, quick: bool = False) -> int:
+    """Bytes the read kernels hold at their peak: the array, the weights streamed (half as
+    much), the copy's output and, on a CPU, the host read's view of the array."""
+    return int(bandwidth_bytes(platform, quick) * (3.5 if platform == "cpu" else 2.5))
 
 
 def results_name(record: dict[str, Any]) -> str:
@@ -45,20 +52,22 @@ def results_name(record: dict[str, Any]) -> str:
     return f"{slug}_{record['date'][:10]}" + (f"_jax-{version}" if version else "") + ".json"
 
 
-def results_directory(directory: str | Path | None = None) -> Path:
-    """Where `save` writes: `directory`, else book/data/bench/ of the checkout we run in
+def results_directory(directory: str | Path | None = None, folder: str = RESULTS_DIR) -> Path:
+    """Where `save` writes: `directory`, else book/data/`folder`/ of the checkout we run in
     (FileNotFoundError on Colab, where only the library is)."""
     if directory is not None:
         return Path(directory)
-    for path in bookdata.checkout_paths(RESULTS_DIR):
+    for path in bookdata.checkout_paths(folder):
         if path.parent.is_dir():
-            return path.parent / RESULTS_DIR
+            return path.parent / folder
     raise FileNotFoundError("no book/data/ here: pass a directory (--out)")
 
 
-def save(record: dict[str, Any], directory: str | Path | None = None) -> Path:
-    """Write the record under book/data/bench/ (or `directory`) and list it in index.json."""
-    directory = results_directory(directory)
+def save(record: dict[str, Any], directory: str | Path | None = None,
+         folder: str = RESULTS_DIR) -> Path:
+    """Write the record under book/data/`folder`/ (or `directory`) and list it in index.json
+    (`folder`: "bench" for a benchmark run, "decode_levers" for `inferbook bench --levers`)."""
+    directory = results_directory(directory, folder)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / results_name(record)
     path.write_text(json.dumps(record, indent=1) + "\n")

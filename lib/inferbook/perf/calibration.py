@@ -1,151 +1,144 @@
-"""Calibration: the roofline's constants measured on the device you are running on.
+"""Calibration: a step predicted from its parts, each timed alone on this device.
 
-The estimator predicts a decode step from a chip's memory bandwidth W and peak FLOP/s C. For a
-datasheet chip those come from `inferbook.perf.hardware`; for the reader's own device they are
-measured here, and the library's real decode step is timed beside the prediction.
+The estimator predicts a decode step from a chip's memory bandwidth W and peak FLOP/s C. On
+a real device the kernels reach neither roof at every shape — XLA:CPU's products with a few
+rows run far below both — so the library also predicts a step from its parts *measured*
+(`inferbook.perf.step_programs` builds them): the model's weight matmuls at the step's rows,
+its attention over the step's caches, and a skeleton of the step.
 
-What is measured, and how:
+Every program timed alone carries costs that are not its work: the call, the dispatch, on an
+accelerator a launch per kernel and a wait at the end. Adding up parts timed alone adds those
+costs once per part, and once per layer when one layer's attention is timed and multiplied
+by L: on an H200, where each program call costs a fraction of a millisecond, that sum
+predicted three times the measured step. So each part enters by its *work* — its time minus
+the time of the same program for the skeleton model (the same layers and operations at tiny
+widths) — and the fixed costs enter once, as the skeleton's own step:
 
-* the two roofs, read bandwidth W and matmul FLOP/s C, come from `inferbook.perf.microbench`;
-* `model_matmul_program` — *all* the weight matmuls of one decode step of a model (its own
-  weights, its own shapes, its own order, in one compiled program) and nothing else; timed at
-  each batch it gives the achieved matmul throughput at the model's shapes as a function of
-  rows.
-* `attention_program` — the time of every layer's attention over the KV caches, alone: what
-  reading the cache achieves at the model's shapes.
-* `step_overhead` — the cost of a step that moves almost no bytes: the decode step of a model
-  with the same layers and operations but tiny widths (dispatch, launches, small ops).
-* `time_decode_step` — the library's decode step as `decode.generate` runs it: `next_token`
-  (read the cache, sample), then `append_in_place`, the new keys and values written.
+    predicted = step(skeleton) + [matmuls − matmuls(skeleton)] + L·[attention − attention(skeleton)]
 
-Two predictions come out of `decode_sweep`:
-
-* the *roofline* — kv_bytes / W + max(2·B·P / C, weight_bytes / W), two measured constants;
-* the *calibrated* prediction — the measured matmul time at B rows + the measured attention
-  time over B caches + the measured step overhead. It keeps the roofline's decomposition of a
-  step (weights, KV cache) but replaces each term's ideal by what the device's kernels
-  actually achieve at the model's shapes. Accelerators come close to the roofline; XLA on a CPU
-  does not: its products with 2–16 rows run far below both roofs, a valley the two-constant
-  roofline cannot see. Nothing in the calibrated prediction is fitted to the decode step.
+for a decode step of B sequences over S cached tokens, every term at the same B and S; a
+prefill of T tokens is the same with T rows and a prompt's causal attention. Nothing is
+fitted to the step: every term is timed, in alternation with the step itself, so that other
+work on the machine falls on all of them alike. The *roofline* beside it uses two measured
+constants: kv_bytes / W + max(2·B·P / C, weight_bytes / W).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Callable, Sequence
 
-import jax
-import jax.numpy as jnp
-
-from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
+from inferbook.model.decode_layout import for_batch
 from inferbook.model.decoder import init_params
-from inferbook.perf import timing
+from inferbook.perf import step_programs, timing
 from inferbook.perf.counts import kv_cache_bytes, matmul_params
-from inferbook.perf.microbench import default_dtype, measure_bandwidth
+from inferbook.perf.microbench import default_dtype
+from inferbook.perf.read_roof import measure_read_roof
+from inferbook.perf.step_programs import (
+    attention_program,
+    decode_stepper,
+    model_matmul_program,
+    model_matmuls,
+)
 
-__all__ = ["model_matmuls", "model_matmul_program", "model_matmul_time", "attention_program",
-           "step_overhead", "decode_stepper", "time_decode_step", "SweepPoint", "Sweep",
-           "decode_sweep"]
+__all__ = ["Parts", "decode_parts", "prefill_parts", "time_parts", "model_matmuls",
+           "model_matmul_program", "attention_program", "decode_stepper", "SweepPoint",
+           "Sweep", "decode_sweep"]
+
+PART_NAMES = ("measured", "matmul", "attention", "overhead", "matmul_skeleton",
+              "attention_skeleton")
 
 
-def model_matmuls(params: dict, cfg: ModelConfig) -> list[Any]:
-    """The weight matrices one decode step multiplies by, as 2-D [in, out] arrays, in order."""
-    mats = []
-    for p in params["layers"]:
-        mats += [p["wq"], p["wk"], p["wv"], p["wo"]]
-        mats += [p[k] for k in ("w_gate", "w_up", "w_down", "w_in", "w_out") if k in p]
-    mats.append(params["embed"].T if cfg.tied_embeddings else params["unembed"])
-    return mats
+@dataclass(frozen=True)
+class Parts:
+    """One configuration timed: the step, its parts, and the skeleton's (seconds, medians).
 
-
-def model_matmul_program(params: dict, cfg: ModelConfig, batch: int) -> Callable[[], Any]:
-    """A function running all weight matmuls of one decode step at `batch` rows, in one program.
-
-    The matrices of `model_matmuls`, multiplied in the order and with the dependencies the
-    model has — queries, keys and values from the same input, the output projection after
-    them, the MLP after that, layer after layer, the unembedding last — but with nothing else:
-    no attention, no norms, no rotary embedding, no sampling. A residual add and a zero-weighted
-    sum stand in for what was left out, so that no product can be skipped or reordered.
+    `attention_s` and `attention_skeleton_s` are already for all L layers.
     """
-    dtype = params["embed"].dtype
-    x = jax.random.normal(jax.random.key(0), (batch, cfg.D), dtype)
-    zero = jnp.zeros((), dtype)           # an argument, so the compiler cannot fold it away
-    unembed = params["embed"].T if cfg.tied_embeddings else params["unembed"]
 
-    @jax.jit
-    def run(x, layers, unembed, zero):
-        for p in layers:
-            q = x @ p["wq"]
-            k = x @ p["wk"]
-            v = x @ p["wv"]
-            a = q + zero * (k.sum(-1, keepdims=True) + v.sum(-1, keepdims=True))
-            x = x + a @ p["wo"]
-            if cfg.mlp == "gated":
-                h = (x @ p["w_gate"]) * (x @ p["w_up"])
-                x = x + h @ p["w_down"]
-            else:
-                x = x + (x @ p["w_in"]) @ p["w_out"]
-        return x @ unembed
+    measured_s: float
+    matmul_s: float
+    attention_s: float
+    overhead_s: float                 # the skeleton's whole step
+    matmul_skeleton_s: float
+    attention_skeleton_s: float
 
-    return partial(run, x, params["layers"], unembed, zero)
+    @property
+    def matmul_work_s(self) -> float:
+        """What the model's widths add to the matmuls: their time beyond the skeleton's."""
+        return max(self.matmul_s - self.matmul_skeleton_s, 0.0)
 
+    @property
+    def attention_work_s(self) -> float:
+        """What the model's caches add to attention: its time beyond the skeleton's."""
+        return max(self.attention_s - self.attention_skeleton_s, 0.0)
 
-def attention_program(cfg: ModelConfig, batch: int, context: int, dtype: Any = None,
-                      layers: int | None = None) -> Callable[[], Any]:
-    """A function running one decode step's attention in `layers` layers (default: all L), and
-    nothing else.
+    @property
+    def predicted_s(self) -> float:
+        """The calibrated prediction: the skeleton's step plus each part's work."""
+        return self.overhead_s + self.matmul_work_s + self.attention_work_s
 
-    Each layer's single new query per sequence attends to a full cache of `context` tokens and
-    to itself (`decode.attend_cached`, the decode step's own code): the part of the step that
-    reads the KV cache. Layers are alike, so one layer's time times L is the step's.
-    """
-    layers = cfg.L if layers is None else layers
-    dtype = default_dtype() if dtype is None else dtype
-    cache = kvcache.init_cache(cfg.replace(L=layers), batch, context, dtype)
-    cache = cache._replace(lengths=jnp.full((batch,), context, jnp.int32))
-    q = jax.random.normal(jax.random.key(1), (batch, 1, cfg.N, cfg.H), dtype)
-    kv = jax.random.normal(jax.random.key(2), (batch, 1, cfg.K, cfg.H), dtype)
-    one = jnp.ones((batch,), jnp.int32)
+    @property
+    def error(self) -> float:
+        """predicted / measured - 1."""
+        return self.predicted_s / self.measured_s - 1
 
-    @jax.jit
-    def run(q, kv, cache):
-        return [decode.attend_cached(q, kv, kv, one, cfg.window, cache.k[i], cache.v[i],
-                                     cache.lengths) for i in range(layers)]
-    return partial(run, q, kv, cache)
+    @property
+    def overlapped_s(self) -> float:
+        """The prediction if the fixed costs overlap the work instead of adding to it:
+        max(skeleton's step, matmuls' work + attention's work). An accelerator runs kernels
+        while the host launches the next ones, so its step may take the longer of the two;
+        recorded beside `predicted_s` so that a GPU run can say which describes it."""
+        return max(self.overhead_s, self.matmul_work_s + self.attention_work_s)
+
+    def as_record(self) -> dict[str, float]:
+        """The fields `inferbook bench` saves for a calibrated row."""
+        return {f"{name}_s": getattr(self, f"{name}_s") for name in PART_NAMES} | {
+            "predicted_s": self.predicted_s, "error": self.error,
+            "overlapped_s": self.overlapped_s}
 
 
-def model_matmul_time(params: dict, cfg: ModelConfig, batch: int, repeats: int = 3) -> float:
-    """Seconds for all weight matmuls of one decode step at `batch` rows (fastest of `repeats`)."""
-    return timing.time_fn(model_matmul_program(params, cfg, batch), repeats=repeats).min_s
+def decode_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: int,
+                 context: int, skeleton: ModelConfig | None = None
+                 ) -> list[Callable[[], Any]]:
+    """The six programs of a decode step, in `Parts` order: the step, the matmuls at `batch`
+    rows, one layer's attention over `batch` caches of `context` tokens, and the same three
+    for the skeleton model (`skeleton_params` of `skeleton`, default
+    `step_programs.skeleton(cfg)`)."""
+    tiny = step_programs.skeleton(cfg) if skeleton is None else skeleton
+    return [decode_stepper(params, cfg, batch, context),
+            model_matmul_program(params, cfg, batch),
+            attention_program(cfg, batch, context, params["embed"].dtype, layers=1),
+            decode_stepper(skeleton_params, tiny, batch, context),
+            model_matmul_program(skeleton_params, tiny, batch),
+            attention_program(tiny, batch, context, skeleton_params["embed"].dtype, layers=1)]
 
 
-def decode_stepper(params: dict, cfg: ModelConfig, batch: int, context: int) -> Callable[[], Any]:
-    """A function that runs one decode step of `batch` sequences with `context` cached tokens.
-
-    It calls what `decode.generate` calls for every new token — `next_token` (read the cache,
-    compute logits, sample greedily), then `append_in_place` (write the new keys and values)
-    — through `timing.decode_step_timer`, which rewinds the cache after each call so that every
-    step attends to the same `context` tokens plus its own.
-    """
-    return timing.decode_step_timer(params, cfg, batch, context + 1, filled=context)
-
-
-def time_decode_step(params: dict, cfg: ModelConfig, batch: int, context: int,
-                     repeats: int = 3) -> timing.Timing:
-    """Timing of the library's decode step at this batch and context (see `decode_stepper`)."""
-    return timing.time_fn(decode_stepper(params, cfg, batch, context), repeats=repeats)
+def prefill_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, length: int,
+                  skeleton: ModelConfig | None = None) -> list[Callable[[], Any]]:
+    """The six programs of a prefill of one `length`-token prompt, in `Parts` order."""
+    tiny = step_programs.skeleton(cfg) if skeleton is None else skeleton
+    return [step_programs.prefill_runner(params, cfg, length),
+            model_matmul_program(params, cfg, length, unembed_rows=1),
+            step_programs.prefill_attention_program(cfg, length, params["embed"].dtype, 1),
+            step_programs.prefill_runner(skeleton_params, tiny, length),
+            model_matmul_program(skeleton_params, tiny, length, unembed_rows=1),
+            step_programs.prefill_attention_program(tiny, length,
+                                                    skeleton_params["embed"].dtype, 1)]
 
 
-def step_overhead(cfg: ModelConfig, batch: int = 1, context: int = 16,
-                  repeats: int = 5) -> float:
-    """Seconds of a decode step that moves almost nothing: same layers, same operations, tiny
-    widths. What a step costs beyond its bytes and FLOPs (dispatch, kernel launches, small ops).
-    """
-    tiny = cfg.replace(D=16, F=16, N=cfg.G, K=1, H=8, V=16, name=f"{cfg.name}-skeleton")
-    params = init_params(tiny, 0, default_dtype())
-    return time_decode_step(params, tiny, batch, context, repeats).median_s
+def time_parts(programs: Sequence[Callable[[], Any]], layers: int, repeats: int,
+               others: Sequence[Callable[[], Any]] = ()
+               ) -> tuple[Parts, list[timing.Timing]]:
+    """Time the six programs of `decode_parts` or `prefill_parts` (their attention for one
+    layer, scaled to `layers`) and any `others`, all in alternation; medians of `repeats`
+    rounds after one warm-up round. Returns the parts and every program's `Timing`, the six
+    first and the others after them."""
+    timed = timing.time_alternating([*programs, *others], repeats, warmup=1)
+    step, mm, attn, step0, mm0, attn0 = (t.median_s for t in timed[:6])
+    parts = Parts(step, mm, layers * attn, step0, mm0, layers * attn0)
+    return parts, timed
 
 
 @dataclass(frozen=True)
@@ -153,23 +146,42 @@ class SweepPoint:
     """One batch size: the measured step and its two predictions, with their parts."""
 
     batch: int
-    measured_s: float
-    predicted_s: float      # calibrated: measured matmuls + measured attention + overhead
+    parts: Parts
     roofline_s: float       # kv_bytes / W + max(2·B·P / C, weight_bytes / W)
-    matmul_s: float         # the model's weight matmuls at B rows, alone
-    attention_s: float      # the model's attention over B caches, alone
     kv_bytes: float
-    overhead_s: float
+
+    @property
+    def measured_s(self) -> float:
+        return self.parts.measured_s
+
+    @property
+    def predicted_s(self) -> float:
+        """Calibrated: the skeleton's step plus the matmuls' and attention's work."""
+        return self.parts.predicted_s
+
+    @property
+    def matmul_s(self) -> float:
+        return self.parts.matmul_s
+
+    @property
+    def attention_s(self) -> float:
+        return self.parts.attention_s
+
+    @property
+    def overhead_s(self) -> float:
+        return self.parts.overhead_s
 
     @property
     def attention_bytes_per_s(self) -> float:
-        """The bandwidth attention achieved reading the KV cache."""
-        return self.kv_bytes / self.attention_s
+        """The bandwidth attention's work achieved reading the KV cache (its time alone where
+        that was no longer than the skeleton's)."""
+        work = self.parts.attention_work_s
+        return self.kv_bytes / (work if work > 0 else self.parts.attention_s)
 
     @property
     def error(self) -> float:
         """predicted / measured - 1."""
-        return self.predicted_s / self.measured_s - 1
+        return self.parts.error
 
 
 @dataclass(frozen=True)
@@ -183,7 +195,6 @@ class Sweep:
     peak_flops: float             # C, FLOP/s
     weight_bytes: float           # bytes of the matmul weights
     params: int                   # matmul parameters P
-    overhead_s: float
     points: list[SweepPoint] = field(default_factory=list)
 
     @property
@@ -204,34 +215,29 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
                  repeats: int = 3) -> Sweep:
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
-    For each batch size, times the model's matmuls alone, one layer's attention alone (times
-    L) and the whole decode step in alternation, so that all three see the same machine, and
-    keeps the median of `repeats` rounds of each. The step overhead is measured once.
-
-    The roofline's two constants come from the same measurements, as an empirical roofline
-    does: W is the better of the device's plain reads (`microbench.measure_bandwidth`) and the
-    weight bytes the matmuls stream per second at the smallest batch; C is the best FLOP/s the
-    matmuls reach at any batch. Returns a `Sweep`.
+    For each batch size, times the six programs of `decode_parts` in alternation and keeps
+    the median of `repeats` rounds of each, the weights in the layout the step reads fastest
+    at that batch (`decode_layout.for_batch`). The roofline's two constants come from the same
+    measurements, as an empirical roofline does: W is the best of the device's read kernels
+    (`read_roof.measure_read_roof`) and of the weight bytes the matmuls stream per second at
+    the smallest batch; C is the best FLOP/s the matmuls reach at any batch. Returns a `Sweep`.
     """
     dtype = default_dtype() if dtype is None else dtype
     params = init_params(cfg, seed, dtype)
+    tiny = init_params(step_programs.skeleton(cfg), seed, dtype)
     P = matmul_params(cfg)
     itemsize = params["embed"].dtype.itemsize
-    overhead = step_overhead(cfg)
-    timed = []
-    for B in batches:
-        matmul, attention_layer, step = (t.median_s for t in timing.time_alternating(
-            [model_matmul_program(params, cfg, B),
-             attention_program(cfg, B, context, dtype, layers=1),
-             decode_stepper(params, cfg, B, context)], repeats))
-        timed.append((B, matmul, cfg.L * attention_layer, step))
-    smallest = min(timed)                 # the batch with the fewest rows
-    W = max(measure_bandwidth(1 << 28, repeats).best, P * itemsize / smallest[1])
-    C = max(2 * B * P / matmul for B, matmul, _, _ in timed)
-    sweep = Sweep(cfg.name, context, timing.device_name(), W, C, P * itemsize, P, overhead)
-    for B, matmul, attention, measured in timed:
+    tiny_cfg = step_programs.skeleton(cfg)
+    timed = [(B, time_parts(decode_parts(for_batch(params, cfg, B),
+                                         for_batch(tiny, tiny_cfg, B), cfg, B, context),
+                            cfg.L, repeats)[0]) for B in batches]
+    smallest = min(timed, key=lambda bp: bp[0])[1]
+    W = measure_read_roof(1 << 28).with_program("weight streaming at the smallest batch",
+                                                P * itemsize / smallest.matmul_s).best
+    C = max(2 * B * P / parts.matmul_s for B, parts in timed)
+    sweep = Sweep(cfg.name, context, timing.device_name(), W, C, P * itemsize, P)
+    for B, parts in timed:
         kv = kv_cache_bytes(cfg, B, context, itemsize)
         roofline = kv / W + max(2 * B * P / C, P * itemsize / W)
-        sweep.points.append(SweepPoint(B, measured, matmul + attention + overhead, roofline,
-                                       matmul, attention, kv, overhead))
+        sweep.points.append(SweepPoint(B, parts, roofline, kv))
     return sweep

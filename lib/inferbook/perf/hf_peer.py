@@ -20,7 +20,7 @@ from typing import Any, Callable
 import jax.numpy as jnp
 import numpy as np
 
-from inferbook.model import decode
+from inferbook.model import decode, decode_layout
 from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import init_params
 from inferbook.perf.timing import time_fn
@@ -91,12 +91,16 @@ def hf_generate_timer(cfg: ModelConfig, batch: int, prompt: int, dtype: str = "b
 
 def library_generate_timer(cfg: ModelConfig, batch: int, prompt: int,
                            dtype: str = "bfloat16") -> Callable[[int], Any]:
-    """A function n -> `decode.generate` of n new tokens with the library (greedy)."""
+    """A function n -> `decode.generate` of n new tokens with the library (greedy), its decode
+    steps reading the weights in the layout fastest at this batch (`decode_layout.for_batch`:
+    the decode layout at batch 1), as transformers reads its own [out, in] matrices."""
     params = init_params(cfg, 0, jnp.dtype(dtype))
+    step_params = decode_layout.for_batch(params, cfg, batch)
     prompts = np.random.default_rng(0).integers(0, cfg.V, (batch, prompt)).tolist()
 
     def generate(n: int):
-        return decode.generate(params, cfg, prompts, n, pad_multiple=1)
+        return decode.generate(params, cfg, prompts, n, pad_multiple=1,
+                               step_params=step_params)
     return generate
 
 

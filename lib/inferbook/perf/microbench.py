@@ -4,13 +4,9 @@ The roofline predicts a step from two constants. A datasheet gives them for a na
 (`inferbook.perf.hardware`); for the reader's own device they are measured here, by the
 smallest programs that can reach each roof.
 
-* Bandwidth — two reads of cold memory, timed in alternation (`time_alternating`): summing a
-  large float32 array, which reads every byte once and writes almost nothing, and streaming
-  distinct [D, F] weight matrices through [1, D]·[D, F] products, which is what a decode
-  step's weight reads resemble. On some CPUs XLA sums with one thread but multiplies with
-  all of them, so the second can be the faster; W is the better of the two. This is the one
-  bandwidth measurement of the library: the chapters, the calibration and `inferbook bench`
-  all call it.
+* Bandwidth — the best of several read kernels, each the fastest of several runs
+  (`inferbook.perf.read_roof`): the one bandwidth measurement of the library, which the
+  chapters, the calibration and `inferbook bench` all call.
 * FLOP/s — [rows, D]·[D, F] products on weights too large to stay in cache
   (`measure_matmul`); C is the best over large row counts, where a product is compute-bound.
 """
@@ -19,77 +15,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 
 from inferbook.perf.hardware import Chip
-from inferbook.perf.timing import device_name, time_alternating, time_fn
+from inferbook.perf.timing import device_name, time_fn
 
-__all__ = ["default_dtype", "Read", "read_programs", "read_rates", "ReadBandwidth",
-           "measure_bandwidth", "MatmulTiming", "measure_matmul", "peak_matmul_flops",
+__all__ = ["default_dtype", "MatmulTiming", "measure_matmul", "peak_matmul_flops",
            "measured_chip"]
 
 
 def default_dtype() -> Any:
     """float32 on a CPU (XLA:CPU's bfloat16 matmuls are ~20× slower), bfloat16 elsewhere."""
     return jnp.float32 if jax.devices()[0].platform == "cpu" else jnp.bfloat16
-
-
-@dataclass(frozen=True)
-class Read:
-    """A program that reads `nbytes` of memory once per call (a zero-argument function)."""
-
-    name: str
-    run: Callable[[], Any]
-    nbytes: int
-
-
-def read_programs(nbytes: int, D: int = 1024, F: int = 4096) -> list[Read]:
-    """The two reads of cold memory: a reduction over `nbytes`, and [1, D]·[D, F] products
-    over distinct float32 matrices of about `nbytes` / 2 together (at least one)."""
-    x = jnp.ones((nbytes // 4,), jnp.float32)
-    total = jax.jit(jnp.sum)
-    n = max(1, nbytes // 2 // (D * F * 4))
-    ws = [jnp.full((D, F), i, jnp.float32) for i in range(n)]
-    v = jnp.ones((1, D), jnp.float32)
-    products = jax.jit(lambda v, ws: [v @ w for w in ws])
-    return [Read("reduction", lambda: total(x), x.nbytes),
-            Read("streaming", lambda: products(v, ws), n * D * F * 4)]
-
-
-@dataclass(frozen=True)
-class ReadBandwidth:
-    """What each read achieved (bytes per second), and the better of the two."""
-
-    reduction: float
-    streaming: float
-
-    @property
-    def best(self) -> float:
-        """W: the bandwidth a memory-bound step can hope for."""
-        return max(self.reduction, self.streaming)
-
-    def as_record(self) -> dict[str, float]:
-        """The fields `inferbook bench` saves."""
-        return {"read_bytes_per_s": self.best, "reduction_bytes_per_s": self.reduction,
-                "streaming_bytes_per_s": self.streaming}
-
-
-def read_rates(reads: Sequence[Read], seconds: Sequence[float]) -> ReadBandwidth:
-    """Bytes per second of each of `read_programs`' reads, from their times."""
-    rates = {read.name: read.nbytes / t for read, t in zip(reads, seconds)}
-    return ReadBandwidth(rates["reduction"], rates["streaming"])
-
-
-def measure_bandwidth(nbytes: int = 1 << 28, repeats: int = 5, D: int = 1024,
-                      F: int = 4096) -> ReadBandwidth:
-    """The default device's read bandwidth: both reads, medians of `repeats` alternating
-    rounds after compilation."""
-    reads = read_programs(nbytes, D, F)
-    timings = time_alternating([read.run for read in reads], repeats)
-    return read_rates(reads, [t.median_s for t in timings])
 
 
 @dataclass(frozen=True)
