@@ -8,6 +8,10 @@ With --mesh the same tokens come from a model sharded over a device mesh (emulat
 devices when there are not enough accelerators; the command sets them up itself):
 
     inferbook generate --model tiny --prompt-ids 1,2,3 --mesh 2x4 --layout 2d-ws --json
+
+and from a multi-process JAX job over that mesh, as on the hosts of a pod (`cli.launch`):
+
+    inferbook generate --model tiny --prompt-ids 1,2,3 --mesh 2x2 --layout 2d-ws --processes 2
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from inferbook.parallel.devices import DeviceSetupError, setup
 from inferbook.parallel.mesh import MeshError, named_mesh, parse_mesh_shape
 from inferbook.perf import counts
 
-from . import UsageError
+from . import UsageError, launch
 from . import args as types
 from .resources import require_memory
 
@@ -90,6 +94,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--layout", choices=MESH_LAYOUTS,
                    help="with --mesh: 1D or 2D weight-stationary, weight-gathered, or (a "
                         "mixture of experts) expert-parallel sharding (default 1d-ws)")
+    launch.add_job_arguments(p)      # --processes N | --coordinator HOST:PORT ... (cli.launch)
     p.set_defaults(run=run)
 
 
@@ -141,6 +146,8 @@ def _check_memory(args, cfg, prompts, mesh) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if launch.requested(args):       # a multi-process JAX job: cli.launch supervises it
+        return launch.run(args)
     prompts = args.prompt_ids
     sampler = _sampler(args)
     cfg = _config(args)

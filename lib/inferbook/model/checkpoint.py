@@ -41,7 +41,8 @@ from inferbook.model.safetensors_io import (
 )
 
 __all__ = ["CheckpointError", "read_safetensors", "write_safetensors", "load_checkpoint",
-           "save_checkpoint", "hf_to_params", "params_to_hf", "SUPPORTED_ARCHITECTURES"]
+           "save_checkpoint", "hf_to_params", "params_to_hf", "SUPPORTED_ARCHITECTURES",
+           "read_checkpoint_config", "weight_files"]
 
 SUPPORTED_ARCHITECTURES = tuple(FAMILY_ARCHITECTURES.values())
 
@@ -116,7 +117,8 @@ def params_to_hf(cfg: ModelConfig, params: Params) -> dict[str, np.ndarray]:
 
 # Directories --------------------------------------------------------------------------------
 
-def _weight_files(directory: Path) -> list[Path]:
+def weight_files(directory: Path) -> list[Path]:
+    """The checkpoint's .safetensors files: those its index lists, or model.safetensors."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
         try:
@@ -149,12 +151,9 @@ def _check_runtime_keys(hf: dict[str, Any], family: str) -> None:
                           "causal)")
 
 
-def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConfig, Params]:
-    """Load a checkpoint directory of a supported family: (config, params).
-
-    `dtype` casts the weights (e.g. jnp.float32); by default they keep the checkpoint's dtype.
-    Raises CheckpointError or ConfigError naming what is missing, misshapen or unsupported.
-    """
+def read_checkpoint_config(directory: str | Path) -> tuple[ModelConfig, str]:
+    """The config of a checkpoint directory and its family (``model_type``), checked as
+    `load_checkpoint` checks them, without reading any weights."""
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
@@ -168,9 +167,18 @@ def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConf
         raise ConfigError(f"unsupported architecture model_type={family!r}; supported: "
                           f"{', '.join(FAMILY_ARCHITECTURES)}")
     _check_runtime_keys(hf, family)
-    cfg = from_hf_config(hf, name=directory.name)
+    return from_hf_config(hf, name=directory.name), family
+
+
+def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConfig, Params]:
+    """Load a checkpoint directory of a supported family: (config, params).
+
+    `dtype` casts the weights (e.g. jnp.float32); by default they keep the checkpoint's dtype.
+    Raises CheckpointError or ConfigError naming what is missing, misshapen or unsupported.
+    """
+    cfg, family = read_checkpoint_config(directory)
     tensors: dict[str, np.ndarray] = {}
-    for f in _weight_files(directory):
+    for f in weight_files(Path(directory)):
         tensors.update(read_safetensors(f))
     return cfg, hf_to_params(cfg, tensors, dtype, family)
 

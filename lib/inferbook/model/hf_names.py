@@ -47,18 +47,29 @@ FAMILY_ARCHITECTURES = {
 
 @dataclass(frozen=True)
 class Rule:
-    """Checkpoint tensors `sources` -> library leaves, by `build(arrays) -> {name: array}`."""
+    """Checkpoint tensors `sources` -> library leaves, by `build(arrays) -> {name: array}`.
+
+    `mapping` says the same as `build` in a form that a reader of *part* of a leaf can
+    follow (`parallel.checkpoint_shards` reads only a process's blocks): "transpose" (the
+    leaf is the source transposed), "same", "split" (leaf `name` is columns
+    [start, start + width) of the source, transposed first when `transposed`; `parts` lists
+    (name, width) in order), "stack" (leaf[e] is sources[e] transposed), or "" where only
+    `build` knows.
+    """
 
     sources: tuple[str, ...]
     build: Callable[[list[np.ndarray]], dict[str, np.ndarray]]
+    mapping: str = ""
+    parts: tuple[tuple[str, int], ...] = ()
+    transposed: bool = False
 
 
 def _linear(src: str, lib: str) -> Rule:                 # [out, in] -> [in, out]
-    return Rule((src,), lambda ws: {lib: ws[0].T})
+    return Rule((src,), lambda ws: {lib: ws[0].T}, "transpose", ((lib, 0),))
 
 
 def _same(src: str, lib: str) -> Rule:                   # vectors, and GPT-2's Conv1D
-    return Rule((src,), lambda ws: {lib: ws[0]})
+    return Rule((src,), lambda ws: {lib: ws[0]}, "same", ((lib, 0),))
 
 
 def _split(src: str, parts: dict[str, int], transpose: bool) -> Rule:
@@ -71,7 +82,7 @@ def _split(src: str, parts: dict[str, int], transpose: bool) -> Rule:
             return {name: w for name in parts}           # the shape check will name it
         edges = np.cumsum(list(parts.values()))[:-1]
         return dict(zip(parts, np.split(w, edges, axis=-1)))
-    return Rule((src,), build)
+    return Rule((src,), build, "split", tuple(parts.items()), transpose)
 
 
 def _experts(pattern: str, E: int, lib: str) -> Rule:
@@ -86,7 +97,7 @@ def _experts(pattern: str, E: int, lib: str) -> Rule:
                 raise CheckpointError(f"tensor {name!r} has shape {shape}, unlike the other "
                                       f"experts' {common}")
         return {lib: np.stack([w.T for w in ws])}
-    return Rule(sources, build)
+    return Rule(sources, build, "stack", ((lib, 0),))
 
 
 def _norm(cfg: ModelConfig, src: str, lib: str) -> list[Rule]:
