@@ -33,6 +33,7 @@ examples:
   inferbook estimate --model llama-3.1-8b --hardware "H100 SXM"
   inferbook estimate --model llama-3.1-70b --hardware H100 --chips 8 --batch 1,8,64 --context 8192
   inferbook estimate --model deepseek-v3 --hardware H200 --chips 8 --weights fp8 --kv int8 --json
+  inferbook estimate --model llama-3.1-70b --hardware H100 --chips 32 --chips-per-host 8
   inferbook estimate --config ./config.json --hardware "TPU v5e" --chips 8 \\
       --batch 1,2,4,8,16,32,64,128 --context 4096 --prompt 1024 --plot pareto.png
   inferbook estimate --list models
@@ -66,6 +67,10 @@ def add_parser(subparsers: Any) -> None:
                         "optionally interconnect, link_bytes_per_s, links, hop_latency_s")
     p.add_argument("--list", choices=("models", "chips"), help="list the presets or the chips")
     p.add_argument("--chips", default="1", metavar="N", help="chips serving one copy (default 1)")
+    p.add_argument("--chips-per-host", metavar="H",
+                   help="spread the chips over hosts of H, each one interconnect domain (an "
+                        "HGX board's 8 GPUs; a TPU slice): collectives between hosts go over "
+                        "the data-centre network (default: every chip in one domain)")
     p.add_argument("--layout", choices=("1d-ws", "2d-ws"),
                    help="the sharded layout (default: the faster one for the shape, printed)")
     p.add_argument("--batch", default="1", metavar="B[,B...]", help="sequences per step")
@@ -147,6 +152,8 @@ def estimate_rows(args: argparse.Namespace) -> list:
 
 def _checked_rows(args: argparse.Namespace) -> list:
     chips = inputs.parse_whole("chips", args.chips, inputs.MAX_CHIPS)
+    per_host = None if args.chips_per_host is None else \
+        inputs.parse_whole("chips_per_host", args.chips_per_host, inputs.MAX_CHIPS)
     batches = _wholes("batch", args.batch)
     contexts = None if args.context is None else _wholes("context", args.context)
     if contexts is not None and len(batches) * len(contexts) > MAX_SWEEP:
@@ -163,7 +170,8 @@ def _checked_rows(args: argparse.Namespace) -> list:
     for S in contexts or [None]:                # every row checked before any is estimated
         for B in batches:
             inputs.check_setting(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
-                                 layout=args.layout, strict=args.strict)
+                                 layout=args.layout, strict=args.strict,
+                                 chips_per_host=per_host)
     contexts = contexts or [cfg.max_seq_len]
     rows = []
     for S in contexts:
@@ -171,7 +179,8 @@ def _checked_rows(args: argparse.Namespace) -> list:
             try:
                 rows.append(estimate(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
                                      layout=args.layout, weights=weights, kv=kv,
-                                     weight_bytes=wb, kv_bytes=kvb, strict=args.strict))
+                                     weight_bytes=wb, kv_bytes=kvb, strict=args.strict,
+                                     chips_per_host=per_host))
             except EstimateInputError:
                 raise
             except (ValueError, OverflowError) as err:

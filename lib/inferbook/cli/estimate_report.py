@@ -40,6 +40,8 @@ _FIELDS = [
     ("experts_touched", "experts read per MoE layer",
      lambda r: "—" if r.experts_touched is None else f"{r.experts_touched:,.1f}"),
     ("comm_time_s", "collectives per step", lambda r: fmt_seconds(r.comm_time_s, 3)),
+    ("dcn_time_s", "of which between hosts", lambda r: fmt_seconds(r.dcn_time_s, 3)
+     if r.chips_per_host is not None and r.chips > r.chips_per_host else "—"),
     ("step_time_lower_bound_s", "step time, memory-bound bound",
      lambda r: fmt_seconds(r.step_time_lower_bound_s, 3)),
     ("step_time_s", "decode step time", lambda r: fmt_seconds(r.step_time_s, 3)),
@@ -56,8 +58,10 @@ _FIELDS = [
 
 def _head(r, layout_given: bool) -> str:
     how = "" if r.layout is None or layout_given else ", the faster layout for this shape"
-    return (f"{r.model} on {r.chips} × {r.hardware} ({_layout(r)}{how}); weights {r.weights}, "
-            f"KV cache {r.kv}")
+    hosts = ("" if r.chips_per_host is None or r.chips <= r.chips_per_host else
+             f" in {r.chips // r.chips_per_host} hosts of {r.chips_per_host}")
+    return (f"{r.model} on {r.chips} × {r.hardware}{hosts} ({_layout(r)}{how}); weights "
+            f"{r.weights}, KV cache {r.kv}")
 
 
 def single_report(r: Estimate, layout_given: bool = False) -> str:

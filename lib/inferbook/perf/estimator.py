@@ -12,7 +12,8 @@ served from `chips` chips with P parameters, A of them active per token:
 with C and W the chips' FLOP/s and bandwidth together (chapters 2-4): each step a `StepCost`
 handed to the library's one step-time formula, `step_cost.step_time`. The communication is
 that of the library's 1D or 2D weight-stationary layout (`layout_comms`: chapters 8-10), its
-bytes overlapping with the work and its latencies not (kipply's rule, chapter 4). A mixture of
+bytes overlapping with the work and its latencies not (kipply's rule, chapter 4); chips spread
+over hosts pay the data-centre network for what crosses between them (`dcn_comms`). A mixture of
 experts reads the experts its batch touches, E·(1 − (1 − k/E)^B) per layer
 (`params.expected_experts`), and the critical batch is where its FLOPs catch up with that
 growing read. Latent attention runs decode in its absorbed form, attending over the latent
@@ -28,6 +29,7 @@ from typing import Any
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
+from inferbook.perf.dcn_comms import HostsComms, layout_host_problem, priced_layout
 from inferbook.perf.decode_attention_cost import decode_attention_flops
 from inferbook.perf.decode_roofline import DecodeEstimate
 from inferbook.perf.estimate_inputs import (
@@ -37,7 +39,7 @@ from inferbook.perf.estimate_inputs import (
     weight_format,
 )
 from inferbook.perf.hardware import Chip
-from inferbook.perf.layout_comms import LayoutComms, layout_candidates, layout_comms
+from inferbook.perf.layout_comms import LayoutComms, layout_candidates
 from inferbook.perf.roofline import batches_that_fit, peak_flops_per_s
 from inferbook.perf.step_cost import StepCost, Work, step_time
 
@@ -75,6 +77,8 @@ class Estimate(DecodeEstimate):
     prefill_time_s: float
     ttft_s: float
     warnings: tuple[str, ...] = ()
+    chips_per_host: int | None = None      # None: every chip in one interconnect domain
+    dcn_time_s: float = 0.0                # of comm_time_s, spent on the data-centre network
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -120,12 +124,15 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
              prompt: int | None = None, chips: int = 1, layout: str | None = None,
              weights: str | quant.WeightFormat = "bf16", kv: str = "bf16",
              weight_bytes: float | None = None, kv_bytes: float | None = None,
-             compute: str = "bf16", strict: bool = False) -> Estimate:
+             compute: str = "bf16", strict: bool = False,
+             chips_per_host: int | None = None) -> Estimate:
     """Estimate serving `cfg` on `chips` chips: one decode step of `batch` sequences holding
     `context` tokens each (default: the model's positions), and the prefill of `prompt`-token
     prompts (default: the context). `layout` None picks the faster layout that splits the
     model. `weights`/`kv` are storage formats (`quant`); `weight_bytes`/`kv_bytes` instead
-    set plain bytes per parameter / per cached element, as the sources do.
+    set plain bytes per parameter / per cached element, as the sources do. `chips_per_host`
+    spreads the chips over hosts of that many (one interconnect domain each): collectives
+    that leave a host are priced on the data-centre network too (`dcn_comms`).
 
     Raises `estimate_inputs.EstimateInputError` (a ValueError naming the input) on bad input,
     the same checks `inferbook estimate` makes, and on a context beyond the model's positions
@@ -133,7 +140,8 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
     come out finite.
     """
     S, T, warnings = check_setting(cfg, chip, batch=batch, context=context, prompt=prompt,
-                                   chips=chips, layout=layout, strict=strict)
+                                   chips=chips, layout=layout, strict=strict,
+                                   chips_per_host=chips_per_host)
     B, n = batch, chips
     fmt = weight_format(weights)
     P, A = params.param_count(cfg), params.active_param_count(cfg)
@@ -157,7 +165,7 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
     read = weight_bytes_read(cfg, pbytes, ebytes, B)
     decode = (Work("attention", decode_attention_flops(cfg, B, S), copies * kv_total),
               Work("weights", 2 * B * A, read))
-    layouts = _layouts(cfg, chip, n, B, layout)
+    layouts = _layouts(cfg, chip, n, B, layout, chips_per_host)
     comm, step = min(((c, step_time(StepCost(decode, c.bandwidth_s, c.latency_s), chip, n,
                                     compute)) for c in layouts), key=lambda pair: pair[1])
 
@@ -166,7 +174,8 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
     moved = (weight_bytes_read(cfg, pbytes, ebytes, B * T)
              + copies * counts.kv_cache_bytes(cfg, B, T, e))
     pre_comm = (comm if n == 1 else
-                layout_comms(cfg, chip, n, B, T, comm.layout, comm.X))
+                priced_layout(cfg, chip, n, B, T, comm.layout, comm.X,
+                              chips_per_host=chips_per_host))
     prefill = step_time(StepCost((Work("forward pass", counts.forward_flops(
         cfg, B, T, T, logits_for=1), moved),), pre_comm.bandwidth_s, pre_comm.latency_s),
         chip, n, compute)
@@ -192,7 +201,8 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
         step_time_lower_bound_s=(copies * kv_total + read) / (n * W), step_time_s=step,
         tokens_per_s=B / step, tokens_per_s_per_user=1 / step,
         tokens_per_s_per_chip=B / step / n, prefill_time_s=prefill, ttft_s=prefill,
-        warnings=tuple(warnings))
+        warnings=tuple(warnings), chips_per_host=chips_per_host,
+        dcn_time_s=comm.dcn_s if isinstance(comm, HostsComms) else 0.0)
     for key, value in out.as_dict().items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{key} comes out {value} for these inputs: a figure of the "
@@ -200,13 +210,18 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
     return out
 
 
-def _layouts(cfg: ModelConfig, chip: Chip, n: int, B: int, layout: str | None
-             ) -> list[LayoutComms]:
-    """The priced decode collectives of every layout (and 2D split) that can serve."""
+def _layouts(cfg: ModelConfig, chip: Chip, n: int, B: int, layout: str | None,
+             chips_per_host: int | None = None) -> list[LayoutComms]:
+    """The priced decode collectives of every layout (and 2D split) that can serve (and,
+    over hosts, lines up with them)."""
     if n == 1:
         return [LayoutComms(layout or "1d-ws", 1, 1, 0.0, 0.0, 0.0, 0)]
     candidates, _ = layout_candidates(cfg, n, B, layout)     # never empty: check_setting
-    return [layout_comms(cfg, chip, n, B, 1, name, X) for name, X in candidates]
+    if chips_per_host is not None:
+        candidates = [(name, X) for name, X in candidates
+                      if not layout_host_problem(name, n, chips_per_host, X)]
+    return [priced_layout(cfg, chip, n, B, 1, name, X, chips_per_host=chips_per_host)
+            for name, X in candidates]
 
 
 def _gb(nbytes: float) -> str:
