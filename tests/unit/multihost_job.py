@@ -13,7 +13,7 @@ import os
 import pickle
 import sys
 
-from inferbook.cli.launch import die_with_parent  # noqa: E402
+from inferbook.parallel.local_job import die_with_parent  # noqa: E402
 
 die_with_parent()
 payload = pickle.load(sys.stdin.buffer)

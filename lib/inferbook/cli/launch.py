@@ -11,15 +11,14 @@ Two ways in, both with --mesh:
         runs process 0 of a real multi-host job; each host types the same line with its own
         --process-id (process 0's host serves the coordinator at the address).
 
-Either way this process only supervises: it starts the worker processes
-(`cli.multihost_generate`, which run `parallel.multihost` and `sharded_decode.generate`), hands
-each its arguments, passes process 0's output through (the only process that prints), and
-watches them. A process that ends with an error ends the job: the others are stopped at once
-(SIGTERM, then SIGKILL), and one line says which process failed and why, as the rest of the
-command line does (exit code 2 for bad input, 1 for a job that broke). A JAX process whose
-peer dies aborts itself after the heartbeat timeout with pages of C++ log; that log stays
-here, summarised. Workers die with this process (`die_with_parent`, Linux's parent-death
-signal), so a killed supervisor leaves no orphans.
+Either way this process only supervises (`parallel.local_job.run_workers`): it refuses bad
+input before anything starts, starts the worker processes (`cli.multihost_generate`, which
+run `parallel.multihost` and `sharded_decode.generate`), hands each its arguments, passes
+process 0's output through (the only process that prints), and watches them. A process that
+ends with an error ends the job: the others are stopped at once, and one line says which
+process failed and why, as the rest of the command line does (exit code 2 for bad input, 1
+for a job that broke). With --processes the workers use CPU devices only
+(``JAX_PLATFORMS=cpu``): the local job emulates the pod, whatever accelerator this host has.
 """
 
 from __future__ import annotations
@@ -27,28 +26,19 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-import os
-import pickle
-import re
-import signal
-import subprocess
 import sys
-import threading
-import time
-from collections import deque
-from typing import Any, Sequence
+from typing import Any
 
 from . import UsageError
 from . import args as types
 
-__all__ = ["add_job_arguments", "requested", "run", "run_workers", "failure_line",
-           "die_with_parent", "DEFAULT_TIMEOUT_S", "DEFAULT_HEARTBEAT_S", "WORKER"]
+__all__ = ["add_job_arguments", "requested", "run", "DEFAULT_TIMEOUT_S", "DEFAULT_HEARTBEAT_S",
+           "WORKER", "ERROR"]
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_HEARTBEAT_S = 30.0
 WORKER = [sys.executable, "-u", "-m", "inferbook.cli.multihost_generate"]
-GRACE_S = 3.0                 # between SIGTERM and SIGKILL for the survivors of a failed job
-KEPT_LINES = 200              # of each worker's stderr, for the summary of a failure
+ERROR = "inferbook generate: error: "      # how the command, and each worker, says what failed
 
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
@@ -118,8 +108,11 @@ def run(args: argparse.Namespace) -> int:
     _check_inputs(args)
     if args.coordinator is not None:     # refuse an unreachable coordinator before starting
         _check_coordinator(payloads[0].job)
+    from inferbook.parallel.local_job import run_workers
     code, line = run_workers(WORKER, payloads, [p.job.process_id for p in payloads],
-                             payloads[0].job.num_processes)
+                             payloads[0].job.num_processes, prefix=ERROR,
+                             env={"JAX_PLATFORMS": "cpu"} if args.processes else None,
+                             timeout_s=args.timeout)
     if line:
         sys.stderr.write(line + "\n")
     return code
@@ -148,116 +141,3 @@ def _check_coordinator(job: Any) -> None:
         check_coordinator(job)
     except JobError as err:
         raise UsageError(str(err)) from None
-
-
-def die_with_parent() -> None:
-    """Called first thing in a worker: be killed (SIGKILL) when the supervisor dies, through
-    Linux's parent-death signal, so that no worker outlives its job; elsewhere a no-op. (Not
-    a `preexec_fn`: forking a multithreaded JAX process to run Python code is unsafe.)"""
-    parent = os.getppid()
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:          # the supervisor died before the signal was armed
-        os._exit(1)
-
-
-def _environment() -> dict[str, str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    # Each worker sets its own device count; a forced count in XLA_FLAGS would fight it.
-    flags = re.sub(r"--xla_force_host_platform_device_count=\S+", "",
-                   env.get("XLA_FLAGS", "")).strip()
-    env["XLA_FLAGS"] = flags
-    return env
-
-
-def _drain(stream: Any, sink: Any, kept: deque) -> None:
-    for line in iter(stream.readline, b""):
-        text = line.decode(errors="replace")
-        if sink is not None:
-            sink.write(text)
-            sink.flush()
-        else:
-            kept.append(text.rstrip("\n"))
-    stream.close()
-
-
-def run_workers(command: Sequence[str], payloads: Sequence[Any], ids: Sequence[int],
-                num_processes: int, poll_s: float = 0.05) -> tuple[int, str]:
-    """Run `command` once per payload (pickled to its stdin) until all end: (exit code, '')
-    when every worker succeeds, else (code, one line about the first that failed), the
-    others stopped. The worker with id 0 has its stdout passed through to ours."""
-    procs, threads, errors = [], [], []
-    try:
-        for payload, i in zip(payloads, ids):
-            p = subprocess.Popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env=_environment())
-            kept: deque = deque(maxlen=KEPT_LINES)
-            for stream, sink in ((p.stdout, sys.stdout if i == 0 else None), (p.stderr, None)):
-                t = threading.Thread(target=_drain, args=(stream, sink, kept), daemon=True)
-                t.start()
-                threads.append(t)
-            p.stdin.write(pickle.dumps(payload))
-            p.stdin.close()
-            procs.append(p)
-            errors.append(kept)
-        failed = None
-        while failed is None and any(p.poll() is None for p in procs):
-            failed = next((k for k, p in enumerate(procs) if p.poll() not in (None, 0)), None)
-            time.sleep(poll_s)
-        if failed is None:
-            failed = next((k for k, p in enumerate(procs) if p.returncode != 0), None)
-        _stop(procs)
-        for t in threads:
-            t.join(timeout=5)
-        if failed is None:
-            return 0, ""
-        return failure_line(ids[failed], num_processes, procs[failed].returncode,
-                            list(errors[failed]), getattr(payloads[failed], "timeout", None))
-    except BaseException:
-        _stop(procs)
-        raise
-
-
-def _stop(procs: list) -> None:
-    """End every worker still running: SIGTERM, then SIGKILL after GRACE_S; reap them all."""
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    deadline = time.monotonic() + GRACE_S
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def failure_line(i: int, n: int, returncode: int, stderr: list[str],
-                 timeout_s: float | None = None) -> tuple[int, str]:
-    """(exit code, one line) for worker `i` of `n` that ended with `returncode`, from the
-    last lines it wrote to stderr."""
-    who = f"process {i} of {n}"
-    errors = [line for line in stderr if re.match(r"inferbook [a-z-]+: error: ", line)]
-    if errors:                                   # the worker's own one-line refusal
-        return (2 if returncode == 2 else 1), errors[-1]
-    prefix = "inferbook generate: error: "
-    if returncode < 0:
-        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() \
-            else f"signal {-returncode}"
-        if not any("Terminating process because the JAX distributed" in s for s in stderr):
-            return 1, f"{prefix}{who} was killed by {name}; the job's other processes " \
-                      "were stopped"
-    text = "\n".join(stderr)
-    if "Terminating process because the JAX distributed" in text:
-        if "DEADLINE_EXCEEDED" in text and ("RegisterTask" in text or "barrier" in text.lower()):
-            waited = f" within {timeout_s:g} s" if timeout_s else ""
-            return 1, (f"{prefix}{who}: the job's processes did not all join{waited} "
-                       "(is every --process-id of the job running?)")
-        return 1, (f"{prefix}{who} lost the job: another process stopped sending heartbeats "
-                   "(it died or hangs) or the coordinator went away")
-    lines = [s.strip() for s in stderr if s.strip() and not s.startswith(("    ", "  File "))]
-    last = lines[-1] if lines else f"exit code {returncode}"
-    return 1, f"{prefix}{who} failed: {last[:300]}"

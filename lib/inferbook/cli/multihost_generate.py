@@ -116,11 +116,10 @@ def main() -> int:
     """Read the arguments from stdin, run, and turn bad input into the one-line error."""
     from inferbook.model.config import ConfigError
     from inferbook.model.safetensors_io import CheckpointError
+    from inferbook.parallel.local_job import die_with_parent
     from inferbook.parallel.mesh import MeshError
     from inferbook.parallel.multihost import JobError
     from inferbook.parallel.sharding import LayoutError
-
-    from .launch import die_with_parent
     die_with_parent()
     args = pickle.load(sys.stdin.buffer)
     # The output is this process's Python prints alone: libraries that write to the C-level
