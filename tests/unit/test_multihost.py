@@ -2,9 +2,11 @@
 
 Each process of a job brings two CPU devices, joins over gloo (`parallel.multihost`) and runs
 `sharded_decode.generate` on the job's four-device mesh; the tokens must be those of the
-unsharded model (`decode.generate`) in this process. One job runs the 1d-ws, expert-parallel
-and weight-gathered cases together (`multihost_job.py`), so its processes start and join
-once; the command line runs 2d-ws from a checkpoint, each process reading its blocks only.
+unsharded model (`decode.generate`) in this process, and the compiled programs' collectives
+those of the same programs compiled here, in one process. One job runs the 1d-ws,
+expert-parallel and weight-gathered cases together (`multihost_report.run_cases`), so its
+processes start and join once; the command line runs 2d-ws from a checkpoint, each process
+reading its blocks only.
 A job must end in bounded time with one line when a process dies or the coordinator is
 unreachable, leaving no process behind.
 """
@@ -29,15 +31,15 @@ from inferbook.model.checkpoint import load_checkpoint, save_checkpoint
 from inferbook.model.presets import get_preset
 from inferbook.parallel import local_job
 from inferbook.parallel.mesh import named_mesh
-from inferbook.parallel.multihost import JobSpec, free_port
+from inferbook.parallel.multihost import free_port
+from inferbook.parallel.multihost_report import Case, compiled_collectives, run_cases
 from inferbook.parallel.sharding import make_plan, param_specs
 
 PROMPTS = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
 NEW = 5
-JOB = [sys.executable, "-u", str(Path(__file__).with_name("multihost_job.py"))]
-CASES = [dict(model="tiny", seed=0, mesh=(4,), layout="1d-ws"),
-         dict(model="tiny-moe", seed=1, mesh=(1, 4), layout="expert-parallel"),
-         dict(model="tiny", seed=2, mesh=(4,), layout="weight-gathered")]
+CASES = [Case((4,), "1d-ws", PROMPTS, NEW, model="tiny", seed=0, programs=True),
+         Case((1, 4), "expert-parallel", PROMPTS, NEW, model="tiny-moe", seed=1),
+         Case((4,), "weight-gathered", PROMPTS, NEW, model="tiny", seed=2)]
 
 
 def unsharded(model, seed, prompts=PROMPTS, new=NEW):
@@ -45,25 +47,20 @@ def unsharded(model, seed, prompts=PROMPTS, new=NEW):
     return decode.generate(decoder.init_params(cfg, seed), cfg, prompts, new).tokens
 
 
-def run_job(cases, processes=2, devices=2):
-    port = free_port()
-    payloads = [dict(job=JobSpec(f"127.0.0.1:{port}", processes, i), cpu_devices=devices,
-                     cases=[dict(c, prompts=PROMPTS, new=NEW) for c in cases])
-                for i in range(processes)]
-    return local_job.run_workers(JOB, payloads, range(processes), processes)
-
-
-def test_two_processes_generate_the_tokens_of_one_device(capfd):
-    code, line = run_job(CASES)
-    assert (code, line) == (0, "")
-    rows = [json.loads(r) for r in capfd.readouterr().out.splitlines()]
-    assert len(rows) == len(CASES)
-    for case, row in zip(CASES, rows):
-        assert row["tokens"] == unsharded(case["model"], case["seed"]), case["layout"]
+def test_two_processes_generate_the_tokens_of_one_device_with_its_programs():
+    reports = run_cases(CASES, processes=2)
+    assert len(reports) == len(CASES)
+    for case, report in zip(CASES, reports):
+        assert report["tokens"] == unsharded(case.model, case.seed), case.layout
         # Each process holds the blocks of its own two devices, nothing of the others'.
-        cfg = get_preset(case["model"])
-        assert row["held"] == [held_bytes(cfg, case["mesh"], case["layout"], p)
-                               for p in range(2)]
+        cfg = get_preset(case.model)
+        assert report["held"] == [held_bytes(cfg, case.mesh, case.layout, p) for p in range(2)]
+    # The programs two processes compiled hold the collectives one process compiles.
+    cfg = get_preset("tiny")
+    plan = make_plan(cfg, named_mesh((4,)), "1d-ws")
+    assert reports[0]["collectives"] == json.loads(json.dumps(
+        compiled_collectives(cfg, plan, len(PROMPTS), 16, 16 + NEW)))
+    assert reports[0]["collectives"]["decode"]
 
 
 def blocks_of(cfg, mesh_shape, layout, process, devices=2):
