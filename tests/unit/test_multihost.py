@@ -4,9 +4,9 @@ Each process of a job brings two CPU devices, joins over gloo (`parallel.multiho
 `sharded_decode.generate` on the job's four-device mesh; the tokens must be those of the
 unsharded model (`decode.generate`) in this process, and the compiled programs' collectives
 those of the same programs compiled here, in one process. One job runs the 1d-ws,
-expert-parallel and weight-gathered cases together (`multihost_report.run_cases`), so its
-processes start and join once; the command line runs 2d-ws from a checkpoint, each process
-reading its blocks only.
+2d-ws, expert-parallel and weight-gathered cases together (`multihost_report.run_cases`), so
+its processes start and join once; the command line runs 2d-ws from a checkpoint, each
+process reading its blocks only; a job of four processes has one device in each.
 A job must end in bounded time with one line when a process dies or the coordinator is
 unreachable, leaving no process behind.
 """
@@ -39,7 +39,8 @@ PROMPTS = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
 NEW = 5
 CASES = [Case((4,), "1d-ws", PROMPTS, NEW, model="tiny", seed=0, programs=True),
          Case((1, 4), "expert-parallel", PROMPTS, NEW, model="tiny-moe", seed=1),
-         Case((4,), "weight-gathered", PROMPTS, NEW, model="tiny", seed=2)]
+         Case((4,), "weight-gathered", PROMPTS, NEW, model="tiny", seed=2),
+         Case((2, 2), "2d-ws", PROMPTS, NEW, model="tiny", seed=3)]
 
 
 def unsharded(model, seed, prompts=PROMPTS, new=NEW):
@@ -78,15 +79,26 @@ def blocks_of(cfg, mesh_shape, layout, process, devices=2):
     return out
 
 
-def held_bytes(cfg, mesh_shape, layout, process):
+def held_bytes(cfg, mesh_shape, layout, process, devices=2):
     return sum(4 * math.prod(b - a for a, b in block)
-               for _, blocks in blocks_of(cfg, mesh_shape, layout, process) for block in blocks)
+               for _, blocks in blocks_of(cfg, mesh_shape, layout, process, devices)
+               for block in blocks)
 
 
-def read_bytes(cfg, mesh_shape, layout, process):
+def read_bytes(cfg, mesh_shape, layout, process, devices=2):
     return sum(4 * math.prod(b - a for a, b in block)
-               for _, blocks in blocks_of(cfg, mesh_shape, layout, process)
+               for _, blocks in blocks_of(cfg, mesh_shape, layout, process, devices)
                for block in set(blocks))
+
+
+def test_processes_of_one_device_each_generate_the_tokens_of_one_device():
+    """A process whose only device holds replicated weights (JAX's device_put of a local
+    array then made arrays whose shards could not be listed)."""
+    case = Case((4,), "1d-ws", PROMPTS[:3], NEW, model="tiny", seed=4)
+    [report] = run_cases([case], processes=4)
+    assert report["tokens"] == unsharded("tiny", 4, PROMPTS[:3])
+    cfg = get_preset("tiny")
+    assert report["held"] == [held_bytes(cfg, (4,), "1d-ws", p, devices=1) for p in range(4)]
 
 
 def test_the_command_runs_a_job_that_reads_only_its_blocks(tmp_path, capsys):
