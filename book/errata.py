@@ -55,8 +55,9 @@ from inferbook.book.present import (
     fmt_seconds,
     glue,
 )
+from inferbook.model.features import MoE
 from inferbook.model.presets import get_preset
-from inferbook.perf import comm_time, counts, decode_roofline, latency, roofline
+from inferbook.perf import comm_time, counts, decode_roofline, estimator, latency, params, roofline
 from inferbook.perf.hardware import get_chip
 
 book = bookdata.load("scaling_book_published.json")
@@ -266,22 +267,40 @@ glue("err_p3_ours", fmt_seconds(p3, 2)); glue("err_p_params", fmt_count(P18, 2))
 
 # %% [markdown]
 # (errata-wp5)=
-# ### Worked problem 5: FLOPs of the mixture-of-experts variant
+# ### Worked problem 5: the mixture-of-experts variant
 #
 # With 16 experts of which 2 are active, the close translation counts
 # {glue:text}`err_p5_active` active parameters and then writes the forward pass as
 # $2 \cdot$ {glue:text}`err_p5_written` $\cdot T$ FLOPs. With its own count (the library's,
 # from the config: {glue:text}`err_p5_ours` active of {glue:text}`err_p5_total`) it is
 # $2 \cdot$ {glue:text}`err_p5_ours` $\cdot T$.
+#
+# Both renderings put the batch that makes the model compute-bound at
+# {glue:text}`err_p5_bcrit_pub` tokens. That is the critical batch of the expert layers
+# ({glue:text}`err_p5_bcrit_layers` with the registry's bandwidth, int8 weights and
+# arithmetic): their bytes grow $E$-fold and their FLOPs $k$-fold. Attention and the
+# embeddings are dense, so the whole model is compute-bound from
+# {glue:text}`err_p5_bcrit_whole` tokens, total over active parameters
+# ({glue:text}`err_p5_ratio`) times the dense {glue:text}`err_p5_bcrit_dense`, not $E/k$ times
+# it. The freer rendering also writes the embedding's $D \cdot V$ term as
+# "+ {glue:text}`err_p5_dv_pub`" in its parameter counts; it is {glue:text}`err_p5_dv`, and
+# its totals are right.
 
 # %% [markdown] tags=["lang-zh"]
 # (errata-wp5)=
-# ### 实例题 5：混合专家变体的 FLOPs
+# ### 实例题 5：混合专家变体
 #
 # 在 16 个专家中激活 2 个时，直译本算出激活参数为 {glue:text}`err_p5_active`，随后却把前向计算写成
 # $2 \cdot$ {glue:text}`err_p5_written` $\cdot T$ FLOPs。按它自己的计数（也就是库根据配置算出的：
 # 总参数 {glue:text}`err_p5_total`，其中激活 {glue:text}`err_p5_ours`），应为
 # $2 \cdot$ {glue:text}`err_p5_ours` $\cdot T$。
+#
+# 两个译本都把让模型变为计算受限的批次定为 {glue:text}`err_p5_bcrit_pub` 个词元。这是专家层的临界
+# 批量（用注册表中的带宽、int8 权重和 int8 运算，为 {glue:text}`err_p5_bcrit_layers`）：它们的字节数
+# 变为 $E$ 倍，FLOPs 变为 $k$ 倍。注意力和嵌入是稠密的，所以整个模型从 {glue:text}`err_p5_bcrit_whole`
+# 个词元起就是计算受限的，即稠密临界批量 {glue:text}`err_p5_bcrit_dense` 乘以总参数与激活参数之比
+# （{glue:text}`err_p5_ratio`），而不是乘以 $E/k$。较自由的译本在参数计数中还把嵌入的 $D \cdot V$
+# 一项写成“+ {glue:text}`err_p5_dv_pub`”；它其实是 {glue:text}`err_p5_dv`，而它算出的总数是对的。
 
 # %% tags=["hide-input"]
 parts = counts.param_counts(m18)
@@ -292,28 +311,55 @@ assert abs(total_moe / wp["p5_total_params"] - 1) < 0.005
 assert abs(active / wp["p5_forward_flops_active_param_000"] - 1) > 0.02   # ...not 32.2e9
 glue("err_p5_active", fmt_count(wp["p5_active_params"]))
 glue("err_p5_written", fmt_count(wp["p5_forward_flops_active_param_000"]))
-glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_moe));
+glue("err_p5_ours", fmt_count(active, 2)); glue("err_p5_total", fmt_count(total_moe))
+# The critical batch: the expert layers' is the source's E/k rule, the whole model's is lower.
+wp5 = m18.replace(moe=MoE(E=16, k=2, F=m18.F))
+dense_int8 = roofline.critical_batch(v5e, 1, "int8")
+per_expert = 3 * m18.D * m18.F
+layers_int8 = estimator.critical_batch_moe(wp5, 16 * per_expert, 16 * per_expert,
+                                           2 * 2 * per_expert, v5e.int8_ops_per_s,
+                                           v5e.hbm_bytes_per_s)
+whole_int8 = estimator.estimate(wp5, v5e, batch=1, context=1, weights="int8",
+                                compute="int8").critical_batch
+ratio = params.param_count(wp5) / params.active_param_count(wp5)
+assert book["b_crit"]["TPU v5e"] * 16 // 2 == wp["p5_b_crit"]          # the source's 240 · 16/2
+assert abs(layers_int8 / (dense_int8 * 16 / 2) - 1) < 0.01
+assert abs(whole_int8 / (dense_int8 * ratio) - 1) < 0.01 and whole_int8 < 0.9 * layers_int8
+# D·V, written "131K" in the freer rendering: a thousand times too small (K for M), while the
+# totals it prints include the right figure.
+dv = m18.D * m18.V
+written = float(wp["p5_embedding_term_002"].removesuffix("K")) * 1e3
+assert abs(dv / (1000 * written) - 1) < 0.01
+assert abs(total_moe / wp["p5_total_params"] - 1) < 0.005
+glue("err_p5_bcrit_pub", f"{book['b_crit']['TPU v5e']} × 16/2 = {wp['p5_b_crit']:,}")
+glue("err_p5_bcrit_layers", f"{layers_int8:,.0f}")
+glue("err_p5_bcrit_whole", f"{whole_int8:,.0f}")
+glue("err_p5_bcrit_dense", f"{dense_int8:.0f}")
+glue("err_p5_ratio", fmt_ratio(ratio, 2))
+glue("err_p5_dv_pub", wp["p5_embedding_term_002"])
+glue("err_p5_dv", fmt_count(dv));
 
 # %% [markdown]
 # ### Worked problem 6: the smallest slice is a shape, not a chip count
 #
 # The problem asks for the smallest TPU v5e slice that holds the mixture-of-experts weights in
-# int8. The weights, {glue:text}`err_p6_bytes`, need {glue:text}`err_p6_chips` chips of
-# {glue:text}`err_p6_hbm` — the answer given. But a v5e slice comes in fixed shapes
-# ({glue:text}`err_p6_shapes`), and the smallest that has that many chips is
+# int8. Neither rendering answers it: the close translation asks the question and stops, and
+# the freer rendering leaves the problem out. The weights, {glue:text}`err_p6_bytes`, need
+# {glue:text}`err_p6_chips` chips of {glue:text}`err_p6_hbm`. But a v5e slice comes in fixed
+# shapes ({glue:text}`err_p6_shapes`), and the smallest that has that many chips is
 # {glue:text}`err_p6_slice`, {glue:text}`err_p6_slice_chips` chips.
 
 # %% [markdown] tags=["lang-zh"]
 # ### 实例题 6：最小的切片是一种形状，而不是一个芯片数
 #
-# 这道题问的是：能以 int8 放下混合专家模型权重的最小 TPU v5e 切片是多大。权重为
-# {glue:text}`err_p6_bytes`，需要 {glue:text}`err_p6_chips` 个各有 {glue:text}`err_p6_hbm` 的
-# 芯片——这正是给出的答案。但 v5e 切片只有固定的几种形状（{glue:text}`err_p6_shapes`），其中芯片数
-# 不少于这个数的最小切片是 {glue:text}`err_p6_slice`，共 {glue:text}`err_p6_slice_chips` 个芯片。
+# 这道题问的是：能以 int8 放下混合专家模型权重的最小 TPU v5e 切片是多大。两个译本都没有给出答案：
+# 直译本提出问题后就没有下文，较自由的译本则略去了这道题。权重为 {glue:text}`err_p6_bytes`，需要
+# {glue:text}`err_p6_chips` 个各有 {glue:text}`err_p6_hbm` 的芯片。但 v5e 切片只有固定的几种形状
+# （{glue:text}`err_p6_shapes`），其中芯片数不少于这个数的最小切片是 {glue:text}`err_p6_slice`，共
+# {glue:text}`err_p6_slice_chips` 个芯片。
 
 # %% tags=["hide-input"]
 p6_chips = math.ceil(total_moe / v5e.hbm_bytes)               # int8: one byte per weight
-assert p6_chips == wp["p6_fewest_chips_answer"]
 shapes = [tuple(int(a) for a in t.split("x")) for t in v5e_slices["topologies"]]
 smallest = min((s for s in shapes if math.prod(s) >= p6_chips), key=math.prod)
 assert math.prod(smallest) > p6_chips                  # no slice has exactly that many chips

@@ -456,9 +456,14 @@ Markdown("| batch | measured | matmuls | attention | calibrated prediction | err
 # The calibrated prediction holds. This build may share the machine with other programs, so
 # the live check is looser than the book's targets (±15% median, ±25% worst), which the
 # last section asserts on benchmark runs recorded on a quiet machine.
-expect_measured(np.median(np.abs(errors)) <= 0.25 and np.max(np.abs(errors)) <= 0.5,
-                "the calibrated prediction follows the measured decode step at every batch",
-                expected="a median error within 25% and every error within 50%",
+LIVE_MEDIAN_ERROR, LIVE_WORST_ERROR = 0.25, 0.5     # glued into the sentence that states them
+expect_measured(np.median(np.abs(errors)) <= LIVE_MEDIAN_ERROR
+                and np.max(np.abs(errors)) <= LIVE_WORST_ERROR,
+                "the calibrated prediction follows the measured decode step at every batch: "
+                f"a median error within {fmt_percent(LIVE_MEDIAN_ERROR)}, every error within "
+                f"{fmt_percent(LIVE_WORST_ERROR)}",
+                expected=f"a median error within {fmt_percent(LIVE_MEDIAN_ERROR)} and every "
+                f"error within {fmt_percent(LIVE_WORST_ERROR)}",
                 measured=", ".join(f"batch {b}: {e:+.0%}" for b, e in zip(B_axis, errors)))
 glue("ch2_knee_share", fmt_percent(KNEE))
 glue("ch2_device", DEVICE)
@@ -467,6 +472,8 @@ glue("ch2_C", fmt_rate(sweep.peak_flops, "FLOP/s"))
 glue("ch2_weights", fmt_bytes(sweep.weight_bytes))
 glue("ch2_bcrit_here", f"{b_crit_here:.0f}")
 glue("ch2_worst_error", fmt_percent(np.max(np.abs(errors))))
+glue("ch2_live_median", fmt_percent(LIVE_MEDIAN_ERROR))
+glue("ch2_live_worst", fmt_percent(LIVE_WORST_ERROR))
 glue("ch2_worst_roof_error", fmt_percent(np.max(np.abs(roof_errors))))
 glue("ch2_worst_roof_batch", str(int(B_axis[np.argmax(np.abs(roof_errors))])))
 glue("ch2_knee", str(knee))
@@ -513,8 +520,9 @@ glue_figure("ch2_sweep_figure", fig, zh=[
 # largest batch; the throughput rises {glue:text}`ch2_tput_ratio` and reaches
 # {glue:text}`ch2_knee_share` of its best
 # at batch {glue:text}`ch2_knee`: the knee of the measured curve. The calibrated prediction is
-# within {glue:text}`ch2_worst_error` of the measured step at every batch size; the two-constant
-# roofline is off by up to {glue:text}`ch2_worst_roof_error` (at batch
+# within {glue:text}`ch2_worst_error` of the measured step at every batch size (the build,
+# which may share its machine, checks a median error within {glue:text}`ch2_live_median` and
+# every error within {glue:text}`ch2_live_worst`); the two-constant roofline is off by up to {glue:text}`ch2_worst_roof_error` (at batch
 # {glue:text}`ch2_worst_roof_batch`). {glue:text}`ch2_valley_sentence` Attention, for its part,
 # read the caches at {glue:text}`ch2_attn_bw` at the largest batch, {glue:text}`ch2_attn_share`
 # of $W$: many small per-sequence products use the memory less well than one large one.
@@ -533,7 +541,8 @@ glue_figure("ch2_sweep_figure", fig, zh=[
 # {glue:text}`ch2_step_1`，在最大的批次时耗时 {glue:text}`ch2_step_max`；吞吐量升到原来的
 # {glue:text}`ch2_tput_ratio`，并在批次 {glue:text}`ch2_knee` 时达到其最佳值的
 # {glue:text}`ch2_knee_share`：这就是实测曲线的拐点。在每个批量大小下，校准后的预测与实测步骤的
-# 差距都在 {glue:text}`ch2_worst_error` 以内；两个常数的屋顶线则最多偏离
+# 差距都在 {glue:text}`ch2_worst_error` 以内（本书的构建可能与别的程序共用机器，它检验中位误差在
+# {glue:text}`ch2_live_median` 以内、每个误差都在 {glue:text}`ch2_live_worst` 以内）；两个常数的屋顶线则最多偏离
 # {glue:text}`ch2_worst_roof_error`（在批次 {glue:text}`ch2_worst_roof_batch`）。
 # {glue:text}`ch2_valley_sentence` 至于注意力，它在最大的批次下以 {glue:text}`ch2_attn_bw` 读取缓存，
 # 是 $W$ 的 {glue:text}`ch2_attn_share`：许多按序列划分的小乘积，对内存的利用不如一个大乘积。
@@ -549,11 +558,19 @@ share_of_roof = achieved / roof
 worst = int(np.argmin(share_of_roof))
 
 # %% tags=["hide-input"]
+# The valley claim's bounds, glued into the sentence that states them.
+VALLEY_CEILING, VALLEY_FEWEST, VALLEY_MOST = 0.7, 2, 32
+glue("ch2_valley_ceiling", fmt_percent(VALLEY_CEILING))
+glue("ch2_valley_fewest", str(VALLEY_FEWEST)); glue("ch2_valley_most", str(VALLEY_MOST))
 if info.platform == "cpu":
     # XLA:CPU's products with a few rows reach neither roof: the valley the roofline cannot see.
-    expect_measured(share_of_roof[worst] < 0.7 and 2 <= B_axis[worst] <= 32,
-                    "the model's matmuls fall into a valley below both roofs at a few rows",
-                    expected="below 70% of the roofline somewhere between 2 and 32 rows",
+    expect_measured(share_of_roof[worst] < VALLEY_CEILING
+                    and VALLEY_FEWEST <= B_axis[worst] <= VALLEY_MOST,
+                    "the model's matmuls fall into a valley below both roofs at a few rows: "
+                    f"under {fmt_percent(VALLEY_CEILING)} of the roofline between "
+                    f"{VALLEY_FEWEST} and {VALLEY_MOST} rows",
+                    expected=f"below {fmt_percent(VALLEY_CEILING)} of the roofline somewhere "
+                    f"between {VALLEY_FEWEST} and {VALLEY_MOST} rows",
                     measured=f"lowest {fmt_percent(share_of_roof[worst])} at "
                              f"{int(B_axis[worst])} rows")
     valley = bilingual(
@@ -589,7 +606,9 @@ glue("ch2_valley_sentence", valley);
 # ```
 #
 # At batch {glue:text}`ch2_valley_batch` the matmuls reach only {glue:text}`ch2_valley_share` of
-# what the roofline allows. Accelerators come much closer to both roofs (chapter 4 holds the
+# what the roofline allows. (On a CPU the chapter checks for that valley: under
+# {glue:text}`ch2_valley_ceiling` of the roofline at some batch between
+# {glue:text}`ch2_valley_fewest` and {glue:text}`ch2_valley_most`.) Accelerators come much closer to both roofs (chapter 4 holds the
 # sources' estimates against measurements on A100s), which is why the sources can reason with
 # two constants. The lesson carries over anyway: a roofline is a bound, and the distance to it
 # belongs to the kernels, the shapes and the device — measure it where it matters.
@@ -615,7 +634,8 @@ glue("ch2_valley_sentence", valley);
 # ```
 #
 # 在批次 {glue:text}`ch2_valley_batch` 时，矩阵乘法只达到屋顶线所允许的
-# {glue:text}`ch2_valley_share`。加速器离两个屋顶要近得多（第 4 章把资料中的估算与 A100 上的实测
+# {glue:text}`ch2_valley_share`。（在 CPU 上，本章检验这个低谷：在批次 {glue:text}`ch2_valley_fewest` 到
+# {glue:text}`ch2_valley_most` 之间的某处，不到屋顶线的 {glue:text}`ch2_valley_ceiling`。）加速器离两个屋顶要近得多（第 4 章把资料中的估算与 A100 上的实测
 # 相对照），所以资料可以只凭两个常数来推理。不过这一课照样适用：屋顶线是一个界限，与它的差距取决于
 # 内核、形状和设备——在要紧的地方，就去测量它。
 #

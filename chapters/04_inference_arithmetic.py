@@ -338,6 +338,71 @@ glue("ch4_l31_G", str(l31.G))
 # 52B model, a token's cache would be {glue:text}`ch4_l31_G` times larger and the same memory
 # would hold that many times fewer tokens (grouped-query attention, chapter 5).
 #
+# The same two questions — how many chips the weights need, and what each token of context
+# costs — for the model families readers serve today, each read from its published
+# configuration (the presets name their sources), in bfloat16 on H100s:
+
+# %% [markdown] tags=["lang-zh"]
+# 它的 {glue:text}`ch4_l31_weights` 权重需要 {glue:text}`ch4_l31_min` 块 GPU，剩下的空间能容纳的缓存
+# 词元数为 {glue:text}`ch4_l31_tok2`；四块能容纳 {glue:text}`ch4_l31_tok4`，插满八块的一整台机器则是
+# {glue:text}`ch4_l31_tok8`——而每个请求的上下文窗口就有 {glue:text}`ch4_l31_ctx` 个词元。如果像
+# 52B 模型那样每个查询头配一个 KV 头，一个词元的缓存会变为原来的 {glue:text}`ch4_l31_G` 倍，同样的
+# 内存能容纳的词元也会按同样的比例减少（分组查询注意力，第 5 章）。
+#
+# 对今天读者在线服务的各个模型家族，问同样的两个问题——权重需要几块芯片，上下文中每个词元要花多少
+# 缓存——每个模型都按它公开的配置读取（预设里注明了出处），在 H100 上以 bfloat16 计：
+
+# %%
+family_table = ["llama-3.2-1b", "gemma-3-1b", "pythia-1b", "smollm3-3b", "gemma-3-4b",
+                "olmo-2-7b", "llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "llama-3.1-70b",
+                "deepseek-v3"]
+today = {}
+for name in family_table:
+    c = get_preset(name)
+    per_token = counts.kv_bytes_per_token(c)
+    today[name] = dict(cfg=c, params=counts.param_count(c), weights=counts.param_bytes(c),
+                       chips=latency.min_chips_for_weights(c, h100), per_token=per_token,
+                       over_context=counts.kv_cache_bytes(c, 1, c.max_seq_len) / c.max_seq_len,
+                       windowed=sum(w is not None for w in c.windows))
+g27, olmo, l8 = today["gemma-3-27b"], today["olmo-2-7b"], today["llama-3.1-8b"]
+assert olmo["cfg"].K == olmo["cfg"].N and olmo["per_token"] == 4 * l8["per_token"]  # MHA vs GQA
+assert olmo["params"] < l8["params"]                   # ... with fewer parameters
+assert g27["windowed"] >= 5 * (g27["cfg"].L - g27["windowed"])   # five local layers a global
+assert g27["over_context"] < g27["per_token"] / 5
+
+# %% tags=["hide-input"]
+Markdown("| model | parameters | weights | H100s for the weights | KV cache per token "
+         "| per token over its whole context |\n|---|---:|---:|---:|---:|---:|\n" + "\n".join(
+             f"| {n} | {fmt_count(r['params'])} | {fmt_bytes(r['weights'])} | {r['chips']} | "
+             f"{fmt_bytes(r['per_token'], 1)} | {fmt_bytes(r['over_context'], 1)} "
+             f"({fmt_count(r['cfg'].max_seq_len)} tokens) |" for n, r in today.items()))
+
+# %% tags=["hide-input"]
+glue("ch4_olmo_kv", fmt_bytes(olmo["per_token"], 0))
+glue("ch4_l8_kv", fmt_bytes(l8["per_token"], 0))
+glue("ch4_olmo_vs_l8", fmt_ratio(olmo["per_token"] / l8["per_token"], 0))
+glue("ch4_olmo_params", fmt_count(olmo["params"]))
+glue("ch4_l8_params", fmt_count(l8["params"]))
+glue("ch4_g27_params", fmt_count(g27["params"]))
+glue("ch4_g27_chips", str(g27["chips"]))
+glue("ch4_g27_kv", fmt_bytes(g27["per_token"], 0))
+glue("ch4_g27_windowed", str(g27["windowed"]))
+glue("ch4_g27_L", str(g27["cfg"].L))
+glue("ch4_g27_window", f"{g27['cfg'].window:,}")
+glue("ch4_g27_ctx", fmt_count(g27["cfg"].max_seq_len))
+glue("ch4_g27_over", fmt_bytes(g27["over_context"], 0));
+
+# %% [markdown]
+# What a token costs is decided by the attention, not by the size of the model. OLMo-2-7B
+# ({glue:text}`ch4_olmo_params` parameters) gives every query head its own keys and values and
+# stores {glue:text}`ch4_olmo_kv` per token, {glue:text}`ch4_olmo_vs_l8` the
+# {glue:text}`ch4_l8_kv` of Llama-3.1-8B ({glue:text}`ch4_l8_params` parameters,
+# grouped-query attention). Gemma-3-27B's
+# {glue:text}`ch4_g27_params` parameters need {glue:text}`ch4_g27_chips` H100s, and a token
+# costs {glue:text}`ch4_g27_kv` while every layer holds it; but {glue:text}`ch4_g27_windowed`
+# of its {glue:text}`ch4_g27_L` layers keep only the last {glue:text}`ch4_g27_window` tokens,
+# so over a {glue:text}`ch4_g27_ctx`-token context a token costs {glue:text}`ch4_g27_over`.
+#
 # ## Model parallelism
 #
 # *Tensor parallelism* splits every weight matrix across the $N$ GPUs (attention by heads, the
@@ -354,11 +419,14 @@ glue("ch4_l31_G", str(l31.G))
 # one direction:
 
 # %% [markdown] tags=["lang-zh"]
-# 它的 {glue:text}`ch4_l31_weights` 权重需要 {glue:text}`ch4_l31_min` 块 GPU，剩下的空间能容纳的缓存
-# 词元数为 {glue:text}`ch4_l31_tok2`；四块能容纳 {glue:text}`ch4_l31_tok4`，插满八块的一整台机器则是
-# {glue:text}`ch4_l31_tok8`——而每个请求的上下文窗口就有 {glue:text}`ch4_l31_ctx` 个词元。如果像
-# 52B 模型那样每个查询头配一个 KV 头，一个词元的缓存会变为原来的 {glue:text}`ch4_l31_G` 倍，同样的
-# 内存能容纳的词元也会按同样的比例减少（分组查询注意力，第 5 章）。
+# 一个词元的代价由注意力决定，而不是由模型的大小决定。OLMo-2-7B（{glue:text}`ch4_olmo_params` 个
+# 参数）给每个查询头都配了自己的键和值，每个词元存 {glue:text}`ch4_olmo_kv`，是 Llama-3.1-8B
+# （{glue:text}`ch4_l8_params` 个参数，分组查询注意力）的 {glue:text}`ch4_l8_kv` 的
+# {glue:text}`ch4_olmo_vs_l8`。Gemma-3-27B
+# 的 {glue:text}`ch4_g27_params` 个参数需要 {glue:text}`ch4_g27_chips` 块 H100；当每一层都保存一个
+# 词元时，它要花 {glue:text}`ch4_g27_kv`；但它的 {glue:text}`ch4_g27_L` 层中有
+# {glue:text}`ch4_g27_windowed` 层只保留最近的 {glue:text}`ch4_g27_window` 个词元，所以在
+# {glue:text}`ch4_g27_ctx` 个词元的上下文中，平均每个词元只花 {glue:text}`ch4_g27_over`。
 #
 # ## 模型并行
 #

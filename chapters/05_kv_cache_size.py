@@ -460,8 +460,11 @@ Markdown("| KV heads K | kind | KV per token | sequences of 4,096 on 8 H100s |\n
 #
 # Fewer bytes are also fewer bytes to *read*. We measure one decode step of the library's model
 # on this device, in a configuration where the cache dominates the traffic — one layer of
-# width 256 with 16 query heads of 64, four sequences of 4,096 cached tokens, float32 — with
-# $K$ = 16, 4 and 1 KV heads:
+# width 256 with 16 query heads of 64, {glue:text}`ch5_gqa_B` sequences of
+# {glue:text}`ch5_gqa_S` cached tokens, float32 — with $K$ = 16, 4 and 1 KV heads. The three
+# variants take turns, {glue:text}`ch5_gqa_rounds` rounds after {glue:text}`ch5_gqa_warmup` of warm-up, so that
+# whatever else the machine is doing falls on all of them alike, and each one's time is its
+# median step:
 
 # %% [markdown] tags=["lang-zh"]
 # 用 {glue:text}`ch5_l70_N` 个 KV 头（每个查询头一个）时，八块 H100 在权重之外能放下
@@ -469,38 +472,45 @@ Markdown("| KV heads K | kind | KV per token | sequences of 4,096 on 8 H100s |\n
 # {glue:text}`ch5_l70_K` 个头时，能放下 {glue:text}`ch5_gqa_batch_gqa` 条。
 #
 # 字节少了，要*读*的字节也就少了。我们在这台设备上测量库中模型的一个解码步骤，所用的配置让缓存主导数
-# 据流量——一层，宽度 256，16 个 64 维的查询头，四条序列，每条缓存了 4,096 个词元，float32——分别用
-# $K$ = 16、4 和 1 个 KV 头：
+# 据流量——一层，宽度 256，16 个 64 维的查询头，{glue:text}`ch5_gqa_B` 条序列，每条缓存了
+# {glue:text}`ch5_gqa_S` 个词元，float32——分别用 $K$ = 16、4 和 1 个 KV 头。三个变体轮流运行，先热身 {glue:text}`ch5_gqa_warmup` 轮，
+# 再计时 {glue:text}`ch5_gqa_rounds` 轮，让机器上的其他活动对它们的影响相同；每个变体的时间取其步骤的中位数：
 
 # %%
 att = ModelConfig(L=1, D=256, F=512, N=16, K=16, H=64, V=512, max_seq_len=8192,
                   name="attention-heavy")
-B_att, S_att = 4, 4096
-steppers = {K: timing.decode_step_timer(decoder.init_params(att.replace(K=K)), att.replace(K=K),
-                                       B_att, S_att) for K in (16, 4, 1)}
-# Two rounds, alternating the variants, so that other activity on the machine hits all alike;
-# each variant's time is its fastest step, the one least disturbed by anything else.
-gqa_rounds = {K: [timing.time_fn(f, repeats=4).min_s] for K, f in steppers.items()}
-for _ in range(1):
-    for K, f in steppers.items():
-        gqa_rounds[K].append(timing.time_fn(f, repeats=4, warmup=0).min_s)
-gqa_time = {K: min(ts) for K, ts in gqa_rounds.items()}
-gqa_bytes = {K: counts.kv_cache_bytes(att.replace(K=K), B_att, S_att, 4) for K in gqa_time}
+B_att, S_att = 4, 4096            # the cache of the later sections' measurements
+# Here a longer one, so that even K = 1 reads several times the weights: the step's fixed costs
+# and the machine's noise then cannot hide the difference in bytes.
+S_gqa, GQA_ROUNDS, GQA_WARMUP = 4 * S_att, 9, 2
+gqa_cfg = {K: att.replace(K=K, max_seq_len=S_gqa) for K in (16, 4, 1)}
+steppers = {K: timing.decode_step_timer(decoder.init_params(c), c, B_att, S_gqa)
+            for K, c in gqa_cfg.items()}
+gqa_runs = timing.time_alternating(list(steppers.values()), rounds=GQA_ROUNDS,
+                                   warmup=GQA_WARMUP)
+gqa_time = {K: t.median_s for K, t in zip(steppers, gqa_runs)}
+gqa_bytes = {K: counts.kv_cache_bytes(c, B_att, S_gqa, 4) for K, c in gqa_cfg.items()}
 weights_att = counts.param_bytes(att, 4)
-assert gqa_bytes[16] > 10 * weights_att                 # the cache dominates the traffic
+assert gqa_bytes[16] > 10 * weights_att and gqa_bytes[1] > 2 * weights_att   # cache-bound
 
 # %% tags=["hide-input"]
-expect_measured(gqa_time[1] < 0.7 * gqa_time[16] and gqa_time[1] < gqa_time[4],
-                "fewer KV heads make a cache-bound decode step faster",
-                expected="K = 1 under 70% of K = 16's time, and faster than K = 4",
+MQA_CEILING = 0.7           # the claim's bound, glued into the sentence that states it
+expect_measured(gqa_time[1] < MQA_CEILING * gqa_time[16] and gqa_time[1] < gqa_time[4],
+                "fewer KV heads make a cache-bound decode step faster: K = 1's median step "
+                f"takes under {fmt_percent(MQA_CEILING)} of K = 16's, and less than K = 4's",
+                expected=f"K = 1 under {fmt_percent(MQA_CEILING)} of K = 16's median, and under "
+                "K = 4's",
                 measured=", ".join(f"K = {K}: {fmt_seconds(t)}" for K, t in gqa_time.items()))
 for K in gqa_time:
     print(f"K={K:2d}: cache {fmt_bytes(gqa_bytes[K]):>9s}  step {fmt_seconds(gqa_time[K])}"
           f"  ({DEVICE})")
 glue("ch5_gqa_mha_time", fmt_seconds(gqa_time[16]))
+glue("ch5_mqa_ceiling", fmt_percent(MQA_CEILING))
 glue("ch5_gqa_mqa_time", fmt_seconds(gqa_time[1]))
 glue("ch5_gqa_speedup", fmt_ratio(gqa_time[16] / gqa_time[1]))
 glue("ch5_device", DEVICE)
+glue("ch5_gqa_B", str(B_att)); glue("ch5_gqa_S", f"{S_gqa:,}")
+glue("ch5_gqa_rounds", str(GQA_ROUNDS)); glue("ch5_gqa_warmup", str(GQA_WARMUP))
 
 fig, ax = plt.subplots(figsize=(6, 3.6))
 ax.plot([gqa_bytes[K] / 1e6 for K in gqa_time], [gqa_time[K] * 1e3 for K in gqa_time], "o-")
@@ -521,7 +531,9 @@ glue_figure("ch5_gqa_figure", fig, zh=dict(
 #
 # Multi-head attention takes {glue:text}`ch5_gqa_mha_time` per step, multi-query
 # {glue:text}`ch5_gqa_mqa_time`: {glue:text}`ch5_gqa_speedup` faster, on
-# {glue:text}`ch5_device`. Step time falls with the bytes of cache read, as a memory-bound step
+# {glue:text}`ch5_device` (the chapter checks that the median multi-query step takes under
+# {glue:text}`ch5_mqa_ceiling` of the median multi-head step, and less than the grouped variant
+# between them). Step time falls with the bytes of cache read, as a memory-bound step
 # should (chapter 2), though not in proportion: the step has fixed costs, and with $G$ query
 # heads sharing each key the attention products become small matrix products, which a CPU in
 # particular runs well below its bandwidth. That sharing is the other effect the scaling book
@@ -544,7 +556,8 @@ glue_figure("ch5_gqa_figure", fig, zh=dict(
 # ```
 #
 # 多头注意力每步耗时 {glue:text}`ch5_gqa_mha_time`，多查询注意力耗时 {glue:text}`ch5_gqa_mqa_time`：
-# 在 {glue:text}`ch5_device` 上快了 {glue:text}`ch5_gqa_speedup`。步骤时间随读取的缓存字节数下降，正
+# 在 {glue:text}`ch5_device` 上快了 {glue:text}`ch5_gqa_speedup`（本章检验多查询注意力步骤时间的中位数不到多头注意力的
+# {glue:text}`ch5_mqa_ceiling`，也少于介于两者之间的分组查询注意力）。步骤时间随读取的缓存字节数下降，正
 # 如内存受限的步骤所应有的那样（第 2 章），但并不成正比：每一步都有固定开销；而且 $G$ 个查询头共用每
 # 个键时，注意力的乘积变成了小矩阵乘法，运行这类乘法的速度远低于带宽所允许的，在 CPU 上尤其如此。这
 # 种共享正是 scaling book 指出的另一个效果：注意力每读一个字节，要做的算术多了 $G$ 倍。
@@ -872,16 +885,16 @@ show_source(kv_quant.attend_per_head)
 # obvious way to read an int8 cache, written here: convert every layer's whole cache to float,
 # then attend as usual. We time the part of the step that reads the cache (`extend`, the whole
 # forward pass; the append that follows writes one token and is the same for all), alternating
-# the variants over three rounds so that other activity on the machine affects them alike, and
-# keep each one's fastest call, the one least disturbed.
+# the variants over {glue:text}`ch5_i8_rounds` rounds after one of warm-up so that other
+# activity on the machine affects them alike, and report each one's median call.
 
 # %% [markdown] tags=["lang-zh"]
 # 现在看步骤时间。在 CPU 上，bfloat16 算术是模拟出来的，很慢，所以我们拿 int8 缓存与以下几种作比较：
 # 由同样的逐头代码读取的 **float32** 缓存；库的标准解码步骤（`decode.extend`，对 float32 缓存做一次
 # 覆盖整个批次的乘积）；以及读取 int8 缓存最直白的办法，写在下面：先把每一层的整个缓存转换成浮点数，
 # 再照常做注意力。我们为步骤中读取缓存的部分计时（`extend`，即整个前向计算；随后的追加只写一个词元，
-# 对所有变体都一样），分三轮交替运行各个变体，让机器上的其他活动对它们的影响相同，并取每个变体最快的
-# 一次调用，即受干扰最少的那次。
+# 对所有变体都一样），先热身一轮，再分 {glue:text}`ch5_i8_rounds` 轮交替运行各个变体，让机器上的其他活动对它们的
+# 影响相同，并取每个变体调用时间的中位数。
 
 # %%
 @partial(jax.jit, static_argnames=("cfg",))
@@ -907,23 +920,30 @@ step_fns = {
     "int8 cache, convert everything": (lambda p, t, c: extend_convert_everything(p, att, t, c),
                                        int8_cache),
 }
-rounds = {label: [] for label in step_fns}
-for _ in range(3):
-    for label, (fn, c) in step_fns.items():
-        rounds[label].append(timing.time_fn(fn, p_att, tok_att, c, repeats=3, warmup=0).min_s)
-int8_time = {label: min(ts) for label, ts in rounds.items()}          # fastest of nine calls
+I8_ROUNDS = 9
+i8_runs = timing.time_alternating([partial(fn, p_att, tok_att, c) for fn, c in step_fns.values()],
+                                  rounds=I8_ROUNDS, warmup=1)
+int8_time = {label: t.median_s for label, t in zip(step_fns, i8_runs)}
+glue("ch5_i8_rounds", str(I8_ROUNDS))
 for label, t in int8_time.items():
     print(f"{label:32s} {fmt_seconds(t)}  ({DEVICE})")
 t_i8, t_f32, t_lib, t_naive = int8_time.values()
 bytes_ratio = kvcache.cache_bytes(int8_cache) / kvcache.cache_bytes(f32_qcache)
 
 # %% tags=["hide-input"]
-expect_measured(t_naive > 2 * t_i8, "converting the whole int8 cache first costs more than "
-                "it saves", expected="over twice the per-head reader's time",
+# The claims' bounds, glued into the sentences that state them.
+NAIVE_FACTOR = 2            # converting everything first, against the per-head reader
+I8_CEILING = 1.25           # the per-head reader: int8 cache against float32 cache
+expect_measured(t_naive > NAIVE_FACTOR * t_i8, "converting the whole int8 cache first takes "
+                f"over {fmt_ratio(NAIVE_FACTOR, 0)} the per-head reader's time (medians)",
+                expected=f"over {fmt_ratio(NAIVE_FACTOR, 0)} the per-head reader's median",
                 measured=f"{fmt_seconds(t_naive)} against {fmt_seconds(t_i8)}")
-expect_measured(t_i8 < 1.25 * t_f32, "the per-head int8 reader is no slower than float32",
-                expected="under 125% of the float32 cache's time",
+expect_measured(t_i8 < I8_CEILING * t_f32, "on the int8 cache the per-head reader's median "
+                f"call takes under {fmt_percent(I8_CEILING)} of its median on the float32 cache",
+                expected=f"under {fmt_percent(I8_CEILING)} of the float32 cache's median",
                 measured=f"{fmt_seconds(t_i8)} against {fmt_seconds(t_f32)}")
+glue("ch5_naive_factor", fmt_ratio(NAIVE_FACTOR, 0))
+glue("ch5_i8_ceiling", fmt_percent(I8_CEILING))
 glue("ch5_t_i8", fmt_seconds(t_i8)); glue("ch5_t_f32", fmt_seconds(t_f32))
 glue("ch5_t_lib", fmt_seconds(t_lib)); glue("ch5_t_naive", fmt_seconds(t_naive))
 glue("ch5_t_ratio", fmt_percent(t_i8 / t_f32)); glue("ch5_t_bytes_ratio", fmt_percent(bytes_ratio))
@@ -931,10 +951,12 @@ glue("ch5_t_naive_x", fmt_ratio(t_naive / t_i8))
 
 # %% [markdown]
 # Converting everything first is the slowest of all: {glue:text}`ch5_t_naive`,
-# {glue:text}`ch5_t_naive_x` the per-head reader's time, because XLA writes the converted cache
-# to memory and reads it back. The per-head reader takes {glue:text}`ch5_t_i8` against
+# {glue:text}`ch5_t_naive_x` the per-head reader's time (the chapter checks over
+# {glue:text}`ch5_naive_factor`), because XLA writes the converted cache to memory and reads it
+# back. The per-head reader takes {glue:text}`ch5_t_i8` against
 # {glue:text}`ch5_t_f32` for the float32 cache with the same code, on {glue:text}`ch5_device`:
-# {glue:text}`ch5_t_ratio` of the time for {glue:text}`ch5_t_bytes_ratio` of the cache bytes.
+# {glue:text}`ch5_t_ratio` of the time for {glue:text}`ch5_t_bytes_ratio` of the cache bytes
+# (the chapter checks under {glue:text}`ch5_i8_ceiling`).
 # The library's standard float32 step, one large batched product that XLA spreads over all
 # cores, takes {glue:text}`ch5_t_lib`. On a CPU the saving in bytes turns into much less
 # saving in time, if any: turning a code back into a float is an instruction per element, and
@@ -977,10 +999,12 @@ glue("ch5_t_naive_x", fmt_ratio(t_naive / t_i8))
 
 # %% [markdown] tags=["lang-zh"]
 # 先全部转换的做法是所有方案中最慢的：{glue:text}`ch5_t_naive`，是逐头读取器所用时间的
-# {glue:text}`ch5_t_naive_x`，因为 XLA 会把转换后的缓存写进内存再读回来。在 {glue:text}`ch5_device`
+# {glue:text}`ch5_t_naive_x`（本章检验它超过 {glue:text}`ch5_naive_factor`），因为 XLA 会把转换后的
+# 缓存写进内存再读回来。在 {glue:text}`ch5_device`
 # 上，逐头读取器耗时 {glue:text}`ch5_t_i8`，用同样的代码读取 float32 缓存则耗时
 # {glue:text}`ch5_t_f32`：用 {glue:text}`ch5_t_bytes_ratio` 的缓存字节，花了
-# {glue:text}`ch5_t_ratio` 的时间。库的标准 float32 步骤——一次覆盖整个批次的大乘积，由 XLA 分摊到所
+# {glue:text}`ch5_t_ratio` 的时间（本章检验它不到 {glue:text}`ch5_i8_ceiling`）。
+# 库的标准 float32 步骤——一次覆盖整个批次的大乘积，由 XLA 分摊到所
 # 有核上——耗时 {glue:text}`ch5_t_lib`。在 CPU 上，字节上的节省转化成的时间节省要少得多，甚至没有：把
 # 一个编码转换回浮点数，每个元素要一条指令，而核数不多的处理器做转换，并不比它从内存读浮点数快多少。
 # XLA:CPU 没有提供绕过去的办法——它的矩阵乘法，连同整数乘法，都会先把 int8 操作数转换成浮点数，存成一

@@ -20,8 +20,8 @@
 # out most of what works for training {cite:p}`austin2025scaling`:
 #
 # - **Gathering the weights (FSDP) is out.** A step is already waiting for weights to stream
-#   from HBM; streaming them over an interconnect an order of magnitude slower instead is the
-#   wrong direction. We want to move activations, never weights.
+#   from HBM; streaming them over an interconnect several times slower instead is the wrong
+#   direction. We want to move activations, never weights.
 # - **Data parallelism does not help.** Copies of the model each read all of their weights
 #   every step, so a step is no faster; it is simply several independent servers.
 # - **Sequence parallelism has nothing to split.** A decode step has one new token per
@@ -42,8 +42,8 @@
 # 一个——所以它受内存带宽限制，每个词元都有延迟目标，通信的每一微秒都看得出来。这就排除了大部分
 # 适用于训练的做法 {cite:p}`austin2025scaling`：
 #
-# - **收集权重（FSDP）行不通。** 一个步骤本来就在等待权重从 HBM 流进来；改为让它们流过慢一个数量级
-#   的互连，方向就错了。我们要移动的是激活值，绝不是权重。
+# - **收集权重（FSDP）行不通。** 一个步骤本来就在等待权重从 HBM 流进来；改为让它们流过慢好几倍的
+#   互连，方向就错了。我们要移动的是激活值，绝不是权重。
 # - **数据并行没有帮助。** 模型的每个副本每一步都要读取自己的全部权重，所以一步并不会变快；这不过是
 #   几台独立的服务器而已。
 # - **序列并行无可拆分。** 一个解码步骤中，每个序列只有一个新词元。
@@ -176,6 +176,9 @@ Y = plan.size(plan.kv_heads)
 predicted = collectives.ws1d_collectives(cfg, B, 1, plan.m, Y, bytes_per_element=4)
 assert hlo.bytes_by_scope(colls_1d) == collectives.total_bytes(predicted, by="scope")
 step_bytes_1d = sum(c.bytes for c in colls_1d)
+assert [(c.scope, c.kind) for c in colls_1d] == [
+    ("embed", "all-gather"), ("q_to_batch", "all-to-all"), ("out_to_heads", "all-to-all"),
+    ("attn_out", "all-reduce"), ("mlp_out", "all-reduce"), ("logits", "all-reduce")]
 
 # The same step with the weights gathered instead (FSDP): compiled from shapes alone.
 plan_wg = make_plan(cfg, mesh, "weight-gathered")
@@ -193,19 +196,20 @@ glue("ch9_wg_ratio", fmt_ratio(step_bytes_wg / step_bytes_1d, 0))
 print(f"1D step moves {fmt_bytes(step_bytes_1d)}; weight-gathered step {fmt_bytes(step_bytes_wg)}")
 
 # %% [markdown]
-# A 1D decode step moves {glue:text}`ch9_step_bytes_1d`: two AllReduces of the batch's
-# activations per layer, two AllToAlls of queries and attention outputs per layer (the cache
-# layout's price, below), and the logits. The weight-gathered step moves
-# {glue:text}`ch9_step_bytes_wg`, {glue:text}`ch9_wg_ratio` more, to process the same eight
-# tokens.
+# A 1D decode step moves {glue:text}`ch9_step_bytes_1d`: an AllGather of the new tokens'
+# embeddings, two AllReduces of the batch's activations per layer, two AllToAlls of queries
+# and attention outputs per layer (the cache layout's price, below), and the logits. The
+# weight-gathered step moves {glue:text}`ch9_step_bytes_wg`, {glue:text}`ch9_wg_ratio` as
+# much, to process the same eight tokens.
 #
 # At the scale of a real deployment, the scaling book's 18B model on sixteen TPU v5e chips,
 # the three strategies give these lower bounds on a step at batch 32 (int8 weights, cache
 # ignored):
 
 # %% [markdown] tags=["lang-zh"]
-# 一维布局的一个解码步骤移动 {glue:text}`ch9_step_bytes_1d`：每层两次对批次激活值的全规约，每层两次
-# 对查询和注意力输出的全交换（AllToAll，这是缓存布局的代价，见下文），再加上 logits。权重收集的步骤
+# 一维布局的一个解码步骤移动 {glue:text}`ch9_step_bytes_1d`：一次对新词元嵌入的全收集（AllGather），
+# 每层两次对批次激活值的全规约，每层两次对查询和注意力输出的全交换（AllToAll，这是缓存布局的代价，
+# 见下文），再加上 logits。权重收集的步骤
 # 移动 {glue:text}`ch9_step_bytes_wg`，是前者的 {glue:text}`ch9_wg_ratio`，处理的却是同样的八个词元。
 #
 # 放到真实部署的规模上——scaling book 的 18B 模型运行在十六个 TPU v5e 芯片上——在批次大小为 32 时
@@ -219,7 +223,11 @@ chips, batch = 16, 32
 weights = counts.param_bytes(big, 1)
 t_model = weights / (chips * chip.hbm_bytes_per_s)                 # each chip reads 1/16
 t_data = weights / chip.hbm_bytes_per_s                            # each replica reads it all
-t_fsdp = weights * (chips - 1) / chips / W_ici                     # ship 15/16 of it per step
+# Gathered, each chip receives 15/16 of the weights per step, over both axes of the torus:
+# sixteen v5e chips are a 4x4 slice.
+axes = 2
+assert chip.torus_axes == axes
+t_fsdp = weights * (chips - 1) / chips / comm_time.ici_bandwidth(chip, axes)
 assert t_model < t_data < t_fsdp
 assert weights > chip.hbm_bytes                                    # one copy does not even fit
 
@@ -235,7 +243,8 @@ glue("ch9_t_fsdp", fmt_seconds(t_fsdp))
 # %% [markdown]
 # Splitting the weights over sixteen chips reads them in {glue:text}`ch9_t_model`. Sixteen
 # copies each need {glue:text}`ch9_t_data` per step (and the model does not even fit on one
-# chip's memory); gathering the weights over the interconnect takes {glue:text}`ch9_t_fsdp`.
+# chip's memory); gathering the weights over the interconnect, through both axes of the
+# $4 \times 4$ slice, takes {glue:text}`ch9_t_fsdp`.
 # Only model parallelism makes the step faster.
 #
 # ## How far model parallelism can go
@@ -252,8 +261,8 @@ glue("ch9_t_fsdp", fmt_seconds(t_fsdp))
 
 # %% [markdown] tags=["lang-zh"]
 # 把权重拆到十六个芯片上，读完它们需要 {glue:text}`ch9_t_model`。十六个副本则每一步各需
-# {glue:text}`ch9_t_data`（何况一个芯片的内存根本放不下这个模型）；通过互连收集权重需要
-# {glue:text}`ch9_t_fsdp`。只有模型并行能让一步变快。
+# {glue:text}`ch9_t_data`（何况一个芯片的内存根本放不下这个模型）；通过互连收集权重（经由 $4 \times 4$
+# 切片的两个轴）需要 {glue:text}`ch9_t_fsdp`。只有模型并行能让一步变快。
 #
 # ## 模型并行能走多远
 #

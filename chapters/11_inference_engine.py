@@ -426,7 +426,9 @@ for d, s in summaries.items():
 # %%
 gain = summaries["continuous"].throughput / summaries["static"].throughput
 gain_inter = summaries["interleaved"].throughput / summaries["static"].throughput
-floor = 1.5
+# The claims' floors, glued into the sentences that state them.
+GAIN_FLOOR = 1.5                # continuous over static batching
+INTERLEAVED_FLOOR = 1.2         # interleaved over static batching
 
 
 def slot_utilisation(run):
@@ -439,12 +441,15 @@ util = {d: slot_utilisation(r) for d, r in runs.items()}
 assert util["continuous"] > util["static"]
 
 # %% tags=["hide-input"]
-glue("ch11_floor", fmt_ratio(floor))
-expect_measured(gain >= floor, "continuous batching delivers far more throughput than static "
-                "batching with the same slots", expected=f"at least {fmt_ratio(floor)}",
-                measured=fmt_ratio(gain))
-expect_measured(gain_inter > 1.2, "interleaved serving beats static batching too",
-                expected="over 1.2× the throughput", measured=fmt_ratio(gain_inter))
+glue("ch11_floor", fmt_ratio(GAIN_FLOOR))
+glue("ch11_inter_floor", fmt_ratio(INTERLEAVED_FLOOR))
+expect_measured(gain >= GAIN_FLOOR, "continuous batching delivers at least "
+                f"{fmt_ratio(GAIN_FLOOR)} the throughput of static batching with the same slots",
+                expected=f"at least {fmt_ratio(GAIN_FLOOR)}", measured=fmt_ratio(gain))
+expect_measured(gain_inter >= INTERLEAVED_FLOOR, "interleaved serving delivers at least "
+                f"{fmt_ratio(INTERLEAVED_FLOOR)} the throughput of static batching",
+                expected=f"at least {fmt_ratio(INTERLEAVED_FLOOR)}",
+                measured=fmt_ratio(gain_inter))
 expect_measured(summaries["continuous"].ttft_mean_s < summaries["static"].ttft_mean_s,
                 "continuous batching gives an earlier first token on average",
                 expected="a shorter mean TTFT than static batching",
@@ -463,8 +468,9 @@ print({d: f"{u:.0%}" for d, u in util.items()})
 # On {glue:text}`ch11_device`, static batching delivers {glue:text}`ch11_tput_static` and
 # continuous batching {glue:text}`ch11_tput_continuous`: {glue:text}`ch11_gain` as much, with
 # the same slots and the same model. (Interleaved serving, continuous batching without the
-# paged memory, gets {glue:text}`ch11_gain_inter`: on this trace the two differ only by
-# measurement noise.) The reason is in the slot utilisation, counted
+# paged memory, gets {glue:text}`ch11_gain_inter`, and the chapter checks at least
+# {glue:text}`ch11_inter_floor`: on this trace the two differ only by measurement noise.) The
+# reason is in the slot utilisation, counted
 # from the event log as the fraction of slot-steps that produced a wanted token: static
 # batching keeps {glue:text}`ch11_util_static` of its slots busy, continuous batching
 # {glue:text}`ch11_util_continuous`. A generate step costs the same whether its slots are busy
@@ -475,8 +481,8 @@ print({d: f"{u:.0%}" for d, u in util.items()})
 # %% [markdown] tags=["lang-zh"]
 # 在 {glue:text}`ch11_device` 上，静态批处理的吞吐量是 {glue:text}`ch11_tput_static`，连续批处理是
 # {glue:text}`ch11_tput_continuous`：槽位相同、模型相同，后者的吞吐量却是前者的 {glue:text}`ch11_gain`。（交
-# 错式服务，也就是不带分页内存的连续批处理，吞吐量是静态批处理的 {glue:text}`ch11_gain_inter`：在这份轨迹上，两者只差
-# 测量噪声。）原因在于槽位利用率，它由事件日志统计，即产生了所需词元的“槽位·步”所占的比例：静态批处理
+# 错式服务，也就是不带分页内存的连续批处理，吞吐量是静态批处理的 {glue:text}`ch11_gain_inter`，本章检验它至少
+# 为 {glue:text}`ch11_inter_floor`：在这份轨迹上，两者只差测量噪声。）原因在于槽位利用率，它由事件日志统计，即产生了所需词元的“槽位·步”所占的比例：静态批处理
 # 让 {glue:text}`ch11_util_static` 的槽位保持忙碌，连续批处理则是 {glue:text}`ch11_util_continuous`。
 # 无论槽位是否忙碌，一个生成步骤的代价都一样——它的瓶颈是读取权重——所以空闲的槽位纯属损失。首个词元延迟
 # 也下降了，平均从 {glue:text}`ch11_ttft_static` 降到 {glue:text}`ch11_ttft_continuous`：没有谁需要等

@@ -24,8 +24,9 @@
 # in turn:
 #
 # - **The roofline.** A decode step reads only the experts its tokens were routed to, so the
-#   bytes it reads grow with the batch, and the batch at which the step becomes compute-bound
-#   is about $E/k$ times a dense model's.
+#   bytes it reads grow with the batch. An MoE layer becomes compute-bound at about $E/k$
+#   times a dense layer's critical batch; the whole step, whose attention and embeddings are
+#   dense, at about total over active parameters times it — less than $E/k$.
 # - **Sharding.** Experts are whole units of weight that can live on different chips. *Expert
 #   parallelism* gives each chip its own experts and sends every token to the chips of its
 #   experts with an AllToAll, instead of splitting every expert over every chip.
@@ -45,8 +46,9 @@
 # {cite:p}`deepseekai2024v3`——正是这样在不增加每个词元代价的前提下增加参数的。对推理服务来说，模型
 # *拥有*的权重与一个词元*用到*的权重之间的这种分离，在三个地方改变了前面各章的算术，本章依次讨论：
 #
-# - **屋顶线。** 一个解码步骤只读取它的词元被路由到的专家，所以它读取的字节数随批次增长；这一步变为
-#   计算受限时的批次，约为稠密模型的 $E/k$ 倍。
+# - **屋顶线。** 一个解码步骤只读取它的词元被路由到的专家，所以它读取的字节数随批次增长。一个 MoE 层
+#   在约为稠密层临界批量的 $E/k$ 倍时变为计算受限；整个步骤的注意力和嵌入是稠密的，它约在总参数与激活
+#   参数之比乘以该临界批量时变为计算受限——比 $E/k$ 倍小。
 # - **分片。** 专家是一个个完整的权重单元，可以放在不同的芯片上。*专家并行*让每块芯片持有自己的专家，
 #   用一次全交换（AllToAll）把每个词元发到它的专家所在的芯片，而不是把每个专家都切分到每块芯片上。
 # - **缓存。** DeepSeek 的模型给专家配上了*多头潜在注意力*：它为每个词元缓存一个压缩向量，而不是键和值
@@ -68,6 +70,7 @@ from IPython.display import Markdown
 
 from inferbook.book import bookdata
 from inferbook.book.listing import show_source
+from inferbook.grading import registry
 from inferbook.model import decode, decoder, kvcache, mla
 from inferbook.model.config import ModelConfig
 from inferbook.model.features import MLA, MoE
@@ -367,11 +370,14 @@ for label, chip in (("worked problem 5", v5e), ("Mixtral-8x7B", h100), ("DeepSee
     dense = roofline.critical_batch(chip)
     exact = layer_critical_batch(cfg, chip)
     whole = estimator.estimate(cfg, chip, batch=1, context=1).critical_batch
+    total_over_active = params.param_count(cfg) / params.active_param_count(cfg)
     assert abs(exact / (dense * m.E / m.k) - 1) < 0.01     # every expert touched by then
+    assert abs(whole / (dense * total_over_active) - 1) < 0.01   # the whole step: P / A
     assert dense < whole < exact       # the dense parts (attention, shared experts) pull it down
-    crit[label] = (dense, exact, whole)
+    crit[label] = (dense, exact, whole, total_over_active)
     rows.append(f"| {label} | {chip.name} | {dense:,.0f} | {m.E}/{m.k} | "
-                f"{dense * m.E / m.k:,.0f} | {exact:,.0f} | {whole:,.0f} |")
+                f"{dense * m.E / m.k:,.0f} | {exact:,.0f} | {fmt_ratio(total_over_active)} | "
+                f"{whole:,.0f} |")
 
 # %% tags=["hide-input"]
 glue("ch14_bdense_v5e", f"{crit['worked problem 5'][0]:.0f}")
@@ -380,18 +386,24 @@ glue("ch14_wp5_bcrit_source", f"{published['b_crit']['TPU v5e']} × 16/2 = "
 glue("ch14_bcrit_wp5", f"{crit['worked problem 5'][1]:,.0f}")
 glue("ch14_bcrit_v3", f"{crit['DeepSeek-V3'][1]:,.0f}")
 glue("ch14_bwhole_v3", f"{crit['DeepSeek-V3'][2]:,.0f}")
-Markdown("| model | chip | dense B_crit | E/k | E/k · B_crit | MoE layer, exact | whole model |\n"
-         "|---|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows))
+glue("ch14_whole_x_v3", fmt_ratio(crit["DeepSeek-V3"][2] / crit["DeepSeek-V3"][0]))
+glue("ch14_ek_v3", f"{v3.moe.E // v3.moe.k}")
+glue("ch14_bwhole_wp5", f"{crit['worked problem 5'][2]:,.0f}")
+Markdown("| model | chip | dense B_crit | E/k | E/k · B_crit | MoE layer, exact | total / active "
+         "| whole model |\n|---|---|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows))
 
 # %% [markdown]
 # On a TPU v5e a dense layer is compute-bound from {glue:text}`ch14_bdense_v5e` tokens in
 # bfloat16, so problem 5's expert layers need {glue:text}`ch14_bcrit_wp5`: the problem's
 # {glue:text}`ch14_wp5_bcrit_source`, with the registry's bandwidth for the source's round
-# figure. A DeepSeek-V3 expert layer on an H100
-# needs {glue:text}`ch14_bcrit_v3` tokens per step. The whole model crosses earlier
-# ({glue:text}`ch14_bwhole_v3` tokens), because its attention and shared experts are dense
-# and reach their own critical batch sooner; but at every batch below that, the step is
-# reading weights — more of them than a dense model with the same FLOPs per token.
+# figure; the whole model is compute-bound from {glue:text}`ch14_bwhole_wp5`. A DeepSeek-V3
+# expert layer on an H100 needs {glue:text}`ch14_bcrit_v3` tokens per step. The whole model
+# crosses earlier, at {glue:text}`ch14_bwhole_v3` tokens: {glue:text}`ch14_whole_x_v3` the
+# dense critical batch, its total over its active parameters, where its experts alone would
+# take $E/k =$ {glue:text}`ch14_ek_v3` times it. Its attention, embeddings and shared experts
+# are dense — every token uses all of them — so they bring the model's bytes per FLOP down
+# towards a dense model's. At every batch below that, the step is reading weights — more of
+# them than a dense model with the same FLOPs per token.
 #
 # Here is that comparison as a step time: the weight matmuls of a step on one H100 (the
 # larger of their FLOPs over $C$ and their bytes over $W$; the cache and the interconnect
@@ -400,10 +412,12 @@ Markdown("| model | chip | dense B_crit | E/k | E/k · B_crit | MoE layer, exact
 # %% [markdown] tags=["lang-zh"]
 # 在 TPU v5e 上，稠密层在 bfloat16 下从 {glue:text}`ch14_bdense_v5e` 个词元起变为计算受限，所以实例题 5
 # 的专家层需要 {glue:text}`ch14_bcrit_wp5` 个：即题目的 {glue:text}`ch14_wp5_bcrit_source`，只是把原文
-# 取整的数字换成了注册表中的带宽。DeepSeek-V3 的一个专家层在 H100 上每步需要
-# {glue:text}`ch14_bcrit_v3` 个词元。整个模型越过得更早（{glue:text}`ch14_bwhole_v3` 个词元），因为它的
-# 注意力和共享专家是稠密的，更早到达它们自己的临界批量；但在低于它的每一个批次上，这一步都在读取
-# 权重——比每个词元 FLOPs 相同的稠密模型读取得更多。
+# 取整的数字换成了注册表中的带宽；整个模型则从 {glue:text}`ch14_bwhole_wp5` 个词元起就是计算受限的。
+# DeepSeek-V3 的一个专家层在 H100 上每步需要 {glue:text}`ch14_bcrit_v3` 个词元。整个模型越过得更早，
+# 在 {glue:text}`ch14_bwhole_v3` 个词元处：是稠密临界批量的 {glue:text}`ch14_whole_x_v3`，即它的总参数
+# 与激活参数之比，而单看专家则要 $E/k =$ {glue:text}`ch14_ek_v3` 倍。它的注意力、嵌入和共享专家是稠密
+# 的——每个词元都用到它们的全部——所以它们把模型每个 FLOP 读取的字节数拉向稠密模型的水平。在低于它的
+# 每一个批次上，这一步都在读取权重——比每个词元 FLOPs 相同的稠密模型读取得更多。
 #
 # 下面把这个比较换成一步的时间：一块 H100 上一步中的权重矩阵乘法（取 FLOPs 除以 $C$ 与字节数除以
 # $W$ 中较大的那个；缓存和互连的开销另计，如第 3 章和第 9 章），与每个模型的稠密孪生模型并排。
@@ -598,9 +612,10 @@ glue("ch14_ep_colls", str(len(colls8)))
 # ### Capacity and dropped tokens
 #
 # Now one MoE block alone (`expert_parallel.moe_program`), with a capacity factor of one half:
-# each expert gets $C$ slots per chip, fewer than the tokens a chip sends it whenever routing
-# is uneven. The library reports the assignments it dropped; we count them ourselves from the
-# unsharded router's choices, chip by chip, in token order.
+# each expert gets $C$ slots per chip, half its share of a chip's assignments under perfectly
+# even routing, so experts overflow even then, and more where routing is uneven. The library
+# reports the assignments it dropped; we count them ourselves from the unsharded router's
+# choices, chip by chip, in token order.
 
 # %% [markdown] tags=["lang-zh"]
 # 所有三次运行——两次专家并行、一次张量并行——都给出了未分片模型的词元。当专家分布在全部八块芯片上时，
@@ -611,8 +626,9 @@ glue("ch14_ep_colls", str(len(colls8)))
 # ### 容量与被丢弃的词元
 #
 # 现在单独看一个 MoE 块（`expert_parallel.moe_program`），容量因子取二分之一：每个专家在每块芯片上
-# 有 $C$ 个槽位，只要路由不均匀，这就少于一块芯片发给它的词元。库会报告它丢弃的分配；我们根据未分片
-# 路由器的选择，逐块芯片、按词元顺序自己数一遍。
+# 有 $C$ 个槽位，只是路由完全均匀时它从一块芯片分到的分配数的一半，所以即使路由完全均匀，专家也会
+# 溢出，路由不均匀时溢出得更多。库会报告它丢弃的分配；我们根据未分片路由器的选择，逐块芯片、按词元
+# 顺序自己数一遍。
 
 # %%
 half = make_plan(cfg, named_mesh("2x4"), "expert-parallel", experts="y", capacity_factor=0.5)
@@ -632,12 +648,22 @@ for chip_tokens in np.split(experts_Nk, chips):
     count = np.bincount(chip_tokens.reshape(-1), minlength=cfg.moe.E)
     ours.append(int(np.maximum(count - C, 0).sum()))
 assert dropped.tolist() == ours
+# Perfectly even routing: each chip's tokens·k assignments spread as evenly as whole numbers
+# go. Its drops are what the capacity factor alone costs, and no routing drops fewer (the
+# overflow Σ_e max(0, n_e − C) is convex in the counts).
+share, extra = divmod(tokens * cfg.moe.k, cfg.moe.E)
+even = [share + 1] * extra + [share] * (cfg.moe.E - extra)
+even_dropped = chips * collectives.dropped_assignments(even, C)
+assert C < share and 0 < even_dropped <= sum(ours) < 2 * even_dropped   # mostly the factor's
 
 # %% tags=["hide-input"]
 glue("ch14_cap_C", str(C))
 glue("ch14_cap_tokens", str(tokens))
 glue("ch14_cap_dropped", str(sum(ours)))
 glue("ch14_cap_share", f"{sum(ours) / experts_Nk.size:.0%}")
+glue("ch14_cap_even_share", str(share) if not extra else f"{share}–{share + 1}")
+glue("ch14_cap_even_dropped", str(even_dropped))
+glue("ch14_cap_uneven_dropped", str(sum(ours) - even_dropped))
 print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 
 # %% [markdown]
@@ -645,7 +671,10 @@ print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 # $C =$ {glue:text}`ch14_cap_C` (slots per expert per chip), and
 # {glue:text}`ch14_cap_dropped` assignments ({glue:text}`ch14_cap_share` of all) find their
 # expert full — exactly the count
-# $\sum_e \max(0, n_e - C)$ over each chip's per-expert counts $n_e$. Training tolerates a few
+# $\sum_e \max(0, n_e - C)$ over each chip's per-expert counts $n_e$. Perfectly even routing
+# would send every expert {glue:text}`ch14_cap_even_share` assignments per chip and still drop
+# {glue:text}`ch14_cap_even_dropped` of them: those are the capacity factor's doing, and only
+# {glue:text}`ch14_cap_uneven_dropped` come from the router's unevenness. Training tolerates a few
 # dropped assignments; serving usually does not (the answer would depend on the other
 # requests in the batch), which is why inference engines send variable-sized messages or pay
 # for a generous capacity. The buffer, and so the AllToAll, grows with $C$.
@@ -663,7 +692,10 @@ print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 # %% [markdown] tags=["lang-zh"]
 # 每块芯片 {glue:text}`ch14_cap_tokens` 个词元时，容量为 $C =$ {glue:text}`ch14_cap_C`（每块芯片上每个
 # 专家的槽位数），有 {glue:text}`ch14_cap_dropped` 个分配（占全部的 {glue:text}`ch14_cap_share`）发现
-# 它们的专家已满——恰好等于对每块芯片按专家统计的个数 $n_e$ 求得的 $\sum_e \max(0, n_e - C)$。训练能
+# 它们的专家已满——恰好等于对每块芯片按专家统计的个数 $n_e$ 求得的 $\sum_e \max(0, n_e - C)$。若路由
+# 完全均匀，每个专家从每块芯片分到 {glue:text}`ch14_cap_even_share` 个分配，仍会丢弃
+# {glue:text}`ch14_cap_even_dropped` 个：这些是容量因子造成的，只有 {glue:text}`ch14_cap_uneven_dropped`
+# 个来自路由器的不均匀。训练能
 # 容忍少量被丢弃的分配；推理服务通常不能（答案会取决于批次中的其他请求），所以推理引擎会发送大小可变
 # 的消息，或者为宽裕的容量买单。缓冲区，以及随之的全交换（AllToAll），随 $C$ 增长。
 #
@@ -707,35 +739,43 @@ assert gathered == collectives.total_bytes(collectives.expert_parallel_collectiv
 print(plan6.describe())
 glue("ch14_wp6_held", fmt_bytes(held))
 glue("ch14_wp6_gathered", fmt_bytes(gathered / short.L * wp5.L))
+# Of each gathered array a chip holds 1/X already and receives the rest over X.
+received = collectives.wire_bytes("all-gather", gathered, plan6.size(plan6.fsdp))
+assert received == gathered / 2
+glue("ch14_wp6_received", fmt_bytes(received / short.L * wp5.L))
 
 # %% [markdown]
 # Each chip holds {glue:text}`ch14_wp6_held` of the float32 weights, as the formula says
 # (`moe_layouts.expert_parallel_param_bytes`), and the compiled decode step takes exactly
 # that as its arguments besides the cache and the tokens. It also shows why inference leaves
-# $X$ at one: every decode step gathers each chip's experts over $X$ again,
-# {glue:text}`ch14_wp6_gathered` per chip for the 64-layer model — the FSDP pattern that
-# chapter 9 ruled out for decoding.
+# $X$ at one: every decode step gathers each chip's experts over $X$ again — gathered arrays
+# of {glue:text}`ch14_wp6_gathered` per chip for the 64-layer model, of which a chip holds
+# half and receives the other {glue:text}`ch14_wp6_received` — the FSDP pattern that chapter 9
+# ruled out for decoding.
 #
 # The problem itself puts the model on a TPU v5e $8 \times 16$ slice with $Y = 8$ and
-# $Z = 16$, in int8. The simplest answer, the one the performance-model exercises grade,
-# divides every weight by all 128 chips; in this layout only the experts are split 128 ways,
-# while attention and the embeddings are split over $Y$ alone:
+# $Z = 16$, in int8. The simplest answer divides every weight by all 128 chips; in the
+# problem's layout — the one problem 6 of the performance-model exercises grades — only the
+# experts are split 128 ways, while attention and the embeddings are split over $Y$ alone:
 
 # %% [markdown] tags=["lang-zh"]
 # 每块芯片持有 {glue:text}`ch14_wp6_held` 的 float32 权重，与公式一致
 # （`moe_layouts.expert_parallel_param_bytes`），而编译好的解码步骤除缓存和词元之外，正是以这些权重
-# 作为参数。它也说明了推理为什么让 $X$ 保持为一：每个解码步骤都要沿 $X$ 重新收集每块芯片的专家，对
-# 64 层的模型每块芯片 {glue:text}`ch14_wp6_gathered`——这正是第 9 章为解码排除掉的 FSDP 模式。
+# 作为参数。它也说明了推理为什么让 $X$ 保持为一：每个解码步骤都要沿 $X$ 重新收集每块芯片的专家——对
+# 64 层的模型，每块芯片收集出的数组共 {glue:text}`ch14_wp6_gathered`，其中一半本就在这块芯片上，另外
+# {glue:text}`ch14_wp6_received` 要从别的芯片接收——这正是第 9 章为解码排除掉的 FSDP 模式。
 #
-# 这道题本身把模型放在 TPU v5e $8 \times 16$ 切片上，$Y = 8$，$Z = 16$，用 int8。最简单的答案，也就是
-# 性能模型练习所评分的那个，把每个权重除以全部 128 块芯片；在这种布局中，只有专家被切成 128 份，而
-# 注意力和嵌入只沿 $Y$ 切分：
+# 这道题本身把模型放在 TPU v5e $8 \times 16$ 切片上，$Y = 8$，$Z = 16$，用 int8。最简单的答案把每个
+# 权重除以全部 128 块芯片；而在这道题的布局中——也就是性能模型练习第 6 题所评分的布局——只有专家被切成
+# 128 份，注意力和嵌入只沿 $Y$ 切分：
 
 # %%
 chips6 = 128
 ours = moe_layouts.expert_parallel_param_bytes(wp5, X=1, Y=8, Z=16, bytes_per_param=1)
 even = counts.param_bytes(wp5, 1) / chips6
 assert ours > even
+# The layout problem 6 of the performance-model exercises grades is this one.
+assert registry.get("ch03.wp6_load_time").reference() == ours / v5e.hbm_bytes_per_s
 
 # %% tags=["hide-input"]
 glue("ch14_wp6_even", fmt_bytes(even))
@@ -807,19 +847,19 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
 # %% [markdown]
 # The compiled programs move exactly what the formulas say: $B \cdot D$ numbers for the
 # AllReduce, $2 E C D \approx 2 c k B D / n$ for the two AllToAlls, fewer from a batch of
-# {glue:text}`ch14_fewer_from` on. On the wire the gap widens: an AllReduce sends twice its
-# array (a ReduceScatter, then an AllGather), an AllToAll $(n-1)/n$ of it, and tensor
-# parallelism adds a second AllReduce per layer after attention. Expert parallelism pays
-# elsewhere: every chip holds and reads the whole attention. Which costs more depends on the
+# {glue:text}`ch14_fewer_from` on. On the wire the gap widens: an AllReduce sends
+# $2(n-1)/n$ of its array (a ReduceScatter, then an AllGather, each $(n-1)/n$), an AllToAll
+# $(n-1)/n$ of it, and tensor parallelism adds a second AllReduce per layer after attention.
+# Expert parallelism pays elsewhere: every chip holds and reads the whole attention. Which costs more depends on the
 # batch. Priced on eight H100s with the estimator's rule (the larger of the roofline and the
 # collectives' bandwidth time, plus their latencies; `moe_layouts.moe_decode_step`):
 
 # %% [markdown] tags=["lang-zh"]
 # 编译出的程序搬运的量与公式完全一致：全规约（AllReduce）为 $B \cdot D$ 个数，两次全交换（AllToAll）为
 # $2 E C D \approx 2 c k B D / n$ 个数，从批次 {glue:text}`ch14_fewer_from` 起后者更少。在线路上差距
-# 还会拉大：一次全规约要把它的数组发送两遍（先一次规约散射（ReduceScatter），再一次全收集
-# （AllGather）），一次全交换只发送其中的 $(n-1)/n$；而且张量并行在注意力之后每层还要再做一次全规约。
-# 专家并行的代价在别处：每块芯片都持有并读取完整的注意力。哪种代价更高取决于批次。按估算器的规则
+# 还会拉大：一次全规约要发送它的数组的 $2(n-1)/n$（先一次规约散射（ReduceScatter），再一次全收集
+# （AllGather），各 $(n-1)/n$），一次全交换只发送其中的 $(n-1)/n$；而且张量并行在注意力之后每层还要再做
+# 一次全规约。专家并行的代价在别处：每块芯片都持有并读取完整的注意力。哪种代价更高取决于批次。按估算器的规则
 # （取屋顶线时间与集合通信的带宽时间中较大的那个，再加上它们的延迟；`moe_layouts.moe_decode_step`）在
 # 八块 H100 上定价：
 
@@ -833,11 +873,52 @@ assert cross is not None and cross in range(grid[0], grid[-1] + 1)
 # Both layouts read the same experts; expert parallelism reads 7 more copies of the rest.
 extra = ep[0].weight_bytes - tp[0].weight_bytes
 
+
+def parts(B: int, layout: str) -> tuple[float, float, float]:
+    """(weights' read time, compute time, collectives' latency) of one step, in seconds."""
+    step = moe_layouts.moe_decode_step(mixtral, h100, 8, B, layout,
+                                       capacity_factor=CF if layout != "1d-ws" else None)
+    return (step.weight_bytes / h100.hbm_bytes_per_s,
+            step.flops / roofline.peak_flops_per_s(h100), step.comm.latency_s)
+
+
+def compute_bound_from(layout: str) -> int:
+    """The smallest batch (a multiple of 8) from which the layout's step is compute-bound."""
+    return next(B for B in range(8, 2 ** 20, 8) if parts(B, layout)[1] >= parts(B, layout)[0])
+
+
+tp_bound, ep_bound = compute_bound_from("1d-ws"), compute_bound_from("expert-parallel")
+ep_read, compute, ep_latency = parts(cross, "expert-parallel")
+tp_read, _, tp_latency = parts(cross, "1d-ws")
+# Why expert parallelism wins at the crossover, as the numbers show it: tensor parallelism is
+# compute-bound there already, expert parallelism is not yet...
+assert tp_bound <= cross < ep_bound and tp_read <= compute < ep_read
+# ...so its extra reads cost it only what they add beyond that compute time, which the
+# latency it saves covers from this batch on and not a batch earlier.
+exposed, saved = ep_read - compute, tp_latency - ep_latency
+assert exposed <= saved
+earlier = parts(cross - 8, "expert-parallel")
+assert earlier[0] - parts(cross - 8, "1d-ws")[1] > parts(cross - 8, "1d-ws")[2] - earlier[2]
+# (Each step is max(roofline, collectives' bandwidth) + latency, and at the crossover the
+# bandwidth hides under the roofline in both layouts: the terms above are the whole step.)
+at_cross = {layout: moe_layouts.moe_decode_step(mixtral, h100, 8, cross, layout,
+                                                **({"capacity_factor": CF}
+                                                   if layout != "1d-ws" else {}))
+            for layout in ("1d-ws", "expert-parallel")}
+assert abs(at_cross["expert-parallel"].step_s - (ep_read + ep_latency)) < 1e-12
+assert abs(at_cross["1d-ws"].step_s - (compute + tp_latency)) < 1e-12
+
 # %% tags=["hide-input"]
 glue("ch14_cross", f"{cross:,}")
 glue("ch14_extra_read", fmt_bytes(extra))
 glue("ch14_tp_lat", fmt_seconds(tp[0].comm.latency_s))
 glue("ch14_ep_lat", fmt_seconds(ep[0].comm.latency_s))
+glue("ch14_tp_bound", f"{tp_bound:,}")
+glue("ch14_ep_bound", f"{ep_bound:,}")
+glue("ch14_cross_read", fmt_seconds(ep_read, 2))
+glue("ch14_cross_compute", fmt_seconds(compute, 2))
+glue("ch14_cross_exposed", fmt_seconds(exposed, 2))
+glue("ch14_cross_saved", fmt_seconds(saved, 2))
 
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.loglog(grid, [s.step_s * 1e3 for s in tp], "o-", label="tensor-parallel (1d-ws)")
@@ -861,10 +942,17 @@ glue_figure("ch14_layouts_figure", fig, zh=dict(
 # parallelism reads {glue:text}`ch14_extra_read` more per chip (every chip's copy of the
 # attention and embeddings). Its advantage is in the collectives: about as many, but each a
 # single pass where an AllReduce makes two — {glue:text}`ch14_ep_lat` of latency per step
-# against {glue:text}`ch14_tp_lat` — and smaller. Once the step is compute-bound, both do the
-# same FLOPs and the extra copies cost nothing, so from a batch of {glue:text}`ch14_cross`
-# expert parallelism is the faster layout. (With the routing imbalance real traffic has, the
-# slowest chip sets the step; these are expectations under balanced routing.)
+# against {glue:text}`ch14_tp_lat` — and smaller. Tensor parallelism's step turns
+# compute-bound first, from a batch of {glue:text}`ch14_tp_bound`; beyond it, reading fewer
+# weights no longer shortens that step. Expert parallelism's step is still reading weights at
+# a batch of {glue:text}`ch14_cross` — {glue:text}`ch14_cross_read` of weights against
+# {glue:text}`ch14_cross_compute` of compute; it turns compute-bound only from
+# {glue:text}`ch14_ep_bound` — but its extra copies now cost it only the
+# {glue:text}`ch14_cross_exposed` by which its reads outlast that compute, less than the
+# {glue:text}`ch14_cross_saved` of latency it saves. So from a batch of {glue:text}`ch14_cross`
+# expert parallelism is the faster layout, before its own step is compute-bound. (With the
+# routing imbalance real traffic has, the slowest chip sets the step; these are expectations
+# under balanced routing.)
 #
 # ## Multi-head latent attention
 #
@@ -883,9 +971,13 @@ glue_figure("ch14_layouts_figure", fig, zh=dict(
 # 在小批次时张量并行胜出：这一步在读取权重，而专家并行每块芯片要多读 {glue:text}`ch14_extra_read`
 # （每块芯片各有一份注意力和嵌入的副本）。它的优势在集合通信上：次数差不多，但每次只需一趟，而全规约
 # （AllReduce）要两趟——每步的延迟为 {glue:text}`ch14_ep_lat`，对比 {glue:text}`ch14_tp_lat`——而且
-# 数据量更小。一旦这一步变为计算受限，两者做的 FLOPs 相同，多出来的副本就不再有代价，所以从批次
-# {glue:text}`ch14_cross` 起，专家并行是更快的布局。（在真实流量带来的路由不均衡下，最慢的芯片决定一步
-# 的时间；这里给出的是均衡路由下的期望值。）
+# 数据量更小。张量并行的一步先变为计算受限，从批次 {glue:text}`ch14_tp_bound` 起；此后少读权重已不能
+# 再缩短它的一步。专家并行的一步在批次 {glue:text}`ch14_cross` 时仍在读取权重——读权重要
+# {glue:text}`ch14_cross_read`，计算只要 {glue:text}`ch14_cross_compute`；它要到 {glue:text}`ch14_ep_bound`
+# 才变为计算受限——但这时它多读的副本只让它比这段计算时间多花 {glue:text}`ch14_cross_exposed`，少于它
+# 省下的 {glue:text}`ch14_cross_saved` 延迟。所以从批次 {glue:text}`ch14_cross` 起，专家并行是更快的
+# 布局，尽管它自己的一步还没有变为计算受限。（在真实流量带来的路由不均衡下，最慢的芯片决定一步的时间；
+# 这里给出的是均衡路由下的期望值。）
 #
 # ## 多头潜在注意力
 #
@@ -925,7 +1017,7 @@ Markdown("| model | N | MHA | GQA, K = 8 | MLA | MHA / MLA |\n|---|---:|---:|---
 # %% [markdown]
 # A DeepSeek-V3 token costs {glue:text}`ch14_mla_v3` of cache across its layers in bfloat16;
 # with multi-head attention of the same heads it would cost {glue:text}`ch14_mha_v3`,
-# {glue:text}`ch14_mla_ratio` more.
+# {glue:text}`ch14_mla_ratio` as much.
 #
 # Attention over a cache of latents can be computed two ways. The *naive* form decompresses
 # every cached latent into keys and values and runs ordinary attention. The *absorbed* form
@@ -1053,8 +1145,9 @@ glue_figure("ch14_mla_roofline_figure", fig, zh=dict(
 #   then its step is slower than that of a dense model with the same FLOPs per token.
 # - Expert parallelism gives each chip whole experts and moves tokens with two AllToAlls of an
 #   $[E, C, D]$ buffer; its capacity decides both what it moves and what it drops. It reads
-#   a copy of attention on every chip, so tensor parallelism wins at small batches and expert
-#   parallelism once the step is compute-bound.
+#   a copy of attention on every chip, so tensor parallelism wins at small batches; expert
+#   parallelism wins once tensor parallelism's step is compute-bound and the collective
+#   latency it saves outweighs what its extra reads add beyond that compute time.
 # - Latent attention caches $R_{kv} + H_\text{rope}$ numbers per token and layer; in its
 #   absorbed form every head shares them, bringing decoding attention near the ridge point.
 # ```
@@ -1076,8 +1169,9 @@ glue_figure("ch14_mla_roofline_figure", fig, zh=dict(
 # - 一个 MoE 层大约从稠密层临界批量的 $E/k$ 倍起变为计算受限；在此之前，它的一步比每个词元 FLOPs 相同
 #   的稠密模型更慢。
 # - 专家并行让每块芯片持有完整的专家，用两次 $[E, C, D]$ 缓冲区的全交换（AllToAll）搬运词元；它的容量
-#   既决定搬运多少，也决定丢弃多少。它在每块芯片上都读取一份注意力的副本，所以小批次时张量并行胜出，
-#   一旦这一步变为计算受限，专家并行胜出。
+#   既决定搬运多少，也决定丢弃多少。它在每块芯片上都读取一份注意力的副本，所以小批次时张量并行胜出；
+#   一旦张量并行的一步变为计算受限，而专家并行省下的集合通信延迟又超过了它多读的权重在这段计算时间之外
+#   多花的时间，专家并行就胜出。
 # - 潜在注意力每个词元每层缓存 $R_{kv} + H_\text{rope}$ 个数；在吸收形式中每个头都共享它们，使解码注意力
 #   接近拐点。
 # ```

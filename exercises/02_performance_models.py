@@ -516,15 +516,15 @@ check("ch03.wp4_step_floor", wp4_step)
 # %% [markdown]
 # **Problem 5.** Make the model a mixture of experts: $E = 16$ copies of each MLP, of which each
 # token uses $k = 2$. How many parameters in total, and how many active per token? How many
-# tokens per step must a TPU v5e batch to be FLOP-bound (int8 weights and int8 arithmetic)? How
-# many bytes of int8 cache per token? How many FLOPs per token does a forward pass cost (the
-# $2P$ rule with active parameters)?
+# tokens per step must a TPU v5e batch for the MoE layers to be FLOP-bound (int8 weights and
+# int8 arithmetic)? How many bytes of int8 cache per token? How many FLOPs per token does a
+# forward pass cost (the $2P$ rule with active parameters)?
 
 # %% [markdown] tags=["lang-zh"]
 # **题 5.** 把模型改成混合专家：每个 MLP 有 $E = 16$ 份副本，每个词元用其中 $k = 2$ 份。总共有多少
-# 参数，每个词元激活的参数又有多少？TPU v5e 每步的批次要有多少个词元，才能达到计算受限（int8 权重、
-# int8 算术）？每个词元的 int8 缓存有多少字节？一次前向计算每个词元要花多少 FLOPs（用激活参数套
-# $2P$ 法则）？
+# 参数，每个词元激活的参数又有多少？TPU v5e 每步的批次要有多少个词元，MoE 层才能达到计算受限（int8
+# 权重、int8 算术）？每个词元的 int8 缓存有多少字节？一次前向计算每个词元要花多少 FLOPs（用激活参数
+# 套 $2P$ 法则）？
 
 # %%
 # BEGIN SOLUTION
@@ -544,18 +544,24 @@ check("ch03.wp5_kv_int8", moe_kv)
 check("ch03.wp5_flops_per_token", moe_flops)
 
 # %% [markdown]
-# **Problem 6.** Shard the experts over a TPU v5e 8×16 slice (128 chips; experts over 16, the
-# rest over 8). How long does reading all int8 weights take? How much memory is left on each
+# **Problem 6.** Shard the model over a TPU v5e 8×16 slice of 128 chips, $Y = 8$ and
+# $Z = 16$, as the source shards experts: each expert matrix $[E, D, F]$ as $[E_Z, D, F_Y]$,
+# so the experts are split over all 128 chips, and every other weight over the 8 chips of $Y$.
+# How long does each chip take to read its int8 weights? How much memory is left on each
 # chip? And how many chips at least are needed to hold the weights at all?
 
 # %% [markdown] tags=["lang-zh"]
-# **题 6.** 把专家分片到 TPU v5e 8×16 切片上（128 块芯片；专家沿 16 的那一维切分，其余沿 8 的那一维
-# 切分）。读取全部 int8 权重要多久？每块芯片还剩多少内存？至少要多少块芯片才放得下这些权重？
+# **题 6.** 把模型分片到 128 块芯片的 TPU v5e 8×16 切片上，$Y = 8$，$Z = 16$，按原文切分专家的方式：
+# 每个专家矩阵 $[E, D, F]$ 切分为 $[E_Z, D, F_Y]$，于是专家分到全部 128 块芯片上，其余每个权重则分到
+# $Y$ 的 8 块芯片上。每块芯片读取它的 int8 权重要多久？每块芯片还剩多少内存？至少要多少块芯片才放得下
+# 这些权重？
 
 # %%
 # BEGIN SOLUTION
-wp6_load = moe_total / (128 * v5e.hbm_bytes_per_s)
-wp6_free = v5e.hbm_bytes - moe_total / 128
+experts_int8 = 16 * mlp18                    # one byte per parameter
+wp6_per_chip = experts_int8 / 128 + (moe_total - experts_int8) / 8
+wp6_load = wp6_per_chip / v5e.hbm_bytes_per_s
+wp6_free = v5e.hbm_bytes - wp6_per_chip
 wp6_chips = math.ceil(moe_total / v5e.hbm_bytes)
 # END SOLUTION
 

@@ -12,7 +12,8 @@ the library it was filled with: `refresh` empties it whenever the library's sour
 `make book` calls `python tests/book_cache.py execute` before `jupyter-book build`: it
 refreshes the cache, then executes every page of the table of contents that the cache lacks,
 several at a time (Jupyter Book 1 executes one after another), and stores them. A page that
-fails stops the build with the error of its failing cell.
+fails stops the build with the error of its failing cell. Its measured claims are strict
+(`inferbook.book.claims.strict_by_default`) unless INFERBOOK_STRICT_CLAIMS=0.
 
 The Chinese edition is rendered from the same cache: a page read in Chinese has the English
 page's code cells, hence its hash. Before building it, `make book` runs
@@ -64,10 +65,10 @@ def store_executed() -> int:
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
-    refresh()
     saved = sorted(EXECUTED.rglob("*.ipynb")) if EXECUTED.exists() else []
     if not saved:
         return 0
+    refresh()
     cache = get_cache(str(CACHE))
     for path in saved:
         nb = nbformat.read(path, as_version=4)
@@ -111,9 +112,13 @@ def uncached(lang: str) -> list[tuple[Path, str]]:
     return missing
 
 
-def _execute(source: Path, timeout: int):
-    """Run one page in a fresh kernel in its own folder; (notebook, seconds, error or None)."""
+def execute_page(source: Path, timeout: int = 900):
+    """Run one page in a fresh kernel in its own folder; (notebook, seconds, error or None).
+    Its measured claims are strict, as in the build, unless INFERBOOK_STRICT_CLAIMS=0."""
     from jupyter_cache.executors.utils import single_nb_execution
+
+    from inferbook.book.claims import strict_by_default
+    strict_by_default()
     nb = _read(source)
     result = single_nb_execution(nb, cwd=str(source.parent), timeout=timeout,
                                  allow_errors=False)
@@ -139,7 +144,7 @@ def execute(jobs: int, timeout: int = 900) -> int:
     print(f"executing {len(todo)} page(s), {jobs} at a time", flush=True)
     failed, start = 0, time.perf_counter()
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_execute, s, timeout): s for s in todo}
+        futures = {pool.submit(execute_page, s, timeout): s for s in todo}
         for future in as_completed(futures):
             source = futures[future].relative_to(ROOT)
             nb, seconds, error = future.result()

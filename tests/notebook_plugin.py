@@ -11,6 +11,9 @@ saved with its outputs under `_build/executed/`, and at the end of the session t
 notebooks go into the book's jupyter-cache (`tests/book_cache.py`): the book build that
 follows in `make test` renders them instead of executing every chapter again.
 
+Measured claims are strict in the kernels it starts (`inferbook.book.claims`) unless
+INFERBOOK_STRICT_CLAIMS=0.
+
 Use: pytest -p tests.notebook_plugin --nbval-lax --nbval-current-env book chapters exercises
 """
 
@@ -23,6 +26,7 @@ import nbformat
 import nbval.plugin
 import pytest
 
+from inferbook.book.claims import strict_by_default
 from inferbook.book.reader import book_reads
 
 try:                                    # imported as tests.notebook_plugin or from tests/
@@ -40,6 +44,13 @@ def _is_source(path: Path) -> bool:
 
 def _nbval_on(config) -> bool:
     return bool(config.option.nbval or config.option.nbval_lax)
+
+
+def pytest_configure(config):
+    # Before any kernel starts: measured claims fail the notebook, as in the book's build,
+    # however nbval was started (INFERBOOK_STRICT_CLAIMS=0 turns them into notes).
+    if _nbval_on(config):
+        strict_by_default()
 
 
 class JupytextNotebook(nbval.plugin.IPyNbFile):

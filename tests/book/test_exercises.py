@@ -1,15 +1,17 @@
 """The exercise notebooks, graded in real kernels exactly as an instructor would.
 
-Every solution source scores full marks sealed (the mode for marks: answers scored by the
-grader, functions run on fresh inputs in a sandbox); every student notebook (the committed
-Colab twin) runs without an error and scores nothing; a solution with one planted mistake
-loses exactly that question's points — in self-study, where every other question of the
-notebook must pass, which is also what says that the self-study checks give the solutions
-full marks, and sealed; and a notebook that loops forever, kills its kernel or breaks a cell
-is graded anyway, each failure reported on its question. (nbval also executes each solution
-source, as it does every page, so that the book renders its outputs; `check` never raises, so
-only these tests can tell a right solution from a wrong one.) The tricks a submission could
-play on the grader are in test_sealed_grading.py.
+A solution with one planted mistake loses exactly that question's points — in self-study,
+where every other question of the notebook must pass, which is also what says that the
+self-study checks give every solution full marks, and sealed (the mode for marks: answers
+scored by the grader, functions run on fresh inputs in a sandbox); the student notebooks
+(the committed Colab twins) hold no line of a solution; and a notebook that loops forever,
+kills its kernel or breaks a cell is graded anyway, each failure reported on its question.
+That every solution scores full marks sealed, and every student notebook runs without an
+error and scores nothing, is tested through Gradescope's package, set up and run as
+Gradescope runs it (test_gradescope_package.py). (nbval also executes each solution source,
+as it does every page, so that the book renders its outputs; `check` never raises, so only
+these tests can tell a right solution from a wrong one.) The tricks a submission could play
+on the grader are in test_sealed_grading.py.
 """
 
 import copy
@@ -37,27 +39,6 @@ CORRECT = ('from inferbook.perf import counts\nfrom inferbook.model.presets impo
 
 def by_id(report):
     return {g.question.id: g for g in report.grades}
-
-
-# (05_kv_cache_size is graded sealed, to full marks, by the Gradescope package's test.)
-@pytest.mark.parametrize("source", [s for s in SOURCES if s.stem != "05_kv_cache_size"],
-                         ids=lambda p: p.stem)
-def test_every_solution_notebook_scores_full_marks_sealed(source):
-    report = grade_notebook(source, timeout_s=300, sealed=True, seed=19)
-    assert not report.run.cell_errors and report.run.stopped is None, report.table()
-    assert [g.status for g in report.grades] == ["passed"] * len(report.grades), report.table()
-    assert report.score == report.max_score > 0
-    # Every question of the set is asked in its notebook.
-    assert {g.question.id for g in report.grades} == \
-        {q.id for s in report.sets for q in registry.questions_in(s)}
-
-
-@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
-def test_every_student_notebook_runs_without_error_and_scores_zero(source):
-    report = grade_notebook(source.with_suffix(".ipynb"), timeout_s=300)
-    assert not report.run.cell_errors and report.run.stopped is None, report.table()
-    assert {g.status for g in report.grades} <= {"not attempted", "blocked"}, report.table()
-    assert report.score == 0
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)

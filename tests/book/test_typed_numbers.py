@@ -54,6 +54,9 @@ ALLOWED = {
         "283.60 ms": "the post's printed benchmark output, quoted",
         "63.17 ms": "the post's printed benchmark output, quoted",
     },
+    "book/estimate_reference.py": {
+        "80 GB": "how a datasheet prints a memory size, quoted to explain the GB and GiB columns",
+    },
     "chapters/03_latency_throughput_memory.py": {
         "two times": "'the larger of their two times': two durations, not a multiplier",
         "30 billion": "the scaling book's quiz model, stated as the question states it",

@@ -36,13 +36,13 @@ TRANSLATED = ["book/intro.md", "chapters/01_sampling_kv_cache.py",
               "chapters/10_weight_stationary_2d.py", "exercises/08_many_chips.py",
               "book/hardware.py", "chapters/04_inference_arithmetic.py",
               "exercises/02_performance_models.py", "chapters/03_latency_throughput_memory.py",
-              "chapters/02_rooflines.py", "book/how_to_run.md", "book/estimate_reference.md",
+              "chapters/02_rooflines.py", "book/how_to_run.md", "book/estimate_reference.py",
               "book/instructors.md", "book/references.md", "book/errata.py",
               "book/notation.md", "chapters/13_speculative_decoding.py",
               "exercises/14_mixture_of_experts.py", "chapters/14_mixture_of_experts.py",
               "chapters/06_flash_attention.py", "chapters/07_decoding_kernels.py",
               "exercises/06_kernels.py", "exercises/05_kv_cache_size.py",
-              "chapters/05_kv_cache_size.py"]
+              "chapters/05_kv_cache_size.py", "book/estimator.md"]
 REQUIRE_ALL = True
 
 # page -> {glossary term: why its Chinese cell does not use the glossary's form}

@@ -1,180 +1,24 @@
-"""The published ``config.json`` of one model per family, as each appears on the Hugging Face
-hub (keys that only name tokens, dtypes or training settings are kept where they were: the
-estimator must ignore them).
+"""The published ``config.json`` of one or more models per family, stored as files.
 
-The estimator tests write these files to disk, run ``inferbook estimate --config`` on them and
-compare with transformers' own model built from the same dictionary on the ``meta`` device.
+Each file in ``public_configs/`` is named ``<org>--<name>.json`` after the Hugging Face
+repository it comes from (`source` gives the address), and holds the file as published there,
+keys that only name tokens, dtypes or training settings included: the estimator must ignore
+them. They are the independent copy the presets are compared with (the presets in
+``inferbook.model.presets_families`` are typed separately, keeping only the keys that decide
+a size), and the input of the estimator tests, which compare ``inferbook estimate --config``
+with transformers' own model built from the same dictionary on the ``meta`` device.
 """
 
-LLAMA3_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 8192, "rope_type": "llama3"}
+import json
+from pathlib import Path
+
+FOLDER = Path(__file__).with_name("public_configs")
 
 
-def _llama31(hidden, inter, layers, heads):
-    return {"architectures": ["LlamaForCausalLM"], "attention_bias": False,
-            "attention_dropout": 0.0, "bos_token_id": 128000, "eos_token_id": 128001,
-            "hidden_act": "silu", "hidden_size": hidden, "initializer_range": 0.02,
-            "intermediate_size": inter, "max_position_embeddings": 131072, "mlp_bias": False,
-            "model_type": "llama", "num_attention_heads": heads, "num_hidden_layers": layers,
-            "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
-            "rope_scaling": LLAMA3_ROPE, "rope_theta": 500000.0, "tie_word_embeddings": False,
-            "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0", "use_cache": True,
-            "vocab_size": 128256}
+def source(name: str) -> str:
+    """Where the stored config of repository `name` ("org/model") was published."""
+    return f"https://huggingface.co/{name}/blob/main/config.json"
 
 
-def _llama32(hidden, layers, heads, head_dim):
-    return {"architectures": ["LlamaForCausalLM"], "attention_bias": False,
-            "attention_dropout": 0.0, "bos_token_id": 128000, "eos_token_id": 128001,
-            "head_dim": head_dim, "hidden_act": "silu", "hidden_size": hidden,
-            "initializer_range": 0.02, "intermediate_size": 8192,
-            "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama",
-            "num_attention_heads": heads, "num_hidden_layers": layers, "num_key_value_heads": 8,
-            "pretraining_tp": 1, "rms_norm_eps": 1e-05,
-            "rope_scaling": {**LLAMA3_ROPE, "factor": 32.0}, "rope_theta": 500000.0,
-            "tie_word_embeddings": True, "torch_dtype": "bfloat16",
-            "transformers_version": "4.45.0.dev0", "use_cache": True, "vocab_size": 128256}
-
-
-CONFIGS = {
-    "meta-llama/Llama-3.1-8B": _llama31(4096, 14336, 32, 32),
-    "meta-llama/Llama-3.1-70B": _llama31(8192, 28672, 80, 64),
-    "meta-llama/Llama-3.1-405B": _llama31(16384, 53248, 126, 128),
-    "meta-llama/Llama-3.2-1B": _llama32(2048, 16, 32, 64),
-    "meta-llama/Llama-3.2-3B": _llama32(3072, 28, 24, 128),
-    "Qwen/Qwen2.5-7B": {
-        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
-        "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu",
-        "hidden_size": 3584, "initializer_range": 0.02, "intermediate_size": 18944,
-        "max_position_embeddings": 131072, "max_window_layers": 28, "model_type": "qwen2",
-        "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
-        "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072,
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-        "transformers_version": "4.40.1", "use_cache": True, "use_mrope": False,
-        "use_sliding_window": False, "vocab_size": 152064},
-    "Qwen/Qwen3-8B": {
-        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False,
-        "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
-        "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
-        "intermediate_size": 12288, "max_position_embeddings": 40960, "max_window_layers": 36,
-        "model_type": "qwen3", "num_attention_heads": 32, "num_hidden_layers": 36,
-        "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": None,
-        "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": True,
-        "use_sliding_window": False, "vocab_size": 151936},
-    "Qwen/Qwen3-32B": {
-        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False,
-        "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
-        "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02,
-        "intermediate_size": 25600, "max_position_embeddings": 40960, "max_window_layers": 64,
-        "model_type": "qwen3", "num_attention_heads": 64, "num_hidden_layers": 64,
-        "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": None,
-        "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": True,
-        "use_sliding_window": False, "vocab_size": 151936},
-    "Qwen/Qwen3-30B-A3B": {
-        "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False,
-        "attention_dropout": 0.0, "bos_token_id": 151643, "decoder_sparse_step": 1,
-        "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048,
-        "initializer_range": 0.02, "intermediate_size": 6144,
-        "max_position_embeddings": 40960, "max_window_layers": 48, "mlp_only_layers": [],
-        "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": True,
-        "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8,
-        "num_hidden_layers": 48, "num_key_value_heads": 4, "output_router_logits": False,
-        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000.0,
-        "router_aux_loss_coef": 0.001, "sliding_window": None, "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": True,
-        "use_sliding_window": False, "vocab_size": 151936},
-    "Qwen/Qwen1.5-MoE-A2.7B": {
-        "architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0,
-        "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151643,
-        "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
-        "intermediate_size": 5632, "max_position_embeddings": 8192, "max_window_layers": 21,
-        "model_type": "qwen2_moe", "moe_intermediate_size": 1408, "norm_topk_prob": False,
-        "num_attention_heads": 16, "num_experts": 60, "num_experts_per_tok": 4,
-        "num_hidden_layers": 24, "num_key_value_heads": 16, "output_router_logits": False,
-        "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001,
-        "shared_expert_intermediate_size": 5632, "sliding_window": 32768,
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-        "transformers_version": "4.36.0.dev0", "use_cache": True, "use_sliding_window": False,
-        "vocab_size": 151936},
-    "mistralai/Mixtral-8x7B-v0.1": {
-        "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
-        "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096,
-        "initializer_range": 0.02, "intermediate_size": 14336,
-        "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32,
-        "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8,
-        "num_local_experts": 8, "output_router_logits": False, "rms_norm_eps": 1e-05,
-        "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": None,
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-        "transformers_version": "4.36.0.dev0", "use_cache": True, "vocab_size": 32000},
-    "google/gemma-2-9b": {
-        "architectures": ["Gemma2ForCausalLM"], "attention_bias": False,
-        "attention_dropout": 0.0, "attn_logit_softcapping": 50.0, "bos_token_id": 2,
-        "cache_implementation": "hybrid", "eos_token_id": 1, "final_logit_softcapping": 30.0,
-        "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
-        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584,
-        "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
-        "model_type": "gemma2", "num_attention_heads": 16, "num_hidden_layers": 42,
-        "num_key_value_heads": 8, "pad_token_id": 0, "query_pre_attn_scalar": 256,
-        "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
-        "sliding_window_size": 4096, "torch_dtype": "float32",
-        "transformers_version": "4.42.0.dev0", "use_cache": True, "vocab_size": 256000},
-    "microsoft/Phi-3-mini-4k-instruct": {
-        "architectures": ["Phi3ForCausalLM"], "attention_bias": False,
-        "attention_dropout": 0.0, "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000,
-        "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02,
-        "intermediate_size": 8192, "max_position_embeddings": 4096, "model_type": "phi3",
-        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
-        "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0,
-        "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
-        "sliding_window": 2047, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-        "transformers_version": "4.40.2", "use_cache": True, "vocab_size": 32064},
-    "deepseek-ai/DeepSeek-V2-Lite": {
-        "architectures": ["DeepseekV2ForCausalLM"], "attention_bias": False,
-        "attention_dropout": 0.0, "aux_loss_alpha": 0.001, "bos_token_id": 100000,
-        "eos_token_id": 100001, "first_k_dense_replace": 1, "hidden_act": "silu",
-        "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 10944,
-        "kv_lora_rank": 512, "max_position_embeddings": 163840, "model_type": "deepseek_v2",
-        "moe_intermediate_size": 1408, "moe_layer_freq": 1, "n_group": 1,
-        "n_routed_experts": 64, "n_shared_experts": 2, "norm_topk_prob": False,
-        "num_attention_heads": 16, "num_experts_per_tok": 6, "num_hidden_layers": 27,
-        "num_key_value_heads": 16, "pretraining_tp": 1, "q_lora_rank": None,
-        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06,
-        "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 0.707,
-                         "mscale_all_dim": 0.707, "original_max_position_embeddings": 4096,
-                         "type": "yarn"},
-        "rope_theta": 10000, "routed_scaling_factor": 1.0, "scoring_func": "softmax",
-        "seq_aux": True, "tie_word_embeddings": False, "topk_group": 1,
-        "topk_method": "greedy", "torch_dtype": "bfloat16", "use_cache": True,
-        "v_head_dim": 128, "vocab_size": 102400},
-    "deepseek-ai/DeepSeek-V3": {
-        "architectures": ["DeepseekV3ForCausalLM"], "attention_bias": False,
-        "attention_dropout": 0.0, "aux_loss_alpha": 0.001, "bos_token_id": 0,
-        "eos_token_id": 1, "ep_size": 1, "first_k_dense_replace": 3, "hidden_act": "silu",
-        "hidden_size": 7168, "initializer_range": 0.02, "intermediate_size": 18432,
-        "kv_lora_rank": 512, "max_position_embeddings": 163840, "model_type": "deepseek_v3",
-        "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8,
-        "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": True,
-        "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61,
-        "num_key_value_heads": 128, "num_nextn_predict_layers": 1, "q_lora_rank": 1536,
-        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-        "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3",
-                                "quant_method": "fp8", "weight_block_size": [128, 128]},
-        "rms_norm_eps": 1e-06,
-        "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
-                         "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
-                         "type": "yarn"},
-        "rope_theta": 10000, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid",
-        "seq_aux": True, "tie_word_embeddings": False, "topk_group": 4,
-        "topk_method": "noaux_tc", "torch_dtype": "bfloat16", "transformers_version": "4.33.1",
-        "use_cache": True, "v_head_dim": 128, "vocab_size": 129280},
-    "openai-community/gpt2": {
-        "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"],
-        "attn_pdrop": 0.1, "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256,
-        "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "gpt2",
-        "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
-        "resid_pdrop": 0.1, "summary_activation": None, "summary_first_dropout": 0.1,
-        "summary_proj_to_labels": True, "summary_type": "cls_index", "summary_use_proj": True,
-        "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
-        "vocab_size": 50257},
-}
+CONFIGS = {path.stem.replace("--", "/"): json.loads(path.read_text())
+           for path in sorted(FOLDER.glob("*.json"))}

@@ -7,6 +7,9 @@ import pytest
 
 from inferbook.book import bookdata
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = sorted((ROOT / "book" / "data").glob("*.*"))
 

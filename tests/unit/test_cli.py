@@ -35,7 +35,7 @@ def test_sampling_flags_are_deterministic_in_the_seed(capsys):
             "--temperature", "1.0", "--top-k", "20", "--top-p", "0.9", "--json"]
     first = run_cli(capsys, *args, "--seed", "1")[1]
     again = run_cli(capsys, *args, "--seed", "1")[1]
-    assert first == again
+    assert json.loads(first)["tokens"] == json.loads(again)["tokens"]      # timings differ
 
 
 def test_a_checkpoint_directory_generates_like_the_preset_it_was_saved_from(capsys, tmp_path):
@@ -45,7 +45,7 @@ def test_a_checkpoint_directory_generates_like_the_preset_it_was_saved_from(caps
                         "--prompt-ids", "9,8,7", "--max-new-tokens", "4", "--json")[1]
     from_preset = run_cli(capsys, "generate", "--model", "tiny", "--seed", "5",
                           "--prompt-ids", "9,8,7", "--max-new-tokens", "4", "--json")[1]
-    assert json.loads(from_ckpt) == json.loads(from_preset)
+    assert json.loads(from_ckpt)["tokens"] == json.loads(from_preset)["tokens"]
 
 
 @pytest.mark.parametrize("argv, message", [

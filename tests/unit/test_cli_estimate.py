@@ -12,6 +12,9 @@ from inferbook.cli import main
 from inferbook.model.presets import PRESETS
 from inferbook.perf.hardware import CHIPS, Chip
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 
 def run_cli(capsys, *argv):
     try:
@@ -44,29 +47,40 @@ def one_d_comm(cfg, chip, n, B, T):
         passes = 2 if kind == "ar" else 1
         if chip.interconnect == "ICI":     # rings around min(torus axes, log2 g) axes
             axes = max(1, min(chip.links // 2, int(math.log2(g))))
-            W, per_pass = 2 * chip.link_bytes_per_s * axes, chip.hop_latency_s * g / 2
-        else:                              # one hop through the switch, all links at once
-            W, per_pass = chip.link_bytes_per_s * chip.links, chip.hop_latency_s
+            # log2(g) doublings dealt over the axes; a ring of 2^e chips takes 2^e / 2 hops
+            k = int(math.log2(g))
+            rings = [2 ** (k // axes + (i < k % axes)) for i in range(axes)]
+            W = 2 * chip.link_bytes_per_s * axes
+            per_pass = chip.hop_latency_s * sum(m / 2 for m in rings if m > 1)
+        else:                              # through the switch, all links at once; NCCL's
+            step = 1.0e-6 if chip.interconnect.startswith("PCIe") else 0.47e-6  # ring steps
+            W, per_pass = chip.link_bytes_per_s * chip.links, 3.6e-6 + (g - 1) * step
         bw += count * passes * nbytes * (g - 1) / g / W
         lat += count * passes * per_pass
     return bw, lat
 
 
 def expected_fields(cfg, chip, n, B, S, T, wb, kvb):
-    """A dense GQA model without windows, on n chips in the 1D layout, from its integers."""
+    """A dense GQA model without windows, on n chips in the 1D layout, from its integers,
+    under the bare roofline (--ideal). A step reads every weight but the input embedding,
+    of which it reads its tokens' rows (with tied embeddings the table is the unembedding
+    and read whole); its matmuls multiply the layers' matrices and the unembedding."""
     L, D, F, N, K, H, V = cfg.L, cfg.D, cfg.F, cfg.N, cfg.K, cfg.H, cfg.V
     mlp = (3 if cfg.mlp == "gated" else 2) * D * F
     layer = D * N * H * 2 + 2 * D * K * H + mlp
     P = L * (layer + 2 * D) + D + V * D * (1 if cfg.tied_embeddings else 2)
+    table = 0 if cfg.tied_embeddings else V * D
     per_token = 2 * L * K * H * kvb
     kv = B * S * per_token
     W, C, hbm = chip.hbm_bytes_per_s, chip.bf16_flops_per_s, n * chip.hbm_bytes
+    read = (P - table + min(B, V) * D * (table > 0)) * wb
     roof = (max(4 * B * S * N * H * L / (n * C), kv / (n * W))
-            + max(2 * B * P / (n * C), P * wb / (n * W)))
+            + max(2 * B * (L * layer + V * D) / (n * C), read / (n * W)))
     bw, lat = one_d_comm(cfg, chip, n, B, 1) if n > 1 else (0, 0)
     step = max(roof, bw) + lat
     pre_flops = 2 * B * T * L * layer + 4 * L * B * T * T * N * H + 2 * B * D * V
-    pre_roof = max(pre_flops / (n * C), (P * wb + B * T * per_token) / (n * W))
+    pre_read = (P - table + min(B * T, V) * D * (table > 0)) * wb
+    pre_roof = max(pre_flops / (n * C), (pre_read + B * T * per_token) / (n * W))
     pbw, plat = one_d_comm(cfg, chip, n, B, T) if n > 1 else (0, 0)
     prefill = max(pre_roof, pbw) + plat
     return {"params": P, "active_params": P, "param_bytes": P * wb,
@@ -74,7 +88,8 @@ def expected_fields(cfg, chip, n, B, S, T, wb, kvb):
             "hbm_bytes": hbm, "fits": P * wb + kv <= hbm,
             "max_batch": math.floor((hbm - P * wb) / (S * per_token)),
             "critical_batch": C * wb / (2 * W), "comm_time_s": bw + lat,
-            "step_time_lower_bound_s": (kv + P * wb) / (n * W), "step_time_s": step,
+            "weight_bytes_read": read, "step_time_lower_bound_s": (kv + read) / (n * W),
+            "step_time_s": step,
             "tokens_per_s": B / step, "tokens_per_s_per_user": 1 / step,
             "tokens_per_s_per_chip": B / step / n, "prefill_time_s": prefill,
             "ttft_s": prefill}
@@ -93,7 +108,8 @@ def test_json_fields_follow_the_definitions(capsys, model, hardware, chips, batc
                                             prompt, wb, kvb):
     got = fields_of(capsys, "--model", model, "--hardware", hardware, "--chips", str(chips),
                     "--batch", str(batch), "--context", str(context), "--prompt", str(prompt),
-                    "--weight-bytes", str(wb), "--kv-bytes", str(kvb), "--layout", "1d-ws")
+                    "--weight-bytes", str(wb), "--kv-bytes", str(kvb), "--layout", "1d-ws",
+                    "--ideal")
     want = expected_fields(PRESETS[model], CHIPS[hardware], chips, batch, context, prompt,
                            wb, kvb)
     for key, value in want.items():
@@ -103,11 +119,12 @@ def test_json_fields_follow_the_definitions(capsys, model, hardware, chips, batc
 
 
 def test_defaults_are_one_chip_batch_one_bf16_and_the_models_context(capsys):
-    got = fields_of(capsys, "--model", "llama-2-7b", "--hardware", "a100-80gb")
+    got = fields_of(capsys, "--model", "llama-2-7b", "--hardware", "a100-80gb", "--ideal")
     cfg = PRESETS["llama-2-7b"]
     want = expected_fields(cfg, CHIPS["A100 80GB"], 1, 1, cfg.max_seq_len, cfg.max_seq_len, 2, 2)
     assert got["context"] == got["prompt"] == cfg.max_seq_len
     assert got["weights"] == "bf16" and got["kv"] == "bf16" and got["chips"] == 1
+    assert got["compute"] == "bf16" and got["efficiency"] == "ideal" and got["output"] is None
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12), key
 
@@ -145,7 +162,7 @@ def test_custom_hardware_from_json(capsys, tmp_path):
     path.write_text(json.dumps({"name": "mine", "hbm_bytes": 48e9, "hbm_bandwidth": 9.6e11,
                                 "flops": 3.6e14}))
     got = fields_of(capsys, "--model", "llama-2-7b", "--hardware-config", str(path),
-                    "--batch", "8", "--context", "2048")
+                    "--batch", "8", "--context", "2048", "--ideal")
     chip = Chip(name="mine", hbm_bytes=48e9, hbm_bytes_per_s=9.6e11, bf16_flops_per_s=3.6e14,
                 int8_ops_per_s=None)
     want = expected_fields(PRESETS["llama-2-7b"], chip, 1, 8, 2048, 2048, 2, 2)
@@ -194,8 +211,8 @@ def test_a_sweep_prints_a_table_and_json_a_list_of_rows(capsys):
                            "--prompt", "512")
         assert r == single
     code, out, err = run_cli(capsys, *args)
-    assert code == 0 and len(out.strip().splitlines()) == 2 + 1 + 6
-    assert "tok/s/user" in out and "TTFT s" in out
+    assert code == 0 and len(out.strip().splitlines()) == 3 + 1 + 6
+    assert "tok/s/user" in out and "TTFT s" in out and "efficiency: calibrated" in out
 
 
 def test_the_plot_is_written(capsys, tmp_path):
@@ -334,10 +351,37 @@ def test_the_installed_command_never_shows_a_traceback():
 
 def test_every_json_field_is_defined_on_the_books_reference_page(capsys):
     from pathlib import Path
-    page = (Path(__file__).resolve().parents[2] / "book" / "estimate_reference.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "book" / "estimate_reference.py").read_text()
     fields = fields_of(capsys, "--model", "mixtral-8x7b", "--hardware", "H100 SXM",
                        "--chips", "2", "--context", "1024")
     missing = [key for key in fields if f"`{key}`" not in page]
     assert not missing, missing
     toc = (Path(__file__).resolve().parents[2] / "_toc.yml").read_text()
     assert "book/estimate_reference" in toc
+
+
+def test_the_report_shows_the_generation_its_cost_and_where_the_step_goes(capsys):
+    args = ["--model", "llama-3.1-8b", "--hardware", "H100 SXM", "--batch", "8", "--context",
+            "2048", "--prompt", "1024", "--output", "256", "--price", "2.5"]
+    got = fields_of(capsys, *args)
+    code, out, err = run_cli(capsys, *args, "--breakdown")
+    assert code == 0 and err == ""
+    for text in ("output 256", "efficiency: calibrated", "whole generation",
+                 "cost per million tokens, decoding", "reading the weights",
+                 "reading the KV cache", "the MLP's arithmetic", "collectives",
+                 "fixed costs per layer", "of the step"):
+        assert text in out, text
+    assert f"${got['usd_per_million_tokens']:,.4g}" in out
+    code, out, _ = run_cli(capsys, *args[:-4], "--ideal")
+    assert code == 0 and "efficiency: ideal" in out and "whole generation" not in out
+
+
+def test_a_sweep_with_a_breakdown_has_a_column_per_component(capsys):
+    code, out, _ = run_cli(capsys, "--model", "mixtral-8x7b", "--hardware", "H100 SXM",
+                           "--chips", "8", "--batch", "8,4096", "--context", "2048",
+                           "--breakdown", "--price", "3")
+    assert code == 0
+    header = out.splitlines()[3]
+    for column in ("weights ms", "kv_cache ms", "mlp ms", "communication ms", "$/M tokens"):
+        assert column in header, column
+    assert "expert-parallel (experts over Z=" in out

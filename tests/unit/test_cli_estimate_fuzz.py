@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 
 from inferbook.cli import main
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 BASE = ["estimate", "--model", "tiny", "--hardware", "L4"]
 # The command never builds a model or starts JAX, so examples cost milliseconds: draw many.
 many = settings(max_examples=60)
@@ -163,11 +166,21 @@ DEEPSEEK = {**LLAMA, "model_type": "deepseek_v3", "kv_lora_rank": 16, "qk_nope_h
             "topk_group": 1, "first_k_dense_replace": 1}
 
 
+GEMMA3 = {**LLAMA, "model_type": "gemma3_text", "sliding_window": 4, "head_dim": 16}
+NEOX = {**LLAMA, "model_type": "gpt_neox", "rotary_pct": 0.5}
+SMOLLM3 = {**LLAMA, "model_type": "smollm3", "use_sliding_window": True, "sliding_window": 8}
+NEWER = {"rotary_pct", "partial_rotary_factor", "no_rope_layers", "no_rope_layer_interval",
+         "sliding_window_pattern", "_sliding_window_pattern", "rope_local_base_freq",
+         "use_parallel_residual", "query_pre_attn_scalar", "use_sliding_window",
+         "rotary_emb_base"}
+
+
 @many
-@given(base=st.sampled_from([LLAMA, DEEPSEEK]), key=st.sampled_from(
-    sorted(set(DEEPSEEK) | {"rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
-                            "hidden_act", "sliding_window", "head_dim", "tie_word_embeddings",
-                            "layer_types", "attention_bias"})), value=json_values)
+@given(base=st.sampled_from([LLAMA, DEEPSEEK, GEMMA3, NEOX, SMOLLM3]), key=st.sampled_from(
+    sorted(set(DEEPSEEK) | NEWER | {"rms_norm_eps", "rope_theta", "rope_scaling",
+                                    "rope_parameters", "hidden_act", "sliding_window",
+                                    "head_dim", "tie_word_embeddings", "layer_types",
+                                    "attention_bias"})), value=json_values)
 def test_config_files_with_any_value_never_trace_back(tmp_path_factory, base, key, value):
     path = tmp_path_factory.mktemp("cfg") / "config.json"
     path.write_text(json.dumps({**base, key: value}))

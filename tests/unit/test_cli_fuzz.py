@@ -158,7 +158,8 @@ def only(value: str | None) -> tuple:
 
 MISSING = None          # the flag given with no value at all
 FLAG_WITH_VALUE = "yes"  # a store_true flag given a value: --json=yes
-SWITCHES = {"--json", "--greedy", "--quick", "--save", "--no-progress", "--strict"}
+SWITCHES = {"--json", "--greedy", "--quick", "--save", "--no-progress", "--strict", "--chat",
+            "--ignore-eos", "--keep-quantized"}
 
 
 # Commands: a valid base, and for each flag a strategy of bad values ----------------------
@@ -180,7 +181,9 @@ COMMANDS = {
         "--mesh": bad(words, "0", "2y4", "16", "3x3", "2x2x2x2x2", "9" * 40, "2x", "-2", "2.5",
                       "٢", ""),
         "--layout": choices_but(),
-        "--json": only(FLAG_WITH_VALUE), "--greedy": only(FLAG_WITH_VALUE)}),
+        "--json": only(FLAG_WITH_VALUE), "--greedy": only(FLAG_WITH_VALUE),
+        "--chat": only(FLAG_WITH_VALUE), "--ignore-eos": only(FLAG_WITH_VALUE),
+        "--keep-quantized": only(FLAG_WITH_VALUE), "--system": only(MISSING)}),
     "bench": (["bench", "--model", "tiny", "--quick", "--no-progress", "--peer", "off"], {
         "--model": choices_but("tiny", "tiny-mha", "tiny-mqa", "small",
                                also=("llama-2-70b", "bloom-176b")),

@@ -8,6 +8,9 @@ from inferbook.model.config import ConfigError, ModelConfig
 from inferbook.model.hf_config import from_hf_config
 from inferbook.model.presets import PRESETS, get_preset
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 
 def test_derived_sizes():
     cfg = get_preset("llama-2-70b")
@@ -99,3 +102,46 @@ def test_missing_keys_and_unreadable_files_are_named(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ConfigError, match="cannot read"):
         from_hf_config(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(rotary_fraction=0.3), "even width"),                 # 0.3 · 10 rotates 3
+    (dict(rotary_fraction=1.5), "at most 1"),
+    (dict(shared_norm=True), "residual='parallel'"),
+    (dict(residual="parallel", norm_position="post"), "norm_position must be 'pre'"),
+    (dict(nope_layers=(1,)), "below L=1"),
+    (dict(local_rope_theta=1e4), "no window"),
+    (dict(qk_norm_scope="rows"), "qk_norm_scope"),
+    (dict(norm="layer", norm_plus_one=True), "norm_plus_one"),
+    (dict(logit_multiplier=0.0), "logit_multiplier"),
+    (dict(positions="learned", rotary_fraction=0.5), "need rotary positions"),
+])
+def test_inconsistent_features_are_refused(bad, message):
+    base = dict(L=1, D=8, F=8, N=4, K=2, H=10, V=10)
+    with pytest.raises(ConfigError, match=message):
+        ModelConfig(**(base | bad))
+
+
+def test_layer_rope_names_each_layers_base_and_rule():
+    from inferbook.model.features import RopeScaling
+    cfg = ModelConfig(L=3, D=8, F=8, N=1, K=1, H=8, V=8, window=2,
+                      layer_types=("sliding", "full", "full"), local_rope_theta=50.0,
+                      rope_theta=1e6, rope_scaling=RopeScaling("linear", factor=2.0),
+                      nope_layers=(2,))
+    assert cfg.layer_rope(0) == (50.0, None)
+    assert cfg.layer_rope(1) == (1e6, cfg.rope_scaling)
+    assert cfg.layer_rope(2) is None
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"model_type": "smollm3", "no_rope_layers": [1, 2]}, "'no_rope_layers'"),
+    ({"model_type": "gemma3", "text_config": [1]}, "'text_config'"),
+    ({"model_type": "gemma3_text", "rope_parameters": {"full_attention": 3}}, "full_attention"),
+    ({"model_type": "gemma3_text", "sliding_window": None}, "sliding_window is null"),
+    ({"model_type": "phi", "partial_rotary_factor": 2.0}, "at most 1"),
+    ({"model_type": "gpt_neox", "hidden_size": 4096, "num_attention_heads": 3},
+     "not a multiple"),
+])
+def test_malformed_keys_of_the_newer_families_are_named(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        from_hf_config(hf_dict(**raw))

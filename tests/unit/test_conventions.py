@@ -24,6 +24,9 @@ from pathlib import Path
 
 import pytest
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "lib"
 PACKAGE = LIB / "inferbook"

@@ -22,6 +22,12 @@ from inferbook.perf.layout_comms import layout_comms
 H100 = get_chip("H100 SXM")
 NVLINK = H100.link_bytes_per_s * H100.links            # one chip into a switched collective
 NIC = 400e9 / 8                                        # DGX H100: one 400 Gb/s NIC per GPU
+NET_STEP = 2.7e-6                                      # NCCL's ring step over the network
+
+
+def nvlink_pass(g):
+    """NCCL's ring/LL pass over g NVLink GPUs: 3.6 µs + 0.47 µs a further GPU."""
+    return 3.6e-6 + (g - 1) * 0.47e-6
 
 
 @pytest.mark.parametrize("group, stride, per_host, expected", [
@@ -57,16 +63,18 @@ def test_the_hierarchy_sends_the_flat_rings_bytes_with_a_1_over_h_share_on_the_d
 def test_an_allreduce_over_two_h100_servers_from_the_datasheets():
     """16 GPUs, 8 to a server, an AllReduce of 1 MB: ReduceScatter and AllGather of 1 MB
     over NVLink's 18 links of 25 GB/s, an AllReduce of the 1/8 share between the two servers
-    over each GPU's 50 GB/s NIC; two NVLink passes of 6.9 µs, two network steps of 2.7 µs."""
+    over each GPU's 50 GB/s NIC; two NVLink passes over 8 GPUs (NCCL: 3.6 µs + 7 steps of
+    0.47 µs), two network passes of one ring step of 2.7 µs each (two hosts)."""
     A = 1e6
-    bw, lat, dcn_s, dcn_bytes = dcn_comms.two_tier_time(Comm("x", "x", "all-reduce", 16, A),
-                                                       H100, 8)
+    t = dcn_comms.two_tier_time(Comm("x", "x", "all-reduce", 16, A), H100, 8)
     nvlink_bytes = 2 * (7 / 8) * A
     net_bytes = 2 * (1 / 2) * (A / 8)
-    assert bw == pytest.approx(nvlink_bytes / NVLINK + net_bytes / NIC)
-    assert lat == pytest.approx(2 * 6.9e-6 + 2 * 1 * 2.7e-6)
-    assert dcn_bytes == pytest.approx(net_bytes)
-    assert dcn_s == pytest.approx(net_bytes / NIC + 2 * 2.7e-6)
+    assert t.bandwidth_s == pytest.approx(nvlink_bytes / NVLINK + net_bytes / NIC)
+    assert t.latency_s == pytest.approx(2 * (3.6e-6 + 7 * 0.47e-6) + 2 * 1 * NET_STEP)
+    assert t.passes == 4 and t.dcn_passes == 2
+    assert t.dcn_bytes == pytest.approx(net_bytes)
+    assert t.dcn_bandwidth_s == pytest.approx(net_bytes / NIC)
+    assert t.dcn_latency_s == pytest.approx(2 * NET_STEP)
 
 
 def hand_priced(comm, per_host, hosts, count=None):
@@ -76,7 +84,7 @@ def hand_priced(comm, per_host, hosts, count=None):
         return 0.0, 0.0
     passes = 2 if comm.kind == "all-reduce" else 1
     if m == 1:
-        return n * wire_bytes(comm.kind, A, h) / NVLINK, n * passes * 6.9e-6
+        return n * wire_bytes(comm.kind, A, h) / NVLINK, n * passes * nvlink_pass(h)
     host_bytes = {"all-reduce": 2 * (h - 1) / h * A, "all-gather": (h - 1) / h * A,
                   "reduce-scatter": (h - 1) / h * A,
                   "all-to-all": (h - 1) / (h * m) * A}[comm.kind]
@@ -84,13 +92,13 @@ def hand_priced(comm, per_host, hosts, count=None):
                  "reduce-scatter": (m - 1) / m * A / h, "all-to-all": (m - 1) / m * A}[comm.kind]
     host_passes = passes if h > 1 else 0
     return (n * (host_bytes / NVLINK + net_bytes / NIC),
-            n * (host_passes * 6.9e-6 + passes * (m - 1) * 2.7e-6))
+            n * (host_passes * nvlink_pass(h) + passes * (m - 1) * NET_STEP))
 
 
 def test_the_estimators_1d_step_over_two_servers_is_its_inventory_priced_by_hand():
     cfg = get_preset("llama-3-70b")
     row = estimate(cfg, H100, batch=32, context=2048, chips=16, layout="1d-ws",
-                   chips_per_host=8)
+                   chips_per_host=8, efficiency="ideal")
     bw = lat = 0.0
     for c in ws1d_collectives(cfg, 32, 1, 16):
         b, t = hand_priced(c, *((8, 2) if c.group == 16 else (c.group, 1)))
@@ -158,3 +166,49 @@ def test_the_command_prints_the_hosts_and_their_share_of_the_step(capsys):
                  "--chips-per-host", "8", "--batch", "64", "--context", "4096"]) == 0
     out = capsys.readouterr().out
     assert "32 × H100 SXM in 4 hosts of 8" in out and "of which between hosts" in out
+
+
+def test_an_efficiency_prices_the_network_as_every_other_collective():
+    """Under an efficiency the DCN's bandwidth time is divided by its link fraction and each
+    DCN pass pays its software cost, as on the interconnect: the 1D step over two servers,
+    its network share rebuilt from the inventory by hand."""
+    from inferbook.perf.efficiency import Efficiency
+    cfg = get_preset("llama-3-70b")
+    eff = Efficiency(link=0.5, pass_overhead_s=1e-5, name="test")
+    row = estimate(cfg, H100, batch=32, context=2048, chips=16, layout="1d-ws",
+                   chips_per_host=8, efficiency=eff)
+    net_bw = net_lat = net_passes = 0.0
+    for c in ws1d_collectives(cfg, 32, 1, 16):
+        if c.group == 16:
+            passes = (2 if c.kind == "all-reduce" else 1) * c.count
+            share = {"all-reduce": 2 * (1 / 2) * c.bytes / 8}.get(c.kind, (1 / 2) * c.bytes / 8)
+            net_bw, net_lat = net_bw + c.count * share / NIC, net_lat + passes * NET_STEP
+            net_passes += passes
+    assert row.dcn_time_s == pytest.approx(net_bw / 0.5 + net_lat + net_passes * 1e-5)
+    assert row.breakdown.dcn_s == row.dcn_time_s < row.breakdown.communication_s
+
+
+def test_expert_parallel_sends_its_alltoalls_between_hosts():
+    """Experts over Z = 8 spaced Y = 2 apart on hosts of 8: each AllToAll spans 2 hosts, 4 of
+    its chips on each, and sends half of its buffer over the network; the 1D collectives over
+    Y stay in the host."""
+    from inferbook.perf.collectives import expert_parallel_collectives
+    cfg = get_preset("mixtral-8x7b")
+    priced = dcn_comms.hosts_layout_comms(cfg, H100, 16, 8, 16, 1, "expert-parallel", X=2)
+    comms = expert_parallel_collectives(cfg, 16, 1, 8, 2, kv_heads=2)
+    assert {c.scope for c in comms if c.group == 8} == dcn_comms.EP_Z_SCOPES
+    expected = sum(c.count * (1 / 2) * c.bytes for c in comms if c.group == 8)
+    assert priced.dcn_bytes_sent == pytest.approx(expected)
+
+
+def test_the_hosts_combine_with_every_flag_of_the_command(capsys):
+    argv = ["estimate", "--model", "llama-3-70b", "--hardware", "H100", "--chips", "16",
+            "--chips-per-host", "8", "--batch", "32", "--context", "4096", "--prompt", "1024",
+            "--output", "128", "--price", "2.5", "--mbu", "0.7", "--mfu", "0.5",
+            "--compute", "fp8", "--prefill-overlap", "off", "--breakdown"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "16 × H100 SXM in 2 hosts of 8" in out and out.count("of which between hosts") == 2
+    assert main(argv + ["--ideal", "--batch", "16,32"]) == 0
+    out = capsys.readouterr().out
+    assert "dcn ms" in out and "in 2 hosts of 8" in out

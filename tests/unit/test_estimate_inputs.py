@@ -29,6 +29,17 @@ CASES = [
     ("--kv-bytes", "16", {"kv_bytes": 16}, "kv_bytes"),
     ("--weights", "int3", {"weights": "int3"}, "weights"),
     ("--kv", "int4", {"kv": "int4"}, "kv"),
+    ("--compute", "fp4", {"compute": "fp4"}, "compute"),
+    ("--compute", "fp8", {"compute": "fp8"}, "compute"),          # a TPU v5e has no fp8 peak
+    ("--mbu", "0", {"mbu": 0}, "mbu"),
+    ("--mbu", "1.5", {"mbu": 1.5}, "mbu"),
+    ("--mfu", "-0.2", {"mfu": -0.2}, "mfu"),
+    ("--mfu", "nan", {"mfu": float("nan")}, "mfu"),
+    ("--output", "0", {"output": 0}, "output"),
+    ("--price", "0", {"price_per_chip_hour": 0}, "price"),
+    ("--price", "2e9", {"price_per_chip_hour": 2e9}, "price"),
+    ("--layout", "expert-parallel", {"layout": "expert-parallel", "chips": 2,
+                                     "context": 1024}, "layout"),
 ]
 
 
@@ -49,6 +60,8 @@ def test_the_cli_and_the_library_refuse_alike(capsys, flag, text, kwargs, name):
     argv = ["--model", BASE["model"], "--hardware", BASE["hardware"], flag, text]
     if "context" in kwargs and flag != "--context":
         argv += ["--context", str(kwargs["context"])]
+    if "chips" in kwargs and flag != "--chips":
+        argv += ["--chips", str(kwargs["chips"])]
     code, out, err = cli(capsys, *argv)
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [f"inferbook estimate: error: {flag}: "
@@ -92,3 +105,18 @@ def test_good_inputs_give_the_same_row_through_both_doors(capsys):
     row = estimate(get_preset("llama-2-13b"), get_chip("TPU v5e"), chips=8, batch=16,
                    context=2048, weights="int8")
     assert json.loads(out)["step_time_s"] == row.step_time_s
+
+
+@pytest.mark.parametrize("flag, text, problem", [
+    ("--mbu", "most", "is not a number"), ("--price", "cheap", "is not a number"),
+    ("--output", "2.5", "is not a whole number"), ("--prefill-overlap", "maybe", "invalid choice"),
+    ("--layout", "3d-ws", "invalid choice")])
+def test_text_that_is_no_value_is_refused_in_one_line(capsys, flag, text, problem):
+    code, out, err = cli(capsys, "--model", "llama-2-13b", "--hardware", "TPU v5e", flag, text)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert flag in err and problem in err
+
+
+def test_a_price_may_be_written_with_its_dollar_sign():
+    assert inputs.parse_price("price", "$2.49") == inputs.price("price", 2.49) == 2.49
+    assert inputs.parse_fraction("mbu", " 0.8 ") == inputs.fraction("mbu", 0.8)

@@ -7,6 +7,9 @@ jupytext = pytest.importorskip("jupytext")
 
 from inferbook.book import exercise_sources, reader  # noqa: E402
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 SOURCE = '''# %% [markdown]
 # **1** A number.
 

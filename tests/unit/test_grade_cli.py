@@ -15,6 +15,9 @@ from inferbook.grading import registry  # noqa: E402
 from inferbook.grading.grader import question_sets  # noqa: E402
 from inferbook.grading.report import Grade, Report, Run  # noqa: E402
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 
 def notebook(tmp_path, *sources, name="hw.ipynb", metadata=None):
     nb = nbformat.v4.new_notebook()

@@ -18,6 +18,9 @@ from inferbook.model.presets import PRESETS
 from inferbook.perf import counts, decode_roofline, latency, roofline
 from inferbook.perf.hardware import CHIPS
 
+# Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
+pytestmark = pytest.mark.no_jax
+
 A100 = CHIPS["A100 40GB"]
 
 

@@ -267,3 +267,20 @@ def test_bad_job_arguments_are_refused_before_any_process_starts(capsys, argv, m
 ])
 def test_a_failed_worker_is_summed_up_in_one_line(code, stderr, expected):
     assert local_job.failure_line(3, 4, code, stderr, 9.0, launch.ERROR) == expected
+
+
+@pytest.mark.parametrize("source, named", [
+    (["--model", "tiny", "--prompt", "hello"], "--prompt"),
+    (["--model", "smollm2-135m-instruct", "--prompt-ids", "1,2"],
+     "--model smollm2-135m-instruct"),
+    (["--model", "smollm2-135m-instruct", "--chat", "--prompt", "hi"], "--chat"),
+    (["--checkpoint", "model.gguf", "--prompt-ids", "1,2"], "--checkpoint model.gguf"),
+    (["--checkpoint", "hf:ORG/NAME", "--prompt", "hi"], "--prompt"),
+])
+def test_a_job_with_text_or_a_pretrained_format_is_refused_in_one_line(capsys, source, named):
+    """A job runs token ids on a preset or a safetensors directory; text, the pretrained
+    model's GGUF and the hub run in one process, and asking a job for them is one line."""
+    code = main(["generate", *source, "--mesh", "2", "--processes", "2"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and "runs in one process" in err and named in err, err

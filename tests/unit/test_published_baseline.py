@@ -18,6 +18,7 @@ import pytest
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, published_baseline, quant
 from inferbook.perf.estimator import estimate
+from inferbook.perf.generation_time import MAX_STEP_SAMPLES, step_groups
 from inferbook.perf.hardware import CHIPS
 from inferbook.perf.published_baseline import (
     baseline_summary,
@@ -43,7 +44,7 @@ def test_a_long_generation_is_the_sum_over_every_one_of_its_steps():
     p = next(p for p in POINTS.values()
              if p.quantity == "output_tokens_per_s" and p.output >= 2000 and p.tp == 1)
     cfg, chip, B = get_preset(p.model), CHIPS[p.chip], p.batch
-    args = dict(weights=p.weights, kv=p.kv)
+    args = dict(weights=p.weights, kv=p.kv, compute=p.compute, efficiency="ideal")
     seconds = estimate(cfg, chip, batch=B, context=p.prompt + p.output, prompt=p.prompt,
                        **args).prefill_time_s
     for i in range(1, p.output):                            # every decode step, one by one
@@ -54,29 +55,34 @@ def test_a_long_generation_is_the_sum_over_every_one_of_its_steps():
 
 @pytest.mark.parametrize("steps", [1, 2, 63, 64, 65, 127, 2047])
 def test_the_step_groups_cover_every_step_once(steps):
-    groups = published_baseline._step_groups(steps)
+    groups = step_groups(steps)
     assert sum(count for count, _ in groups) == steps
-    assert len(groups) == min(steps, published_baseline.MAX_STEP_SAMPLES)
+    assert len(groups) == min(steps, MAX_STEP_SAMPLES)
     assert all(1 <= middle <= steps for _, middle in groups)
 
 
 def test_a_decode_rate_is_no_faster_than_bandwidth_over_the_bytes_a_step_reads():
+    """Every weight but the input embedding's unread rows, and the whole cache, each step."""
     p = next(p for p in POINTS.values() if p.quantity == "decode_tokens_per_s_per_sequence")
     p = dataclasses.replace(p, tp=1, dp=1, ep=1, chips=1, chip="H200", model="llama-3.1-8b",
                             batch=4, context=2048)
     cfg = get_preset(p.model)
     weights = quant.weight_bytes(cfg, quant.parse_weight_format(p.weights))
+    unread = (cfg.V - p.batch) * cfg.D * 2                 # bf16 table, B rows looked up
     cache = counts.kv_cache_bytes(cfg, p.batch, p.context, quant.kv_element_bytes(cfg, p.kv))
-    rate, fits = predict(p)
-    assert fits
-    assert rate <= CHIPS["H200"].hbm_bytes_per_s / (weights + cache) * (1 + 1e-12)
+    for efficiency in ("ideal", "calibrated"):
+        rate, fits = predict(p, efficiency)
+        assert fits
+        assert rate <= CHIPS["H200"].hbm_bytes_per_s / (weights - unread + cache) * (1 + 1e-12)
 
 
 def test_time_to_first_token_is_the_estimators_prefill_in_milliseconds():
     p = by_quantity("ttft_ms")
-    est = estimate(get_preset(p.model), CHIPS[p.chip], batch=1, context=p.prompt,
-                   prompt=p.prompt, weights=p.weights, kv=p.kv)
-    assert predict(p)[0] == pytest.approx(1000 * est.prefill_time_s)
+    for efficiency in ("ideal", "calibrated"):
+        est = estimate(get_preset(p.model), CHIPS[p.chip], batch=1, context=p.prompt,
+                       prompt=p.prompt, weights=p.weights, kv=p.kv, compute=p.compute,
+                       efficiency=efficiency)
+        assert predict(p, efficiency)[0] == pytest.approx(1000 * est.prefill_time_s)
 
 
 def test_a_rate_per_chip_is_the_deployments_rate_over_its_chips():

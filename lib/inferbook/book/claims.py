@@ -9,9 +9,17 @@ version. The build, run on a quiet machine, must still fail when such a claim is
 how a slower library or a wrong explanation gets caught. A reader on a busy Colab runtime must
 instead learn what was expected and what their device measured, and read on.
 
-`expect_measured` does both. The build switches it to strict with the environment variable
-``INFERBOOK_STRICT_CLAIMS=1``, which the Makefile sets for `make book` and `make test`; a reader
-never sets it, and gets the note.
+`expect_measured` does both. The environment variable ``INFERBOOK_STRICT_CLAIMS`` chooses:
+``1`` makes a failed claim an error, unset or ``0`` a note. Every way the project itself runs
+a notebook — the book build (its Sphinx extension, `tests/book_cache.py`), nbval
+(`tests/notebook_plugin.py`), the Colab twins' test (`tests/colab_notebooks.py`) and the unit
+tests — calls `strict_by_default`, so claims are strict there whether or not `make` started
+it, unless someone sets ``INFERBOOK_STRICT_CLAIMS=0`` on purpose. A reader's Jupyter or Colab
+session runs none of these, sets nothing, and gets the note.
+
+Every claim states its threshold as a named value, glued into the prose that makes the claim
+and quoted in the claim's own words (`tests/book/test_claim_thresholds.py` checks each page
+for that), so the words and the check cannot drift apart.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ import os
 import sys
 from typing import Sequence
 
-__all__ = ["STRICT_ENV", "MeasuredClaimError", "strict", "expect_measured", "unconfirmed"]
+__all__ = ["STRICT_ENV", "MeasuredClaimError", "strict", "strict_by_default", "expect_measured",
+           "unconfirmed"]
 
 STRICT_ENV = "INFERBOOK_STRICT_CLAIMS"
 
@@ -45,6 +54,13 @@ class MeasuredClaimError(AssertionError):
 def strict() -> bool:
     """True when measured claims must hold (the book build and the test suite)."""
     return os.environ.get(STRICT_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def strict_by_default() -> None:
+    """Make claims strict in this process and every kernel it starts from now on, unless the
+    environment already chose (``INFERBOOK_STRICT_CLAIMS=0`` keeps them notes). The project's
+    own entry points call it; a reader's session does not."""
+    os.environ.setdefault(STRICT_ENV, "1")
 
 
 def unconfirmed() -> list[str]:

@@ -12,6 +12,9 @@ is. This extension then
   tags, all relative links, so the site works offline and wherever it is served;
 - in the Chinese edition, puts Chinese words on the exercise pages' "Show solution" toggles:
   they come from the code cells' metadata, which both editions share with the execution cache.
+
+Loading it also makes measured claims strict for the pages the build executes
+(`inferbook.book.claims.strict_by_default`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from inferbook.book.bilingual import select_markdown
+from inferbook.book.claims import strict_by_default
 from inferbook.book.language import DEFAULT, HTML_LANG, LANGUAGES, check_language
 
 __all__ = ["setup", "twin_links", "LABELS", "PROMPTS"]
@@ -82,6 +86,8 @@ def _link_twin(app: Any, pagename: str, templatename: str, context: dict, doctre
 
 
 def setup(app: Any) -> dict[str, Any]:
+    # A build of the book executes what its cache lacks: claims fail it, as in the tests.
+    strict_by_default()
     app.add_config_value("inferbook_language", DEFAULT, "env")
     app.connect("config-inited", _configure)
     app.connect("source-read", _select_markdown)

@@ -31,6 +31,7 @@ COMMANDS = {
     "kernel-bench": "kernel_bench",      # decode-attention kernels against context length
     "estimate": "estimate",              # roofline estimate of a decode step (memory, time)
     "bench": "bench",                    # bandwidth, MBU/MFU, estimator error on this device
+    "calibrate": "calibrate",            # the estimator's efficiencies, fitted on published data
 }
 
 
@@ -69,6 +70,17 @@ def _out_of_memory(err: BaseException) -> bool:
     return runtime is not None and isinstance(err, runtime) and "RESOURCE_EXHAUSTED" in str(err)
 
 
+def _bad_checkpoint(err: BaseException) -> bool:
+    """A checkpoint the reader refused (`CheckpointError`), looked up rather than imported:
+    the checkpoint reader loads numpy, ml_dtypes and safetensors, and a command that reads no
+    checkpoint must not need them — `inferbook estimate` runs in the reader's browser, under
+    Pyodide, from the standard library alone (book/estimator.md). A CheckpointError can only
+    have been raised once its module is loaded."""
+    reader = sys.modules.get("inferbook.model.safetensors_io")
+    error = getattr(reader, "CheckpointError", None)
+    return error is not None and isinstance(err, error)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="inferbook",
                            description="Inference by the Numbers: the book's library.")
@@ -87,13 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:          # --help (0) or a bad argument (2, already reported)
         return done.code if isinstance(done.code, int) else 2
     # Library errors that mean "your input is wrong" (bad configs, checkpoints, values).
-    # Imported only now (neither starts JAX, but the checkpoint reader loads numpy and
-    # ml_dtypes): --help and a bad argument answer at once.
+    # Imported only now: --help and a bad argument answer at once.
     from inferbook.model.config import ConfigError
-    from inferbook.model.safetensors_io import CheckpointError
     try:
         return int(args.run(args) or 0)
-    except (UsageError, ConfigError, CheckpointError, json.JSONDecodeError) as err:
+    except (UsageError, ConfigError, json.JSONDecodeError) as err:
         _report(f"inferbook {args.command}", err)
         return 2
     except KeyboardInterrupt:
@@ -105,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as err:
+        if _bad_checkpoint(err):
+            _report(f"inferbook {args.command}", err)
+            return 2
         if not _out_of_memory(err):
             raise
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

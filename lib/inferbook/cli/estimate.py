@@ -1,6 +1,6 @@
 """`inferbook estimate`: memory, latency and throughput of serving a model, from its config.
 
-Every field it prints is defined in book/estimate_reference.md ("The estimator's fields").
+Every field it prints is defined in book/estimate_reference.py ("The estimator's fields").
 Bad input is refused before any work, in one line that names the flag.
 """
 
@@ -20,6 +20,7 @@ from inferbook.perf import estimate_inputs as inputs
 from inferbook.perf.estimate_inputs import EstimateInputError
 from inferbook.perf.estimator import estimate
 from inferbook.perf.hardware import CHIPS, HardwareError, chip_from_json, get_chip
+from inferbook.perf.layout_comms import ESTIMATE_LAYOUTS
 
 from . import UsageError
 
@@ -34,11 +35,16 @@ examples:
   inferbook estimate --model llama-3.1-70b --hardware H100 --chips 8 --batch 1,8,64 --context 8192
   inferbook estimate --model deepseek-v3 --hardware H200 --chips 8 --weights fp8 --kv int8 --json
   inferbook estimate --model llama-3.1-70b --hardware H100 --chips 32 --chips-per-host 8
+  inferbook estimate --model llama-3.1-8b --hardware H100 --batch 32 --context 4096 \
+      --prompt 2048 --output 512 --price 2.50 --breakdown
+  inferbook estimate --model llama-3.1-70b --hardware H100 --chips 4 --ideal   # bare roofline
   inferbook estimate --config ./config.json --hardware "TPU v5e" --chips 8 \\
       --batch 1,2,4,8,16,32,64,128 --context 4096 --prompt 1024 --plot pareto.png
   inferbook estimate --list models
 
-Every field is defined in the book's "The estimator's fields" page (book/estimate_reference.md).
+Times are calibrated on published measurements unless --ideal asks for the bare roofline
+(`inferbook calibrate` shows the fit). Every field is defined in the book's "The estimator's
+fields" page (book/estimate_reference.py).
 """
 
 
@@ -71,8 +77,9 @@ def add_parser(subparsers: Any) -> None:
                    help="spread the chips over hosts of H, each one interconnect domain (an "
                         "HGX board's 8 GPUs; a TPU slice): collectives between hosts go over "
                         "the data-centre network (default: every chip in one domain)")
-    p.add_argument("--layout", choices=("1d-ws", "2d-ws"),
-                   help="the sharded layout (default: the faster one for the shape, printed)")
+    p.add_argument("--layout", choices=ESTIMATE_LAYOUTS,
+                   help="the sharded layout (default: the faster one for the shape, printed; "
+                        "expert-parallel for mixtures of experts)")
     p.add_argument("--batch", default="1", metavar="B[,B...]", help="sequences per step")
     p.add_argument("--context", metavar="S[,S...]",
                    help="cached tokens per sequence (default: the model's positions)")
@@ -86,6 +93,27 @@ def add_parser(subparsers: Any) -> None:
     k.add_argument("--kv", default=None, metavar="FMT",
                    help="bf16 | fp8 | int8 KV cache, with one float32 scale per vector")
     k.add_argument("--kv-bytes", metavar="BYTES", help="plain bytes per cached number instead")
+    p.add_argument("--compute", default="bf16", metavar="FMT",
+                   help="bf16 | fp8 | int8: the format the matmuls run in (default bf16)")
+    p.add_argument("--ideal", action="store_true",
+                   help="the bare roofline the book teaches first: every roof reached, no "
+                        "fixed cost (default: the chip's efficiency, calibrated on published "
+                        "measurements)")
+    p.add_argument("--mbu", metavar="FRACTION",
+                   help="achieved fraction of memory bandwidth, replacing the calibrated one")
+    p.add_argument("--mfu", metavar="FRACTION",
+                   help="achieved fraction of peak FLOP/s, replacing the calibrated one")
+    p.add_argument("--prefill-overlap", choices=("on", "off"),
+                   help="whether a prefill's collectives overlap with its work (default: "
+                        "off on GPUs, on on TPUs; on with --ideal)")
+    p.add_argument("--output", metavar="N",
+                   help="tokens each sequence generates: adds the whole generation's time "
+                        "(prefill, then N - 1 decode steps) and its rate")
+    p.add_argument("--price", metavar="DOLLARS",
+                   help="dollars per chip-hour: adds the cost per million tokens")
+    p.add_argument("--breakdown", action="store_true",
+                   help="where a decode step's time goes: weights, KV cache, attention, MLP, "
+                        "logits, communication, fixed costs")
     p.add_argument("--strict", action="store_true",
                    help="refuse a context beyond the model's positions (default: a warning)")
     p.add_argument("--plot", metavar="FILE.png",
@@ -164,13 +192,19 @@ def _checked_rows(args: argparse.Namespace) -> list:
     wb = (None if args.weight_bytes is None
           else inputs.parse_element_bytes("weight_bytes", args.weight_bytes))
     kvb = None if args.kv_bytes is None else inputs.parse_element_bytes("kv_bytes", args.kv_bytes)
+    mbu = None if args.mbu is None else inputs.parse_fraction("mbu", args.mbu)
+    mfu = None if args.mfu is None else inputs.parse_fraction("mfu", args.mfu)
+    output = None if args.output is None else inputs.parse_whole("output", args.output)
+    price = None if args.price is None else inputs.parse_price("price", args.price)
+    overlap = None if args.prefill_overlap is None else args.prefill_overlap == "on"
     if args.plot is not None:
         _plot_path(args.plot)
     cfg, chip = _model(args), _chip(args)
+    compute = inputs.compute_format(args.compute, chip)
     for S in contexts or [None]:                # every row checked before any is estimated
         for B in batches:
             inputs.check_setting(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
-                                 layout=args.layout, strict=args.strict,
+                                 layout=args.layout, output=output, strict=args.strict,
                                  chips_per_host=per_host)
     contexts = contexts or [cfg.max_seq_len]
     rows = []
@@ -179,7 +213,10 @@ def _checked_rows(args: argparse.Namespace) -> list:
             try:
                 rows.append(estimate(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
                                      layout=args.layout, weights=weights, kv=kv,
-                                     weight_bytes=wb, kv_bytes=kvb, strict=args.strict,
+                                     weight_bytes=wb, kv_bytes=kvb, compute=compute,
+                                     efficiency="ideal" if args.ideal else "calibrated",
+                                     mbu=mbu, mfu=mfu, prefill_overlap=overlap, output=output,
+                                     price_per_chip_hour=price, strict=args.strict,
                                      chips_per_host=per_host))
             except EstimateInputError:
                 raise
@@ -234,7 +271,7 @@ def _run(args: argparse.Namespace) -> int:
         data = [r.as_dict() for r in rows]
         print(json.dumps(data[0] if len(data) == 1 else data, allow_nan=False))
     else:
-        print(report(rows, layout_given=args.layout is not None))
+        print(report(rows, layout_given=args.layout is not None, breakdown=args.breakdown))
     if args.plot is not None:
         try:
             save_plot(rows, _plot_path(args.plot))

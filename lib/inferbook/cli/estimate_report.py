@@ -11,8 +11,10 @@ from inferbook.model.presets import PRESETS
 from inferbook.perf.estimator import Estimate
 from inferbook.perf.hardware import CHIPS
 from inferbook.perf.params import active_param_count, param_count
+from inferbook.perf.step_breakdown import BREAKDOWN_PARTS
 
-__all__ = ["report", "single_report", "sweep_report", "model_list", "chip_list", "save_plot"]
+__all__ = ["report", "single_report", "sweep_report", "breakdown_report", "model_list",
+           "chip_list", "save_plot"]
 
 
 def _bytes(v: float) -> str:
@@ -23,7 +25,14 @@ def _bytes(v: float) -> str:
 def _layout(r) -> str:
     if r.layout is None:
         return "one chip"
+    if r.layout == "expert-parallel":
+        return (f"expert-parallel (experts over Z={r.expert_chips}, "
+                f"the rest over Y={r.chips // r.expert_chips})")
     return r.layout if r.layout == "1d-ws" else f"2d-ws (X={r.layout_x}, YZ={r.layout_yz})"
+
+
+def _dollars(v: float | None) -> str:
+    return "—" if v is None else f"${v:,.4g}"
 
 
 _FIELDS = [
@@ -41,7 +50,7 @@ _FIELDS = [
      lambda r: "—" if r.experts_touched is None else f"{r.experts_touched:,.1f}"),
     ("comm_time_s", "collectives per step", lambda r: fmt_seconds(r.comm_time_s, 3)),
     ("dcn_time_s", "of which between hosts", lambda r: fmt_seconds(r.dcn_time_s, 3)
-     if r.chips_per_host is not None and r.chips > r.chips_per_host else "—"),
+     if _spans_hosts(r) else "—"),
     ("step_time_lower_bound_s", "step time, memory-bound bound",
      lambda r: fmt_seconds(r.step_time_lower_bound_s, 3)),
     ("step_time_s", "decode step time", lambda r: fmt_seconds(r.step_time_s, 3)),
@@ -53,7 +62,26 @@ _FIELDS = [
     ("prefill_time_s", "prefill of the batch's prompts", lambda r: fmt_seconds(r.prefill_time_s,
                                                                                3)),
     ("ttft_s", "time to first token", lambda r: fmt_seconds(r.ttft_s, 3)),
+    ("generation_time_s", "whole generation (prefill + output)",
+     lambda r: "—" if r.generation_time_s is None else fmt_seconds(r.generation_time_s, 3)),
+    ("output_tokens_per_s", "output tokens over the generation",
+     lambda r: "—" if r.output_tokens_per_s is None else fmt_rate(r.output_tokens_per_s,
+                                                                 "tokens/s")),
+    ("usd_per_million_tokens", "cost per million tokens, decoding",
+     lambda r: _dollars(r.usd_per_million_tokens)),
+    ("usd_per_million_prompt_tokens", "cost per million prompt tokens",
+     lambda r: _dollars(r.usd_per_million_prompt_tokens)),
+    ("usd_per_million_output_tokens", "cost per million output tokens, whole generation",
+     lambda r: _dollars(r.usd_per_million_output_tokens)),
 ]
+_OPTIONAL = {"generation_time_s": "output", "output_tokens_per_s": "output",
+             "usd_per_million_tokens": "price_per_chip_hour",
+             "usd_per_million_prompt_tokens": "price_per_chip_hour",
+             "usd_per_million_output_tokens": "output"}
+_BREAKDOWN = {"weights_s": "reading the weights", "kv_cache_s": "reading the KV cache",
+              "attention_s": "attention's arithmetic", "mlp_s": "the MLP's arithmetic",
+              "logits_s": "the logits' arithmetic", "communication_s": "collectives",
+              "overhead_s": "fixed costs per layer"}
 
 
 def _head(r, layout_given: bool) -> str:
@@ -61,29 +89,71 @@ def _head(r, layout_given: bool) -> str:
     hosts = ("" if r.chips_per_host is None or r.chips <= r.chips_per_host else
              f" in {r.chips // r.chips_per_host} hosts of {r.chips_per_host}")
     return (f"{r.model} on {r.chips} × {r.hardware}{hosts} ({_layout(r)}{how}); weights "
-            f"{r.weights}, KV cache {r.kv}")
+            f"{r.weights}, KV cache {r.kv}, compute {r.compute}")
 
 
-def single_report(r: Estimate, layout_given: bool = False) -> str:
+def _efficiency(r) -> str:
+    if r.efficiency == "ideal":
+        return "  efficiency: ideal (the bare roofline: every roof reached, no fixed cost)"
+    return (f"  efficiency: {r.efficiency}, MBU {r.mbu:.0%}, MFU {r.mfu:.0%} "
+            f"(`inferbook calibrate` shows the fit; --ideal for the bare roofline)")
+
+
+def _spans_hosts(r) -> bool:
+    return r.chips_per_host is not None and r.chips > r.chips_per_host
+
+
+def breakdown_report(r: Estimate) -> str:
+    """Where the decode step's time goes: each component alone, and its share of the step
+    (with the collectives' share between hosts when the chips span hosts)."""
+    b = r.breakdown
+    width = max(len(label) for label in _BREAKDOWN.values())
+    lines = ["  decode step, each component alone (they overlap; the step is not their sum):"]
+    for key in BREAKDOWN_PARTS:
+        value = getattr(b, key)
+        lines.append(f"    {_BREAKDOWN[key]:<{width}}  {fmt_seconds(value, 3):>10}  "
+                     f"{value / b.step_s:>6.0%} of the step")
+        if key == "communication_s" and _spans_hosts(r):
+            label = "  of which between hosts"
+            lines.append(f"    {label:<{width}}  {fmt_seconds(b.dcn_s, 3):>10}  "
+                         f"{b.dcn_s / b.step_s:>6.0%} of the step")
+    lines.append(f"    {'the step':<{width}}  {fmt_seconds(b.step_s, 3):>10}")
+    return "\n".join(lines)
+
+
+def single_report(r: Estimate, layout_given: bool = False, breakdown: bool = False) -> str:
     """One estimate, a line per field, with its unit."""
     head = (_head(r, layout_given) + f"; batch {r.batch:,}, context {r.context:,}, "
-            f"prompt {r.prompt:,}")
-    width = max(len(label) for _, label, _ in _FIELDS)
-    return "\n".join([head, *(f"  {label:<{width}}  {fmt(r)}" for _, label, fmt in _FIELDS)])
+            f"prompt {r.prompt:,}" + ("" if r.output is None else f", output {r.output:,}"))
+    fields = [(label, fmt) for key, label, fmt in _FIELDS
+              if key not in _OPTIONAL or getattr(r, _OPTIONAL[key]) is not None]
+    width = max(len(label) for label, _ in fields)
+    lines = [head, _efficiency(r), *(f"  {label:<{width}}  {fmt(r)}" for label, fmt in fields)]
+    return "\n".join(lines + ([breakdown_report(r)] if breakdown else []))
 
 
-def sweep_report(rows: Sequence, layout_given: bool = False) -> str:
+def sweep_report(rows: Sequence, layout_given: bool = False, breakdown: bool = False) -> str:
     """A sweep: what all rows share, then a row per (context, batch)."""
     r0 = rows[0]
-    head = [_head(r0, layout_given) + f"; prompt {r0.prompt:,}",
+    head = [_head(r0, layout_given) + f"; prompt {r0.prompt:,}"
+            + ("" if r0.output is None else f", output {r0.output:,}"), _efficiency(r0),
             f"  parameters {fmt_count(r0.params, 2)} (active {fmt_count(r0.active_params, 2)}),"
             f" weights {_bytes(r0.param_bytes)}, device memory {_bytes(r0.hbm_bytes)}"]
-    cols = ["batch", "context", "fits", "KV cache GB", "step ms", "tok/s/user", "tok/s",
-            "tok/s/chip", "TTFT s"] + (["layout"] if r0.chips > 1 else [])
+    gen, price = r0.output is not None, r0.price_per_chip_hour is not None
+    parts = list(BREAKDOWN_PARTS) if breakdown else []
+    if breakdown and _spans_hosts(r0):
+        parts.insert(parts.index("communication_s") + 1, "dcn_s")
+    cols = (["batch", "context", "fits", "KV cache GB", "step ms", "tok/s/user", "tok/s",
+             "tok/s/chip", "TTFT s"] + (["generation s"] if gen else [])
+            + (["$/M tokens"] if price else []) + [f"{k[:-2]} ms" for k in parts]
+            + (["layout"] if r0.chips > 1 else []))
     body = [[f"{r.batch:,}", f"{r.context:,}", "yes" if r.fits else "NO",
              f"{r.kv_bytes / 1e9:,.2f}", f"{r.step_time_s * 1e3:,.3f}",
              f"{r.tokens_per_s_per_user:,.1f}", f"{r.tokens_per_s:,.1f}",
              f"{r.tokens_per_s_per_chip:,.1f}", f"{r.ttft_s:,.3f}"]
+            + ([f"{r.generation_time_s:,.3f}"] if gen else [])
+            + ([f"{r.usd_per_million_tokens:,.4g}"] if price else [])
+            + [f"{getattr(r.breakdown, k) * 1e3:,.3f}" for k in parts]
             + ([_layout(r)] if r0.chips > 1 else []) for r in rows]
     widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(cols)]
     lines = ["  " + "  ".join(c.rjust(w) for c, w in zip(cols, widths))]
@@ -91,9 +161,9 @@ def sweep_report(rows: Sequence, layout_given: bool = False) -> str:
     return "\n".join(head + lines)
 
 
-def report(rows: Sequence, layout_given: bool = False) -> str:
-    return single_report(rows[0], layout_given) if len(rows) == 1 else \
-        sweep_report(rows, layout_given)
+def report(rows: Sequence, layout_given: bool = False, breakdown: bool = False) -> str:
+    return single_report(rows[0], layout_given, breakdown) if len(rows) == 1 else \
+        sweep_report(rows, layout_given, breakdown)
 
 
 def model_list() -> list[dict]:

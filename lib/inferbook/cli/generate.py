@@ -1,8 +1,22 @@
-"""`inferbook generate`: new tokens from a checkpoint or a preset with random weights.
+"""`inferbook generate`: text from a real model, or new tokens from a preset's random weights.
+
+    inferbook generate --model smollm2-135m-instruct --chat \
+        --prompt "What is the capital of France?"
+    The capital of France is Paris.
+
+The model is a pretrained one (``--model smollm2-135m-instruct``, its weights fetched by
+`make`), or ``--checkpoint`` a Hugging Face directory, a .gguf file or ``hf:ORG/NAME`` from
+the hub; ``--prompt`` is text, tokenized by the checkpoint's tokenizer and, with ``--chat``,
+wrapped in its chat template (``--system`` adds a system prompt). One prompt streams its
+answer as it is generated; several print theirs in order when all are done. Generation stops
+at the checkpoint's end-of-sequence ids (``--eos-id`` replaces them, ``--ignore-eos`` runs all
+``--max-new-tokens``). ``--json`` prints the new tokens and their text with the time to the
+first token and the decoding rate, measured after a warm-up run that compiles the programs.
+
+Any other preset runs random weights on token ids:
 
     inferbook generate --model tiny --seed 0 --prompt-ids 1,2,3 --prompt-ids 4,5 \
         --max-new-tokens 8 --json
-    {"tokens": [[...8 ids...], [...8 ids...]]}
 
 With --mesh the same tokens come from a model sharded over a device mesh (emulated CPU
 devices when there are not enough accelerators; the command sets them up itself):
@@ -17,12 +31,12 @@ and from a multi-process JAX job over that mesh, as on the hosts of a pod (`cli.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from inferbook.model.hf_config import from_hf_config, read_hf_config
+from inferbook.model.config import ModelConfig
+from inferbook.model.model_store import PRETRAINED
 from inferbook.model.presets import get_preset
 from inferbook.parallel.devices import DeviceSetupError, setup
 from inferbook.parallel.mesh import MeshError, named_mesh, parse_mesh_shape
@@ -35,7 +49,8 @@ from .resources import require_memory
 # What loads JAX (sampling, the model, the sharded layouts) is imported inside the functions
 # that need it, once the arguments have been checked: a refusal never waits for JAX.
 
-__all__ = ["add_parser", "run", "parse_ids", "SEED_MAX"]
+__all__ = ["add_parser", "run", "parse_ids", "SEED_MAX", "check_against_model", "check_memory",
+           "mesh_for", "sharded_generate_cli"]
 
 # Sampling keys are 32-bit: jax.random.key(2**32 + s) is jax.random.key(s), so a larger seed
 # would only pretend to differ (and a negative one is refused by numpy's weight init).
@@ -67,28 +82,52 @@ def mesh_shape(text: str) -> str:
     return text
 
 
+def checkpoint_spec(text: str) -> str:
+    """An argparse type: a checkpoint named on the command line (resolved when it runs)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty checkpoint name")
+    return text
+
+
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("generate", help="generate tokens with the KV-cached decoder",
-                              description=__doc__,
+    p = subparsers.add_parser("generate", help="generate text (or tokens) with the KV-cached "
+                              "decoder", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", metavar="DIR", type=types.existing_dir,
-                     help="Hugging Face Llama-family checkpoint")
-    src.add_argument("--model", metavar="PRESET", help="a preset with random weights (see --seed)")
+    src.add_argument("--checkpoint", metavar="DIR|FILE.gguf|hf:ORG/NAME", type=checkpoint_spec,
+                     help="a Hugging Face checkpoint directory, a GGUF file, or a hub model")
+    src.add_argument("--model", metavar="PRESET",
+                     help=f"a preset: {', '.join(PRETRAINED)} loads its trained weights, any "
+                          "other gets random ones (see --seed)")
     p.add_argument("--seed", type=types.integer(0, SEED_MAX), default=0,
                    help="seed of the random weights (with --model) and of sampling (default 0)")
-    p.add_argument("--prompt-ids", action="append", required=True, metavar="IDS", type=parse_ids,
-                   help="comma-separated token ids; repeat for a batch of prompts")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--prompt", action="append", metavar="TEXT",
+                      help="a prompt as text (needs the checkpoint's tokenizer); repeat for a "
+                           "batch of prompts")
+    what.add_argument("--prompt-ids", action="append", metavar="IDS", type=parse_ids,
+                      help="comma-separated token ids; repeat for a batch of prompts")
+    p.add_argument("--chat", action="store_true",
+                   help="send each --prompt as a user turn through the chat template")
+    p.add_argument("--system", metavar="TEXT", help="with --chat: a system prompt")
     p.add_argument("--max-new-tokens", type=types.positive_int(), default=16, metavar="N")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--greedy", action="store_true", help="argmax decoding (the default)")
     how.add_argument("--temperature", type=types.finite_float(0.0, above=True), metavar="T")
     p.add_argument("--top-k", type=types.positive_int(), metavar="K")
     p.add_argument("--top-p", type=types.probability, metavar="P")
-    p.add_argument("--eos-id", type=types.nonnegative_int(), metavar="ID",
-                   help="stop a sequence at this token")
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--eos-id", type=types.nonnegative_int(), metavar="ID",
+                      help="stop a sequence at this token (default: the checkpoint's "
+                           "end-of-sequence ids)")
+    stop.add_argument("--ignore-eos", action="store_true",
+                      help="never stop early: every prompt gets --max-new-tokens (to measure)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
-    p.add_argument("--json", action="store_true", help='print {"tokens": [[...], ...]}')
+    p.add_argument("--keep-quantized", action="store_true",
+                   help="a GGUF checkpoint's quantized matrices stay in their blocks, decoded "
+                        "inside every step (default: dequantized to --dtype when loaded)")
+    p.add_argument("--json", action="store_true",
+                   help='print {"tokens": [[...], ...], "text": [...]} and the timings')
     p.add_argument("--mesh", metavar="SHAPE", type=mesh_shape,
                    help="shard over a device mesh, e.g. 8, 2x4 or 2x2x2 (default: one device)")
     p.add_argument("--layout", choices=MESH_LAYOUTS,
@@ -110,16 +149,12 @@ def _sampler(args):
         raise UsageError(f"--temperature/--top-k/--top-p: {err}") from None
 
 
-def _config(args):
-    """The model's config, read without building or loading any weights."""
-    if args.model is not None:
-        return get_preset(args.model)
-    return from_hf_config(read_hf_config(args.checkpoint), name=Path(args.checkpoint).name)
-
-
-def _check_against_model(args, cfg, prompts) -> None:
+def check_against_model(args: argparse.Namespace, cfg: ModelConfig,
+                        prompts: list[list[int]]) -> None:
     """What only the model can tell: the vocabulary and the positions."""
     for b, prompt in enumerate(prompts):
+        if not prompt:
+            raise UsageError(f"prompt {b + 1} is empty: it gives no tokens to start from")
         bad = [t for t in prompt if not 0 <= t < cfg.V]
         if bad:
             raise UsageError(f"prompt {b + 1} has token ids outside the vocabulary "
@@ -133,7 +168,8 @@ def _check_against_model(args, cfg, prompts) -> None:
                          f"positions; {cfg.name} has {limit}")
 
 
-def _check_memory(args, cfg, prompts, mesh) -> None:
+def check_memory(args: argparse.Namespace, cfg: ModelConfig, prompts: list[list[int]],
+                 mesh: Any) -> None:
     """Weights plus the KV cache `decode.generate` allocates (prompt padded to 16 tokens,
     plus the new ones), against the memory where they will live."""
     itemsize = {"float32": 4, "bfloat16": 2}[args.dtype]
@@ -145,37 +181,64 @@ def _check_memory(args, cfg, prompts, mesh) -> None:
                    f"{len(prompts)} x {T + args.max_new_tokens} tokens")
 
 
-def run(args: argparse.Namespace) -> int:
-    if launch.requested(args):       # a multi-process JAX job: cli.launch supervises it
-        return launch.run(args)
-    prompts = args.prompt_ids
-    sampler = _sampler(args)
-    cfg = _config(args)
-    _check_against_model(args, cfg, prompts)
-    mesh = _mesh(args)
-    _check_memory(args, cfg, prompts, mesh)
+def _check_text_flags(args: argparse.Namespace) -> None:
+    if args.system is not None and not args.chat:
+        raise UsageError("--system needs --chat (the system prompt goes through the chat "
+                         "template)")
+    if args.chat and args.prompt is None:
+        raise UsageError("--chat needs --prompt TEXT (token ids are not a conversation)")
+    if args.keep_quantized and args.checkpoint is None and args.model not in PRETRAINED:
+        raise UsageError("--keep-quantized needs a GGUF checkpoint")
 
-    import jax
+
+def _check_job_flags(args: argparse.Namespace) -> None:
+    """A multi-process job (`cli.launch`) runs token ids on a preset's random weights or a
+    safetensors checkpoint directory, read block by block; text and the pretrained models'
+    other formats run in one process."""
+    text = [flag for flag, given in (("--prompt", args.prompt is not None),
+                                     ("--chat", args.chat),
+                                     ("--keep-quantized", args.keep_quantized),
+                                     (f"--model {args.model}", args.model in PRETRAINED))
+            if given]
+    if args.checkpoint is not None and not Path(args.checkpoint).is_dir():
+        text.append(f"--checkpoint {args.checkpoint} (not a directory)")
+    if text:
+        raise UsageError(f"--processes/--coordinator run --prompt-ids on a preset or a "
+                         f"safetensors checkpoint directory; {', '.join(text)} runs in one "
+                         "process")
+
+
+def run(args: argparse.Namespace) -> int:
+    sampler = _sampler(args)
+    _check_text_flags(args)
+    if launch.requested(args):       # a multi-process JAX job: cli.launch supervises it
+        _check_job_flags(args)
+        return launch.run(args)
+    if args.checkpoint is not None or args.model in PRETRAINED:
+        from .generate_text import run_pretrained
+        return run_pretrained(args, sampler)
+    if args.prompt is not None:
+        raise UsageError(f"--prompt needs a model with a tokenizer: --checkpoint, or --model "
+                         f"{' / '.join(PRETRAINED)}; {args.model} takes --prompt-ids")
+    cfg = get_preset(args.model)
+    prompts = args.prompt_ids
+    check_against_model(args, cfg, prompts)
+    mesh = mesh_for(args)
+    check_memory(args, cfg, prompts, mesh)
+
     import jax.numpy as jnp
 
-    from inferbook.model.checkpoint import load_checkpoint
-    from inferbook.model.decode import generate
     from inferbook.model.decoder import init_params
-    dtype = jnp.dtype(args.dtype)
-    if args.checkpoint is not None:
-        cfg, params = load_checkpoint(args.checkpoint, dtype=dtype)
-    else:
-        params = init_params(cfg, args.seed, dtype)
+
+    from .generate_text import generate_tokens, report
+    params = init_params(cfg, args.seed, jnp.dtype(args.dtype))
+    eos = () if args.eos_id is None else (args.eos_id,)
     if mesh is not None:
-        result = _sharded_generate(args, mesh, params, cfg, prompts, sampler)
+        result = sharded_generate_cli(args, mesh, params, cfg, prompts, sampler, eos)
+        timing = None
     else:
-        result = generate(params, cfg, prompts, args.max_new_tokens, sampler=sampler,
-                          key=jax.random.key(args.seed), eos_id=args.eos_id)
-    if args.json:
-        print(json.dumps({"tokens": result.tokens}))
-    else:
-        for b, (prompt, new) in enumerate(zip(prompts, result.tokens)):
-            print(f"prompt {b + 1}: {' '.join(map(str, prompt))} -> {' '.join(map(str, new))}")
+        result, timing = generate_tokens(args, params, cfg, prompts, sampler, eos)
+    report(args, prompts, result.tokens, None, timing)
     return 0
 
 
@@ -184,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
 CLI_CPU_DEVICES = 8     # the emulated devices the command provides (the book's standard)
 
 
-def _mesh(args: argparse.Namespace):
+def mesh_for(args: argparse.Namespace) -> Any:
     """The device mesh asked for, built before anything else starts JAX; None without --mesh."""
     if args.mesh is None:
         if args.layout is not None:
@@ -198,7 +261,9 @@ def _mesh(args: argparse.Namespace):
         raise UsageError(f"--mesh {args.mesh}: {err}") from None
 
 
-def _sharded_generate(args, mesh, params, cfg, prompts, sampler):
+def sharded_generate_cli(args: argparse.Namespace, mesh: Any, params: Any, cfg: ModelConfig,
+                         prompts: list[list[int]], sampler: Any, eos: tuple[int, ...]) -> Any:
+    """`parallel.sharded_decode.generate` over `mesh` in the layout --layout names."""
     import jax
 
     from inferbook.parallel.sharded_decode import generate as sharded_generate
@@ -208,5 +273,8 @@ def _sharded_generate(args, mesh, params, cfg, prompts, sampler):
         plan = make_plan(cfg, mesh, layout)
     except LayoutError as err:
         raise UsageError(str(err)) from None
+    if len(eos) > 1:
+        raise UsageError("--mesh stops at one end-of-sequence id; give it with --eos-id")
     return sharded_generate(params, cfg, prompts, args.max_new_tokens, plan=plan,
-                            sampler=sampler, key=jax.random.key(args.seed), eos_id=args.eos_id)
+                            sampler=sampler, key=jax.random.key(args.seed),
+                            eos_id=eos[0] if eos else None)

@@ -88,7 +88,7 @@ def _autograder(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from None
     files = write_autograder(out, args.notebook, timeout_s=args.timeout)
-    print(f"wrote {out}: {', '.join(f for f in files if '/' not in f)} and the library's source")
+    print(f"wrote {out}: {', '.join(f for f in files if '/' not in f)} and the library's wheel")
     return 0
 
 

@@ -69,7 +69,7 @@ def checked_inputs(args: argparse.Namespace, mesh: Any) -> tuple[Any, Any, Any]:
     from inferbook.model.presets import get_preset
     from inferbook.parallel.sharding import make_plan
     cfg = get_preset(args.model) if args.checkpoint is None else \
-        read_checkpoint_config(args.checkpoint)[0]
+        read_checkpoint_config(args.checkpoint)
     sampler = _sampler(args)
     try:
         check_generate_args(cfg, args.prompt_ids, args.max_new_tokens, sampler, args.eos_id)

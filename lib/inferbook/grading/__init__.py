@@ -35,6 +35,7 @@ A course uses two layers of this package; the second only when it grades for mar
   function_dispatch  the grader's side: run the student's functions, read back plain data
   function_runner  the sandboxed process that calls them on fresh inputs
   gradescope       the autograder zip Gradescope runs
+  gradescope_image the library wheel and the pinned requirements that zip installs
 
 The exercise sources' format (solutions between markers; student notebooks and the book's
 pages made from them) is the book's: `inferbook.book.exercise_sources`.

@@ -11,6 +11,7 @@ runner ended (`reaper.sweep`), are the results read — JSON, decoded by `plain_
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -77,6 +78,8 @@ def _one_runner(jobs: list[FunctionJob], blocked: dict[str, str], sandbox: Sandb
                 folder: Path, results: dict[str, dict[str, Any]]) -> str | None:
     """Run `jobs` in one process until it ends; record results; return a failure, if any."""
     folder.mkdir(parents=True)
+    if sandbox.user:                  # the submission's own account writes its results here
+        os.chown(folder, sandbox.user[0], sandbox.user[1])
     with open(folder / runner.REQUEST, "wb") as f:
         pickle.dump({"jobs": [j.request() for j in jobs], "blocked": blocked}, f)
     errors = folder / "stderr.txt"

@@ -6,22 +6,24 @@ Gradescope builds an image from the zip once (it unpacks it into /autograder/sou
 runs `setup.sh`), then, for every submission, runs `run_autograder` with the student's files
 in /autograder/submission and reads /autograder/results/results.json. The package holds
 
-- `setup.sh`: installs Python, bubblewrap and the library — this very library's source, and
-  the versions of its dependencies installed where the package was made (`requirements.txt`)
-  — and an account to run submissions as where bubblewrap cannot run, with the answer keys
-  readable by root only;
+- `setup.sh`: installs Python and bubblewrap (Debian's packages, only those missing), then
+  into a fresh environment this very library as a wheel (`library/`) and `requirements.txt`
+  — the library's own dependencies and grading's, with everything they need, pinned to the
+  versions installed where the package was made (`gradescope_image.py`) — and checks that
+  nothing is missing; and an account to run submissions as where bubblewrap cannot run,
+  with the answer keys readable by root only. It installs with uv where the image has it
+  (from uv's cache), with pip otherwise;
 - `run_autograder`: picks the submitted notebook (the exercise's file name, or the only
   .ipynb) and runs `inferbook grade --sealed` on it for the exercise's question sets,
   whatever the notebook claims to hold; if grading cannot start, results.json says why;
 - `data/`: the book's data files some questions read (no network is needed to grade).
 
 `INFERBOOK_AUTOGRADER_ROOT` (default /autograder) and `INFERBOOK_PYTHON` let a test run the
-package in a temporary folder with an interpreter where the library is already installed.
+package in a temporary folder, or with an interpreter where the library is already installed.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 import shutil
 import tempfile
@@ -32,12 +34,10 @@ import inferbook
 from inferbook.book import bookdata
 
 from .grader import question_sets, read_notebook
+from .gradescope_image import pinned_requirements, write_library_wheel
 
-__all__ = ["exercise_sources", "find_exercise", "write_autograder", "REQUIREMENTS"]
+__all__ = ["exercise_sources", "find_exercise", "write_autograder"]
 
-# What grading needs besides the library's own dependencies (pyproject's `dependencies`).
-REQUIREMENTS = ("jax", "jaxlib", "numpy", "ml_dtypes", "matplotlib", "tqdm", "ipykernel",
-                "jupyter_client", "nbformat")
 ROOT_ENV, PYTHON_ENV = "INFERBOOK_AUTOGRADER_ROOT", "INFERBOOK_PYTHON"
 
 SETUP = """#!/usr/bin/env bash
@@ -45,21 +45,41 @@ SETUP = """#!/usr/bin/env bash
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT="${INFERBOOK_AUTOGRADER_ROOT:-/autograder}"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip \\
-    bubblewrap >/dev/null
+# Debian's packages, only those missing: an image that has them all needs no network here.
+missing=()
+for package in python3 python3-venv python3-pip bubblewrap; do
+  case "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)" in
+    *" ok installed") ;;
+    *) missing+=("$package") ;;
+  esac
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 python3 -c 'import sys; assert sys.version_info >= (3, 11), "the library needs Python 3.11+"'
-python3 -m venv "$ROOT/venv"
-"$ROOT/venv/bin/pip" install --quiet -r requirements.txt
-"$ROOT/venv/bin/pip" install --quiet --no-deps ./library
+# The library and exactly the pinned versions of what it and grading need, nothing else
+# (--no-deps, as a lock file is installed); the check fails the build if anything is missing.
+if command -v uv >/dev/null 2>&1; then
+  uv venv --quiet --python "$(command -v python3)" "$ROOT/venv"
+  uv pip install --quiet --python "$ROOT/venv/bin/python" --no-deps -r requirements.txt
+  # copied, not linked to uv's cache: the keys' permissions are changed below
+  uv pip install --quiet --python "$ROOT/venv/bin/python" --no-deps --link-mode copy \\
+      library/*.whl
+  uv pip check --python "$ROOT/venv/bin/python"
+else
+  python3 -m venv "$ROOT/venv"
+  "$ROOT/venv/bin/pip" install --quiet --no-deps -r requirements.txt library/*.whl
+  "$ROOT/venv/bin/pip" check
+fi
 # Where bubblewrap cannot run (a container without user namespaces), submissions run as this
 # account instead of root: it cannot signal the grader, nor read the answer keys.
 useradd --system --no-create-home --shell /usr/sbin/nologin inferbook-student 2>/dev/null || true
-KEYS="$("$ROOT/venv/bin/python" -c 'import inferbook.grading as g, os
-print(os.path.join(os.path.dirname(g.__file__), "chapters"))')"
-chmod -R go-rwx "$KEYS"
 chmod a+rx "$ROOT" "$ROOT/source"
 chmod -R a+rX "$ROOT/venv" "$ROOT/source/data"
+KEYS="$("$ROOT/venv/bin/python" -c 'import inferbook.grading as g, os
+print(os.path.join(os.path.dirname(g.__file__), "chapters"))')"
+chmod -R go-rwx "$KEYS"             # last: the line above must not make them readable again
 """
 
 RUN = """#!/usr/bin/env bash
@@ -118,28 +138,6 @@ def find_exercise(name: str) -> tuple[str, list[str]]:
     return stem, sets
 
 
-def _requirements() -> str:
-    lines = []
-    for name in REQUIREMENTS:
-        try:
-            lines.append(f"{name}=={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            lines.append(name)
-    return "\n".join(lines) + "\n"
-
-
-def _library(into: Path) -> None:
-    """This library's source, installable with pip (`pip install ./library`)."""
-    package = Path(inferbook.__file__).resolve().parent
-    shutil.copytree(package, into / "src" / "inferbook",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (into / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\n'
-        'build-backend = "setuptools.build_meta"\n\n'
-        f'[project]\nname = "inferbook"\nversion = "{inferbook.__version__}"\n'
-        'requires-python = ">=3.11"\n\n[tool.setuptools.packages.find]\nwhere = ["src"]\n')
-
-
 def write_autograder(out: Path, exercise: str, timeout_s: float = 600.0) -> list[str]:
     """Write the package for `exercise` to the zip `out`; the names of the files in it."""
     name, sets = find_exercise(exercise)
@@ -148,8 +146,8 @@ def write_autograder(out: Path, exercise: str, timeout_s: float = 600.0) -> list
         (root / "setup.sh").write_text(SETUP)
         (root / "run_autograder").write_text(RUN.format(name=name, sets=",".join(sets),
                                                         timeout=f"{timeout_s:g}"))
-        (root / "requirements.txt").write_text(_requirements())
-        _library(root / "library")
+        (root / "requirements.txt").write_text("\n".join(pinned_requirements()) + "\n")
+        write_library_wheel(root / "library")
         data = Path(bookdata.__file__).resolve().parents[3] / "book" / "data"
         if data.is_dir():
             shutil.copytree(data, root / "data")

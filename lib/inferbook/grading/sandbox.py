@@ -121,8 +121,12 @@ def bwrap_problem() -> str | None:
     return _bwrap_check()
 
 
-def _keys_dir() -> Path:
-    return Path(__file__).resolve().parent / "chapters"
+def _keys_dirs() -> list[Path]:
+    """The keys' folder as this process imported it, and its real path: they differ when a
+    folder above is a link (a venv reached through a symlink), and a kernel started with
+    this interpreter imports from the first."""
+    imported = Path(__file__).absolute().parent / "chapters"
+    return list(dict.fromkeys([imported, imported.resolve()]))
 
 
 @dataclass
@@ -200,8 +204,9 @@ class Sandbox:
                 args += ["--dev-bind", str(dev), str(dev)]
         for path in (*python_paths(), *data_paths()):
             args += ["--ro-bind", path, path]
-        if self.hide_keys and _keys_dir().is_dir():
-            args += ["--ro-bind", str(self.stub), str(_keys_dir())]
+        for keys in _keys_dirs() if self.hide_keys else []:
+            if keys.is_dir():
+                args += ["--ro-bind", str(self.stub), str(keys)]
         for path in (self.runtime, self.scratch):
             args += ["--bind", str(path), str(path)]
         return args + ["--chdir", str(self.scratch), "--"]

@@ -25,10 +25,12 @@ import numpy as np
 
 from inferbook.model.config import ConfigError, ModelConfig
 from inferbook.model.decoder import Params, param_shapes, special_features
+from inferbook.model.family_table import PARTIAL_ROTARY_FAMILIES
 from inferbook.model.hf_config import from_hf_config, read_hf_config
 from inferbook.model.hf_names import (
     FAMILY_ARCHITECTURES,
     Rule,
+    base_prefix,
     ignorable,
     layer_rules,
     top_rules,
@@ -41,8 +43,8 @@ from inferbook.model.safetensors_io import (
 )
 
 __all__ = ["CheckpointError", "read_safetensors", "write_safetensors", "load_checkpoint",
-           "save_checkpoint", "hf_to_params", "params_to_hf", "SUPPORTED_ARCHITECTURES",
-           "read_checkpoint_config", "weight_files"]
+           "read_checkpoint_config", "read_checkpoint_family", "weight_files", "save_checkpoint",
+           "hf_to_params", "params_to_hf", "SUPPORTED_ARCHITECTURES"]
 
 SUPPORTED_ARCHITECTURES = tuple(FAMILY_ARCHITECTURES.values())
 
@@ -66,7 +68,7 @@ def hf_to_params(cfg: ModelConfig, tensors: dict[str, np.ndarray], dtype: Any = 
     tensor left over is an error. `dtype` casts the weights (default: the checkpoint's).
     """
     expected = param_shapes(cfg)
-    prefix = "transformer." if family == "gpt2" and "transformer.wte.weight" in tensors else ""
+    prefix = base_prefix(family, tensors)
     used: set[str] = set()
 
     def apply(rules: list[Rule], shapes: dict[str, Any]) -> dict[str, Any]:
@@ -139,7 +141,7 @@ def _check_runtime_keys(hf: dict[str, Any], family: str) -> None:
     rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
     partial = hf.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0)
                      if isinstance(rope, dict) else 1.0)
-    if partial not in (None, 1, 1.0):
+    if partial not in (None, 1, 1.0) and family not in PARTIAL_ROTARY_FAMILIES:
         raise ConfigError(f"partial_rotary_factor={partial!r} is not supported (rotary "
                           "embeddings over the whole head only)")
     if family == "gpt2" and (hf.get("scale_attn_weights") is False
@@ -151,23 +153,37 @@ def _check_runtime_keys(hf: dict[str, Any], family: str) -> None:
                           "causal)")
 
 
-def read_checkpoint_config(directory: str | Path) -> tuple[ModelConfig, str]:
-    """The config of a checkpoint directory and its family (``model_type``), checked as
-    `load_checkpoint` checks them, without reading any weights."""
-    directory = Path(directory)
+def _read_config(directory: Path) -> tuple[ModelConfig, str]:
     if not directory.is_dir():
         raise CheckpointError(f"checkpoint directory {directory} does not exist")
     hf = read_hf_config(directory)
     archs = hf.get("architectures") or []
+    family = hf.get("model_type", "llama")
+    if not isinstance(family, str):
+        raise ConfigError(f"model_type must be a string, got {family!r}")
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ConfigError(f"architectures must be a list of names, got {archs!r}")
     if archs and not any(a in SUPPORTED_ARCHITECTURES for a in archs):
         raise ConfigError(f"unsupported architecture {archs[0]!r}; supported: "
                           f"{', '.join(SUPPORTED_ARCHITECTURES)}")
-    family = hf.get("model_type", "llama")
     if family not in FAMILY_ARCHITECTURES:
         raise ConfigError(f"unsupported architecture model_type={family!r}; supported: "
                           f"{', '.join(FAMILY_ARCHITECTURES)}")
     _check_runtime_keys(hf, family)
     return from_hf_config(hf, name=directory.name), family
+
+
+def read_checkpoint_config(directory: str | Path) -> ModelConfig:
+    """The config of a checkpoint directory, checked as `load_checkpoint` checks it, without
+    reading a weight."""
+    return _read_config(Path(directory))[0]
+
+
+def read_checkpoint_family(directory: str | Path) -> tuple[ModelConfig, str]:
+    """The config of a checkpoint directory and its family (``model_type``), checked as
+    `load_checkpoint` checks them, without reading a weight (`parallel.checkpoint_shards`
+    reads the weights block by block with the family's name rules)."""
+    return _read_config(Path(directory))
 
 
 def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConfig, Params]:
@@ -176,7 +192,8 @@ def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConf
     `dtype` casts the weights (e.g. jnp.float32); by default they keep the checkpoint's dtype.
     Raises CheckpointError or ConfigError naming what is missing, misshapen or unsupported.
     """
-    cfg, family = read_checkpoint_config(directory)
+    directory = Path(directory)
+    cfg, family = _read_config(directory)
     tensors: dict[str, np.ndarray] = {}
     for f in weight_files(Path(directory)):
         tensors.update(read_safetensors(f))

@@ -19,15 +19,13 @@ today's families, tiny ones for a laptop CPU); `hf_config` reads a Hugging Face 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from inferbook.model.config_checks import ACTIVATION_NAMES, check_config
 from inferbook.model.features import MLA, ConfigError, MoE, RopeScaling
 
 __all__ = ["ModelConfig", "ConfigError", "ACTIVATION_NAMES"]
-
-ACTIVATION_NAMES = ("silu", "gelu", "gelu_tanh", "relu")
 
 
 @dataclass(frozen=True)
@@ -55,27 +53,40 @@ class ModelConfig:
         embeddings when `positions` is "learned".
       name: a label for tables and plots.
 
-    Switches of particular families (all off by default, which is LLaMA):
-      qkv_bias, o_bias, mlp_bias: biases on the q/k/v projections (Qwen2, GPT-2), on the
-        attention output (GPT-2) and on the MLP's matrices (GPT-2).
-      qk_norm: an RMSNorm over each head's queries and keys, before the rotation (Qwen3).
-      query_scale: the softmax's scale on q·k; None is 1/√H. Gemma-2 uses
-        query_pre_attn_scalar^(-1/2).
-      attn_softcap, final_softcap: soft-capping c·tanh(x / c) of the attention logits and of
-        the output logits (Gemma-2: 50 and 30); None for none.
-      layer_types: per layer "full" or "sliding" (Gemma-2 alternates; Qwen2 windows only the
-        upper layers); None means every layer is "sliding" when `window` is set.
-      positions: "rope" (rotary) or "learned" (absolute position embeddings, GPT-2).
-      rope_scaling: how rotary frequencies are stretched for long contexts (`RopeScaling`).
-      rope_interleaved: rotate adjacent channel pairs (2i, 2i+1) instead of halves (i, i+H/2)
-        (DeepSeek's checkpoints).
-      norm: "rms" (RMSNorm) or "layer" (LayerNorm with a bias, GPT-2).
-      norm_plus_one: the norm's gain is (1 + w) rather than w (Gemma).
-      sandwich_norm: each block's output is normalised too before the residual add (Gemma-2's
-        post-attention and post-feedforward norms).
-      embed_scale: embeddings are multiplied by √D (Gemma).
-      moe: a mixture of experts in place of the MLP (`MoE`), or None.
-      mla: multi-head latent attention (`MLA`), or None. Then K == N and H == H_nope + H_rope.
+    Switches of particular families (all off by default, which is LLaMA), grouped by the part
+    of the model they change:
+
+    The block. norm_position: where each block's norms sit, "pre" (before attention and
+      MLP: Llama), "post" (on their outputs, before the residual add: OLMo-2) or "both"
+      (Gemma-2/3's sandwich). residual: "sequential" (x + attn, then + mlp) or "parallel"
+      (x + attn(norm x) + mlp(norm' x): GPT-NeoX, Phi, StableLM, Cohere); shared_norm: the
+      parallel branches read one norm's output (Phi, StableLM, Cohere) instead of two
+      (GPT-NeoX). residual_multiplier: a factor on each branch before the add (Granite).
+    Norms. norm: "rms" (RMSNorm), "layer" (LayerNorm with a bias: GPT-2, GPT-NeoX, Phi,
+      StableLM, StarCoder2) or "layer_no_bias" (Cohere); norm_plus_one: the gain is (1 + w)
+      (Gemma).
+    Attention. qkv_bias, o_bias: biases on the q/k/v projections and on the output.
+      qk_norm: queries and keys are normalised before the rotation; qk_norm_scope says over
+      what: "head" (each head, one gain of H shared by the heads: Qwen3, Gemma-3, Phi),
+      "each_head" (each head with its own gain, [N, H]: Cohere, StableLM) or "whole" (the
+      whole projection, N·H and K·H wide: OLMo-2, OLMoE); qk_norm_kind: its norm when not
+      the model's own (StableLM's LayerNorm without a bias). qkv_clip: q, k and v clipped to
+      ±c (OLMoE's clip_qkv). query_scale: the softmax's scale on q·k; None is 1/√H (Gemma's
+      query_pre_attn_scalar^(-1/2), Granite's attention_multiplier). attn_softcap,
+      final_softcap: c·tanh(x / c) of the attention and output logits (Gemma-2).
+    Positions. positions: "rope" or "learned" (GPT-2). rotary_fraction: the share of each
+      head rotated, the first ⌊H·f⌋ channels (GPT-NeoX 0.25, Phi-2 0.4); the rest carry no
+      position. rope_scaling (`RopeScaling`) and rope_interleaved (rotate pairs (2i, 2i+1):
+      DeepSeek, Cohere). nope_layers: layers with no positions at all (SmolLM3's every
+      fourth). local_rope_theta: the rotary base of sliding-window layers, which are then
+      unscaled (Gemma-3: 10,000 locally, 1,000,000 with linear scaling globally).
+    Windows. layer_types: per layer "full" or "sliding" (Gemma-2/3, Qwen2); None means every
+      layer is "sliding" when `window` is set.
+    Embeddings and logits. embed_scale: embeddings × √D (Gemma); embed_multiplier: a further
+      factor (Granite). unembed_bias: a bias on the logits (Phi). logit_multiplier: a factor
+      on the logits (Cohere's logit_scale, 1 / Granite's logits_scaling).
+    Experts and latents. moe: a mixture of experts in place of the MLP (`MoE`); mla:
+      multi-head latent attention (`MLA`), then K == N and H == H_nope + H_rope.
     """
 
     L: int
@@ -104,64 +115,27 @@ class ModelConfig:
     positions: Literal["rope", "learned"] = "rope"
     rope_scaling: RopeScaling | None = None
     rope_interleaved: bool = False
-    norm: Literal["rms", "layer"] = "rms"
+    norm: Literal["rms", "layer", "layer_no_bias"] = "rms"
     norm_plus_one: bool = False
-    sandwich_norm: bool = False
     embed_scale: bool = False
     moe: MoE | None = None
     mla: MLA | None = None
+    norm_position: Literal["pre", "post", "both"] = "pre"
+    residual: Literal["sequential", "parallel"] = "sequential"
+    shared_norm: bool = False
+    qk_norm_scope: Literal["head", "each_head", "whole"] = "head"
+    qk_norm_kind: Literal["rms", "layer", "layer_no_bias"] | None = None
+    qkv_clip: float | None = None
+    rotary_fraction: float = 1.0
+    nope_layers: tuple[int, ...] = ()
+    local_rope_theta: float | None = None
+    unembed_bias: bool = False
+    embed_multiplier: float = 1.0
+    residual_multiplier: float = 1.0
+    logit_multiplier: float = 1.0
 
     def __post_init__(self) -> None:
-        for letter in ("L", "D", "F", "N", "K", "H", "V", "max_seq_len"):
-            value = getattr(self, letter)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"{letter} must be a positive integer, got {value!r}")
-        if self.N % self.K:
-            raise ConfigError(f"N={self.N} query heads must be a multiple of K={self.K} KV heads")
-        if self.positions == "rope" and self.mla is None and self.H % 2:
-            raise ConfigError(f"H={self.H} must be even for rotary embeddings")
-        if self.mlp not in ("gated", "plain"):
-            raise ConfigError(f"mlp must be 'gated' or 'plain', got {self.mlp!r}")
-        if self.activation not in ACTIVATION_NAMES:
-            raise ConfigError(f"activation must be one of {', '.join(ACTIVATION_NAMES)}, "
-                              f"got {self.activation!r}")
-        if self.norm not in ("rms", "layer"):
-            raise ConfigError(f"norm must be 'rms' or 'layer', got {self.norm!r}")
-        if self.positions not in ("rope", "learned"):
-            raise ConfigError(f"positions must be 'rope' or 'learned', got {self.positions!r}")
-        if self.window is not None and (not isinstance(self.window, int)
-                                        or isinstance(self.window, bool) or self.window <= 0):
-            raise ConfigError(f"window must be a positive integer or None, got {self.window!r}")
-        for name in ("norm_eps", "rope_theta", "query_scale", "attn_softcap", "final_softcap"):
-            value = getattr(self, name)
-            if value is None and name not in ("norm_eps", "rope_theta"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{name} must be a positive finite number, got {value!r}")
-        if self.layer_types is not None:
-            if len(self.layer_types) != self.L or \
-                    any(t not in ("full", "sliding") for t in self.layer_types):
-                raise ConfigError(f"layer_types must give 'full' or 'sliding' for each of the "
-                                  f"{self.L} layers, got {self.layer_types!r}")
-            if "sliding" in self.layer_types and self.window is None:
-                raise ConfigError("layer_types has sliding layers but no window is set")
-        for name, kind in (("moe", MoE), ("mla", MLA), ("rope_scaling", RopeScaling)):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, kind):
-                raise ConfigError(f"{name} must be a {kind.__name__} or None, got {value!r}")
-        if self.moe is not None and any(i >= self.L for i in self.moe.dense_layers):
-            raise ConfigError(f"moe.dense_layers {self.moe.dense_layers} name layers past "
-                              f"L={self.L}")
-        if self.mla is not None:
-            if self.K != self.N:
-                raise ConfigError(f"latent attention has one key per query head: K={self.K} "
-                                  f"must equal N={self.N}")
-            if self.H != self.mla.H_qk:
-                raise ConfigError(f"with latent attention H is H_nope + H_rope = "
-                                  f"{self.mla.H_qk}, got H={self.H}")
-            if self.positions != "rope":
-                raise ConfigError("latent attention needs rotary positions")
+        check_config(self)
 
     # Derived sizes -------------------------------------------------------------------------
 
@@ -201,6 +175,34 @@ class ModelConfig:
     def windows(self) -> tuple[int | None, ...]:
         """Each layer's window (None: full attention), layer by layer."""
         return tuple(self.layer_window(i) for i in range(self.L))
+
+    @property
+    def rotary_dim(self) -> int:
+        """Channels of each head that rotate, ⌊H · rotary_fraction⌋ (as transformers rounds)."""
+        return int(self.H * self.rotary_fraction)
+
+    def layer_rope(self, i: int) -> tuple[float, RopeScaling | None] | None:
+        """Layer i's rotary base and scaling rule; None for a layer without positions (NoPE,
+        or learned positions). Sliding layers use `local_rope_theta`, unscaled, when set."""
+        if self.positions != "rope" or i in self.nope_layers:
+            return None
+        if self.local_rope_theta is not None and self.layer_window(i) is not None:
+            return self.local_rope_theta, None
+        return self.rope_theta, self.rope_scaling
+
+    @property
+    def block_norms(self) -> tuple[str, ...]:
+        """The norms of each layer's block, by name: "attn_norm" and "mlp_norm" before the
+        branches, "post_attn_norm" and "post_mlp_norm" after them."""
+        if self.residual == "parallel":
+            return ("attn_norm",) if self.shared_norm else ("attn_norm", "mlp_norm")
+        pre, post = ("attn_norm", "mlp_norm"), ("post_attn_norm", "post_mlp_norm")
+        return {"pre": pre, "post": post, "both": pre + post}[self.norm_position]
+
+    @property
+    def sandwich_norm(self) -> bool:
+        """Each branch normalised both before and after (Gemma-2/3): norm_position "both"."""
+        return self.norm_position == "both"
 
     def is_moe_layer(self, i: int) -> bool:
         """True when layer i's MLP is a mixture of experts."""

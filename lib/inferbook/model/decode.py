@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -44,14 +44,17 @@ from inferbook.model.decoder import (
     run_keeping_kv,
     unembed,
 )
-from inferbook.model.generate_args import check_generate_args, pad_prompts
+from inferbook.model.generate_args import check_generate_args, eos_tuple, pad_prompts
 from inferbook.model.kvcache import KVCache
 from inferbook.model.rotary import rotary_positions
 from inferbook.model.sampling import GREEDY, Sampler, sample
 
 __all__ = ["attend_cached", "layer_options", "prefill", "extend",
            "decode_step", "next_token", "append_in_place", "generate", "last_logits",
-           "naive_generate", "pad_prompts", "GenerateResult"]
+           "naive_generate", "pad_prompts", "GenerateResult", "eos_tuple", "OnStep"]
+
+# on_step(step, tokens_B) -> True to stop: `generate`'s view of each step as it is produced.
+OnStep = Callable[[int, np.ndarray], "bool | None"]
 
 
 def attend_cached(q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array | None,
@@ -170,40 +173,43 @@ class GenerateResult:
         return out
 
 
-def _trim(tokens_BN: np.ndarray, eos_id: int | None) -> GenerateResult:
-    out = []
-    for row in tokens_BN.tolist():
-        if eos_id is not None and eos_id in row:
-            row = row[:row.index(eos_id) + 1]
-        out.append(row)
-    return GenerateResult(out)
+def _trim(tokens_BN: np.ndarray, eos: tuple[int, ...]) -> GenerateResult:
+    rows = tokens_BN.tolist()
+    return GenerateResult([r[:next((i + 1 for i, t in enumerate(r) if t in eos), len(r))]
+                           for r in rows])
+
+
+def _is_eos(tok_B: jax.Array, eos: int | tuple[int, ...]) -> jax.Array:
+    """Which tokens are one of the `eos` ids (an int, or a tuple of them; -1 matches none)."""
+    return jnp.isin(tok_B, jnp.asarray(eos_tuple(eos) or (-1,), tok_B.dtype))
 
 
 @partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
 def _first_token(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: jax.Array,
-                 cache: KVCache, key: jax.Array, sampler: Sampler, eos: int
+                 cache: KVCache, key: jax.Array, sampler: Sampler, eos: int | tuple[int, ...]
                  ) -> tuple[jax.Array, jax.Array, KVCache]:
-    """Prefill and sample each sequence's first new token; whether it is `eos`."""
+    """Prefill and sample each sequence's first new token; whether it is one of `eos`."""
     logits_BV, cache = prefill(params, cfg, tokens_BT, lengths_B, cache)
     tok_B = sample(logits_BV, key, sampler)
-    return tok_B, tok_B == eos, cache
+    return tok_B, _is_eos(tok_B, eos), cache
 
 
 @partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
 def next_token(params: Params, cfg: ModelConfig, tok_B: jax.Array, done_B: jax.Array,
-               cache: KVCache, key: jax.Array, sampler: Sampler, eos: int
+               cache: KVCache, key: jax.Array, sampler: Sampler, eos: int | tuple[int, ...]
                ) -> tuple[jax.Array, jax.Array, jax.Array, NewKV]:
     """One decode step of `generate`: feed each sequence's last token, sample the next.
 
-    Returns the sampled tokens [B], which sequences are done (they sampled `eos` now or
-    earlier) [B], the tokens to emit [B] (`eos` as padding once a sequence is done), and the
-    new keys and values. It reads the cache and leaves it as it was: the caller writes the
-    new keys and values afterwards, with `append_in_place`.
+    Returns the sampled tokens [B], which sequences are done (they sampled an `eos` id — one,
+    or a tuple — now or earlier) [B], the tokens to emit [B] (the first `eos` id as padding
+    once a sequence is done), and the new keys and values. It reads the cache and leaves it
+    as it was: the caller writes the new keys and values afterwards, with `append_in_place`.
     """
     logits_BTV, new_kv = extend(params, cfg, tok_B[:, None], cache)
     tok_B = sample(logits_BTV[:, 0], key, sampler)
-    emitted_B = jnp.where(done_B, eos, tok_B)      # finished sequences emit padding
-    return tok_B, done_B | (tok_B == eos), emitted_B, new_kv
+    pad = (eos_tuple(eos) or (-1,))[0]
+    emitted_B = jnp.where(done_B, pad, tok_B)      # finished sequences emit padding
+    return tok_B, done_B | _is_eos(tok_B, eos), emitted_B, new_kv
 
 
 # `kvcache.append` compiled on its own, with the old cache's buffers donated to the new one:
@@ -213,33 +219,42 @@ append_in_place = jax.jit(kvcache.append, donate_argnames=("cache",))
 
 def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
              max_new_tokens: int, *, sampler: Sampler = GREEDY, key: jax.Array | None = None,
-             eos_id: int | None = None, pad_multiple: int = 16) -> GenerateResult:
+             eos_id: int | Sequence[int] | None = None, pad_multiple: int = 16,
+             on_step: OnStep | None = None) -> GenerateResult:
     """Generate up to `max_new_tokens` tokens after each prompt, with a KV cache.
 
     The cache is allocated once, at prompt length + max_new_tokens, so every step has the same
     shapes: prefill, the decode step and the append each compile once. A sequence stops at
-    `eos_id` (its remaining slots are not returned); the loop stops when all have stopped or
-    after `max_new_tokens`. `key` drives sampling (ignored when greedy); token i is drawn with
-    the i-th of `jax.random.split(key, max_new_tokens)`.
+    `eos_id` — one id or any of a list — (its remaining slots are not returned); the loop
+    stops when all have stopped or after `max_new_tokens`. `key` drives sampling (ignored when
+    greedy); token i is drawn with the i-th of `jax.random.split(key, max_new_tokens)`.
+    `on_step(i, tokens_B)`, if given, sees step i's tokens (numpy [B]; a finished sequence
+    shows its first EOS id) as they come — to stream text or time steps, waiting for the
+    device at every step; returning True stops the loop there.
     """
     check_generate_args(cfg, prompts, max_new_tokens, sampler, eos_id)
     tokens_BT, lengths_B = pad_prompts(prompts, pad_multiple)
     keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
-    eos = -1 if eos_id is None else eos_id
+    eos = eos_tuple(eos_id)
     cache = kvcache.init_cache(cfg, len(prompts), tokens_BT.shape[1] + max_new_tokens,
                                params["embed"].dtype)
     tok_B, done_B, cache = _first_token(params, cfg, tokens_BT, lengths_B, cache, keys[0],
                                         sampler, eos)
     emitted = [tok_B]
+    stop = on_step is not None and bool(on_step(0, np.asarray(tok_B)))
     for step in range(1, max_new_tokens):
-        # Checking for EOS waits for the device; do it every few steps, not every step.
-        if eos_id is not None and step % 8 == 0 and bool(jnp.all(done_B)):
+        if stop:
+            break
+        # Checking for EOS waits for the device; do it every few steps, not every step
+        # (every step when a callback waits anyway).
+        if eos and (on_step is not None or step % 8 == 0) and bool(jnp.all(done_B)):
             break
         tok_B, done_B, out_B, (new_k, new_v) = next_token(params, cfg, tok_B, done_B, cache,
                                                            keys[step], sampler, eos)
         cache = append_in_place(cache, new_k, new_v)
         emitted.append(out_B)
-    return _trim(np.asarray(jnp.stack(emitted, axis=1)), eos_id)
+        stop = on_step is not None and bool(on_step(step, np.asarray(out_B)))
+    return _trim(np.asarray(jnp.stack(emitted, axis=1)), eos)
 
 
 @partial(jax.jit, static_argnames=("cfg",))
@@ -253,7 +268,8 @@ def last_logits(params: Params, cfg: ModelConfig, tokens_BT: jax.Array,
 
 def naive_generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
                    max_new_tokens: int, *, sampler: Sampler = GREEDY, key: jax.Array | None = None,
-                   eos_id: int | None = None, bucket: int = 64) -> GenerateResult:
+                   eos_id: int | Sequence[int] | None = None, bucket: int = 64
+                   ) -> GenerateResult:
     """Generate without a cache: every step runs the model over the whole sequence so far.
 
     Step t costs a forward pass over (prompt + t) tokens, so the total grows quadratically in the
@@ -265,19 +281,19 @@ def naive_generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[
     keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
     seqs = [list(map(int, p)) for p in prompts]
     lengths = np.array([len(s) for s in seqs], np.int32)
-    eos = -1 if eos_id is None else eos_id
+    eos = eos_tuple(eos_id)
     done = np.zeros(len(seqs), bool)
     out = np.zeros((len(seqs), max_new_tokens), np.int32)
     for step in range(max_new_tokens):
         tokens_BT, _ = pad_prompts(seqs, bucket)
         logits_BV = last_logits(params, cfg, tokens_BT, lengths)
         tok = np.asarray(sample(logits_BV, keys[step], sampler))
-        out[:, step] = np.where(done, eos, tok)
-        done |= tok == eos
+        out[:, step] = np.where(done, (eos or (-1,))[0], tok)
+        done |= np.isin(tok, eos)
         for s, t in zip(seqs, tok.tolist()):
             s.append(t)
         lengths += 1
         if done.all():
             out = out[:, :step + 1]
             break
-    return _trim(out, eos_id)
+    return _trim(out, eos)

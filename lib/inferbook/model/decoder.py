@@ -24,12 +24,14 @@ the batch-1 decode step at a fifth of the memory bandwidth; a 2-D weight is read
 by every version.)
 
 The families differ in parts, each in a file of its own and switched on by the config:
-rotary scaling and interleaved pairs (`rotary.py`), RMSNorm, LayerNorm and Gemma's (1 + w)
-gains (`norms.py`), biases and q/k norms (`self_attention.py`), latent attention (`mla.py`),
-the MLP's activations (`mlp.py`), mixtures of experts (`moe.py`); here remain the embedding
-(scaled by √D in Gemma, plus learned positions in GPT-2), the residual stream with Gemma-2's
-sandwich norms, and the logits with their soft cap. A switch that is off costs nothing: it is
-decided in Python while tracing, so the plain model's program has none of it.
+rotary scaling, partial rotation, NoPE layers and per-layer bases (`rotary.py`), RMSNorm,
+LayerNorm and Gemma's (1 + w) gains (`norms.py`), biases, q/k norms and clipping
+(`self_attention.py`), latent attention (`mla.py`), the MLP's activations (`mlp.py`),
+mixtures of experts (`moe.py`), where the norms sit and whether attention and MLP run in
+sequence or in parallel (`block.py`); here remain the embedding (scaled by √D in Gemma, by a
+multiplier in Granite, plus learned positions in GPT-2) and the logits (a bias in Phi, a
+multiplier in Cohere and Granite, a soft cap in Gemma-2). A switch that is off costs
+nothing: it is decided in Python while tracing, so the plain model's program has none of it.
 
 Numerics follow Hugging Face's modeling files so that checkpoints load and agree: norms in
 float32, softmax in float32, the router in float32.
@@ -46,13 +48,12 @@ import jax.numpy as jnp
 
 from inferbook.model.attention import attend as attend_reference
 from inferbook.model.attention import attention_mask, merge_heads, split_heads
+from inferbook.model.block import decoder_layer
 from inferbook.model.config import ConfigError, ModelConfig
-from inferbook.model.mla import latent_attention
 from inferbook.model.mlp import ACTIVATIONS, mlp
-from inferbook.model.moe import moe_block
 from inferbook.model.norms import norm, rms_norm
 from inferbook.model.rotary import rope, rotary_positions
-from inferbook.model.self_attention import Attend, self_attention
+from inferbook.model.self_attention import Attend
 from inferbook.model.weights import (
     MAX_RANDOM_INIT_BYTES,
     Params,
@@ -83,8 +84,17 @@ def special_features(cfg: ModelConfig) -> list[str]:
               "per-layer windows": cfg.layer_types is not None,
               "learned positions": cfg.positions != "rope",
               "interleaved rotary pairs": cfg.rope_interleaved, "LayerNorm": cfg.norm != "rms",
-              "(1 + w) norm gains": cfg.norm_plus_one, "sandwich norms": cfg.sandwich_norm,
-              "scaled embeddings": cfg.embed_scale, "the tanh GELU": cfg.activation == "gelu_tanh",
+              "(1 + w) norm gains": cfg.norm_plus_one,
+              "norms after the branches": cfg.norm_position != "pre",
+              "parallel attention and MLP": cfg.residual != "sequential",
+              "q/k clipping": cfg.qkv_clip is not None,
+              "partial rotary": cfg.rotary_fraction != 1, "NoPE layers": bool(cfg.nope_layers),
+              "a local rotary base": cfg.local_rope_theta is not None,
+              "scaled embeddings": cfg.embed_scale or cfg.embed_multiplier != 1,
+              "residual multipliers": cfg.residual_multiplier != 1,
+              "logit multipliers": cfg.logit_multiplier != 1,
+              "an unembedding bias": cfg.unembed_bias,
+              "the tanh GELU": cfg.activation == "gelu_tanh",
               "mixture of experts": cfg.moe is not None, "latent attention": cfg.mla is not None}
     return [name for name, present in checks.items() if present]
 
@@ -109,10 +119,13 @@ def attention_options(cfg: ModelConfig) -> dict[str, Any]:
 # The forward pass ---------------------------------------------------------------------------
 
 def embed(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_BT: jax.Array) -> jax.Array:
-    """Token embeddings [B, T, D]: scaled by √D (Gemma), plus learned positions (GPT-2)."""
+    """Token embeddings [B, T, D]: scaled by √D (Gemma) or a multiplier (Granite), plus
+    learned positions (GPT-2)."""
     x_BTD = params["embed"][tokens_BT]
     if cfg.embed_scale:                  # Gemma rounds √D to the weights' dtype first
         x_BTD = x_BTD * jnp.asarray(math.sqrt(cfg.D), x_BTD.dtype)
+    if cfg.embed_multiplier != 1:
+        x_BTD = x_BTD * cfg.embed_multiplier
     if cfg.positions == "learned":
         x_BTD = x_BTD + params["pos_embed"][pos_BT]
     return x_BTD
@@ -130,19 +143,7 @@ def transformer(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_BT: 
     """
     x_BTD = embed(params, cfg, tokens_BT, pos_BT)
     for i, p in enumerate(params["layers"]):
-        h_BTD = norm(p, "attn_norm", x_BTD, cfg)
-        if cfg.mla is not None:
-            a_BTD = latent_attention(p, cfg, i, h_BTD, pos_BT, attend, mla_form)
-        else:
-            a_BTD = self_attention(p, cfg, i, h_BTD, pos_BT, attend)
-        if cfg.sandwich_norm:
-            a_BTD = norm(p, "post_attn_norm", a_BTD, cfg)
-        x_BTD = x_BTD + a_BTD
-        h_BTD = norm(p, "mlp_norm", x_BTD, cfg)
-        m_BTD = moe_block(p, h_BTD, cfg) if cfg.is_moe_layer(i) else mlp(p, h_BTD, cfg)
-        if cfg.sandwich_norm:
-            m_BTD = norm(p, "post_mlp_norm", m_BTD, cfg)
-        x_BTD = x_BTD + m_BTD
+        x_BTD = decoder_layer(p, cfg, i, x_BTD, pos_BT, attend, mla_form)
     return norm(params, "final_norm", x_BTD, cfg)
 
 
@@ -172,9 +173,14 @@ def run_keeping_kv(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, pos_B
 
 
 def unembed(params: Params, cfg: ModelConfig, x_D: jax.Array) -> jax.Array:
-    """Hidden states [..., D] to float32 logits [..., V] (soft-capped where the config says)."""
+    """Hidden states [..., D] to float32 logits [..., V]: plus a bias (Phi), times a
+    multiplier (Cohere, Granite), soft-capped (Gemma-2) where the config says."""
     w_DV = params["embed"].T if cfg.tied_embeddings else params["unembed"]
     logits = jnp.matmul(x_D, w_DV, preferred_element_type=jnp.float32)
+    if cfg.unembed_bias:
+        logits = logits + params["unembed_bias"].astype(jnp.float32)
+    if cfg.logit_multiplier != 1:
+        logits = logits * cfg.logit_multiplier
     if cfg.final_softcap is not None:    # Gemma-2: c·tanh(logits / c)
         logits = cfg.final_softcap * jnp.tanh(logits / cfg.final_softcap)
     return logits

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numbers
 import operator
-from typing import Sequence
+from typing import Any, Sequence
 
 import jax
 import numpy as np
@@ -29,26 +29,27 @@ import numpy as np
 from inferbook.model.config import ModelConfig
 from inferbook.model.sampling import GREEDY, Sampler
 
-__all__ = ["check_generate_args", "pad_prompts", "random_prompts"]
+__all__ = ["check_generate_args", "pad_prompts", "random_prompts", "eos_tuple"]
 
 
 def check_generate_args(cfg: ModelConfig, prompts: Sequence[Sequence[int]],
                         max_new_tokens: int, sampler: Sampler = GREEDY,
-                        eos_id: int | None = None) -> None:
+                        eos_id: int | Sequence[int] | None = None) -> None:
     """Refuse, with a ValueError saying why, what a generation loop would get silently wrong.
 
     Token ids outside the vocabulary (an embedding lookup clamps them), a prompt plus its new
-    tokens past the model's `position_limit` (positions never trained), an EOS id that no
-    step can produce, a sampler that is not a `Sampler`.
+    tokens past the model's `position_limit` (positions never trained), an EOS id (or any of
+    a list of them) that no step can produce, a sampler that is not a `Sampler`.
     """
     if not isinstance(max_new_tokens, numbers.Integral) or isinstance(max_new_tokens, bool) \
             or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
     if not isinstance(sampler, Sampler):
         raise ValueError(f"sampler must be a Sampler, got {sampler!r}")
-    if eos_id is not None and (not isinstance(eos_id, numbers.Integral)
-                               or isinstance(eos_id, bool) or not 0 <= eos_id < cfg.V):
-        raise ValueError(f"eos_id must be a token id in [0, {cfg.V}), got {eos_id!r}")
+    for e in _eos_items(eos_id):
+        if not isinstance(e, numbers.Integral) or isinstance(e, bool) or not 0 <= e < cfg.V:
+            raise ValueError(f"eos_id must be a token id in [0, {cfg.V}) or a list of them, "
+                             f"got {eos_id!r}")
     if len(prompts) == 0 or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     for b, p in enumerate(prompts):
@@ -65,6 +66,18 @@ def check_generate_args(cfg: ModelConfig, prompts: Sequence[Sequence[int]],
     if limit is not None and longest + max_new_tokens > limit:
         raise ValueError(f"a prompt of {longest} tokens plus {max_new_tokens} new tokens "
                          f"exceeds the model's {cfg.max_seq_len} positions")
+
+
+def _eos_items(eos_id: Any) -> list[Any]:
+    if eos_id is None:
+        return []
+    return list(eos_id) if isinstance(eos_id, (list, tuple)) else [eos_id]
+
+
+def eos_tuple(eos_id: int | Sequence[int] | None) -> tuple[int, ...]:
+    """The end-of-sequence ids as a tuple: one id, several (a checkpoint may declare a list,
+    e.g. end-of-text and end-of-turn), or none (None or an empty list)."""
+    return tuple(int(e) for e in _eos_items(eos_id))
 
 
 def pad_prompts(prompts: Sequence[Sequence[int]],

@@ -22,7 +22,9 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from inferbook.model import family_readers
 from inferbook.model.config import ACTIVATION_NAMES, ConfigError, ModelConfig
+from inferbook.model.family_table import FAMILIES as TABLE_FAMILIES
 from inferbook.model.features import MLA, MoE
 from inferbook.model.hf_keys import ConfigKeys, activation, layer_types, llama_like
 
@@ -122,7 +124,7 @@ def _gemma(hf: ConfigKeys, purpose: str) -> dict[str, Any]:
 
 def _gemma2(hf: ConfigKeys, purpose: str) -> dict[str, Any]:
     out = _gemma(hf, purpose)
-    out.update(sandwich_norm=True,
+    out.update(norm_position="both",
                query_scale=hf.float("query_pre_attn_scalar", 256.0) ** -0.5,
                attn_softcap=hf.float("attn_logit_softcapping", None),
                final_softcap=hf.float("final_logit_softcapping", None))
@@ -187,6 +189,9 @@ _FAMILIES: dict[str, Callable[[ConfigKeys, str], dict[str, Any]]] = {
     "deepseek_v2": lambda hf, p: _deepseek(hf, p, v3=False),
     "deepseek_v3": lambda hf, p: _deepseek(hf, p, v3=True),
     "gpt2": _gpt2,
+    "gpt_neox": family_readers.gpt_neox, "gemma3_text": family_readers.gemma3_text,
+    "gemma3": family_readers.gemma3,
+    **{name: family.read for name, family in TABLE_FAMILIES.items()},
 }
 SUPPORTED_MODEL_TYPES = tuple(_FAMILIES)
 
@@ -198,7 +203,9 @@ def from_hf_config(source: str | Path | dict[str, Any], *, name: str | None = No
     `source` is a path to the file, a directory holding it, or the parsed dictionary. The
     family comes from ``model_type`` (a file without one is read as Llama). Supported:
     Llama (1-3.x), Mistral, Mixtral, Qwen2/2.5, Qwen3, Qwen2-MoE, Qwen3-MoE, Gemma, Gemma-2,
-    Phi-3, DeepSeek-V2/V3 and GPT-2.
+    Gemma-3 (text, and the language model of a multimodal config), Phi-2 (and Phi-1.5),
+    Phi-3, DeepSeek-V2/V3, GPT-2, GPT-NeoX (Pythia), OLMo-2, OLMoE, SmolLM3, StableLM,
+    Granite, Cohere (Command-R) and StarCoder2.
 
     Raises ConfigError naming the missing or malformed key, or the unsupported feature.
     With ``purpose="estimate"`` features that change no size or FLOP count (rotary-scaling

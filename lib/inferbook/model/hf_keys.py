@@ -15,7 +15,8 @@ from typing import Any, Callable
 from inferbook.model.config import ConfigError
 from inferbook.model.features import ROPE_KINDS, RopeScaling
 
-__all__ = ["ConfigKeys", "rope_settings", "activation", "layer_types", "llama_like"]
+__all__ = ["ConfigKeys", "rope_settings", "activation", "layer_types", "llama_like",
+           "rotary_fraction"]
 
 _MISSING = object()
 
@@ -94,7 +95,8 @@ class ConfigKeys:
         return tuple(float(v) for v in value)
 
 
-def rope_settings(hf: ConfigKeys, purpose: str) -> tuple[float, RopeScaling | None]:
+def rope_settings(hf: ConfigKeys, purpose: str, theta_default: float = 10_000.0
+                  ) -> tuple[float, RopeScaling | None]:
     """rope_theta and the scaling rule, from ``rope_scaling`` or transformers 5's
     ``rope_parameters`` (which also holds rope_theta)."""
     params = hf.hf.get("rope_parameters")
@@ -104,7 +106,7 @@ def rope_settings(hf: ConfigKeys, purpose: str) -> tuple[float, RopeScaling | No
             raise ConfigError(f"config key {key!r} must be an object, got {value!r}")
     params, scaling = params or {}, scaling or {}
     theta_source = hf if "rope_theta" in hf.hf else ConfigKeys(params, "rope_parameters")
-    theta = theta_source.float("rope_theta", 10_000.0)
+    theta = theta_source.float("rope_theta", theta_default)
     rule = scaling or params
     keys = ConfigKeys(rule, "rope scaling")
     kind = keys.str("rope_type", None) or keys.str("type", "default")
@@ -155,17 +157,37 @@ def layer_types(hf: ConfigKeys, L: int, default: Callable[[int], str] | None) ->
     return tuple(_LAYER_TYPES[t] for t in raw)
 
 
+def rotary_fraction(hf: ConfigKeys, default: float, legacy_key: str | None = None) -> float:
+    """The share of each head that rotates: ``partial_rotary_factor`` at the top level or in
+    ``rope_parameters`` / ``rope_scaling`` (transformers 5 moves it there), or a family's
+    older key (GPT-NeoX's ``rotary_pct``); `default` where none is given."""
+    for source in ("rope_parameters", "rope_scaling"):
+        inner = hf.hf.get(source)
+        if isinstance(inner, dict) and inner.get("partial_rotary_factor") is not None:
+            fraction = ConfigKeys(inner, source).float("partial_rotary_factor")
+            break
+    else:
+        key = "partial_rotary_factor" if legacy_key is None or \
+            "partial_rotary_factor" in hf.hf else legacy_key
+        fraction = hf.float(key, default)
+    if fraction > 1:
+        raise ConfigError(f"partial_rotary_factor must be at most 1, got {fraction!r}")
+    return fraction
+
+
 def llama_like(hf: ConfigKeys, purpose: str, *, tie: bool = False, act_key: str = "hidden_act",
-            act_default: str = "silu") -> dict[str, Any]:
-    """The keys every Llama-like family shares, with Llama's defaults."""
+               act_default: str = "silu", eps_key: str = "rms_norm_eps",
+               eps_default: float = 1e-6, theta_default: float = 10_000.0) -> dict[str, Any]:
+    """The keys every Llama-like family shares, with Llama's defaults (a family names its
+    norm's epsilon `eps_key`)."""
     L, D, N = hf.int("num_hidden_layers"), hf.int("hidden_size"), hf.int("num_attention_heads")
-    theta, scaling = rope_settings(hf, purpose)
+    theta, scaling = rope_settings(hf, purpose, theta_default)
     head_dim = hf.int("head_dim", None)
     return dict(
         L=L, D=D, F=hf.int("intermediate_size"), N=N, K=hf.int("num_key_value_heads", N),
         H=head_dim if head_dim is not None else D // N, V=hf.int("vocab_size"),
         tied_embeddings=hf.bool("tie_word_embeddings", tie),
-        norm_eps=hf.float("rms_norm_eps", 1e-6), rope_theta=theta, rope_scaling=scaling,
+        norm_eps=hf.float(eps_key, eps_default), rope_theta=theta, rope_scaling=scaling,
         window=hf.int("sliding_window", None, minimum=0) or None,   # 0 and null: no window
         max_seq_len=hf.int("max_position_embeddings", 4096),
         activation=activation(hf, act_key, act_default, purpose),

@@ -1,38 +1,56 @@
 """Hugging Face's tensor names for each family, and how each tensor becomes the library's.
 
 A checkpoint stores a linear layer as `weight[out, in]` and computes `x @ weight.T`; the
-library stores `[in, out]` (`x @ w`), so most tensors are transposed on the way in. Beyond
-that the families differ in names and in how they pack weights:
+library stores `[in, out]` (`x @ w`), so most tensors are transposed on the way in. Most
+families name a layer's tensors as Llama does (self_attn.q_proj, mlp.gate_proj,
+input_layernorm, ...); `LAYER_NAMES` lists, per family, the names that differ, and every
+library leaf of a layer (`weights.layer_shapes`) is read from `<name>.weight`, its bias from
+`<name>.bias` — so a new feature's tensors load as soon as its leaves have names. What is
+packed or split differently gets a rule of its own:
 
-    Llama, Mistral, Qwen2/3, Gemma(-2)   q_proj, k_proj, v_proj, o_proj; gate/up/down_proj
     Phi-3                                 qkv_proj (rows: Q, then K, then V); gate_up_proj
+    GPT-NeoX                              query_key_value, rows head by head (Q, K, V of head 0,
+                                          then of head 1, ...); gpt_neox.* and embed_out
+    StableLM                              q_layernorm.norms.{n}: one LayerNorm per head
     Mixtral                               block_sparse_moe.gate; experts.{e}.w1 (gate), w3 (up),
                                           w2 (down)
-    Qwen-MoE, DeepSeek                    mlp.gate; mlp.experts.{e}.*_proj; shared_expert(s)
+    Qwen-MoE, OLMoE, DeepSeek             mlp.gate; mlp.experts.{e}.*_proj; shared_expert(s)
     DeepSeek (latent attention)           q_proj or q_a_proj/q_a_layernorm/q_b_proj;
                                           kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj
     GPT-2                                 Conv1D layers stored [in, out] (no transpose); c_attn
                                           packs Q, K, V side by side; wte, wpe, ln_f
+    Gemma-3 (multimodal)                  the language model under model.language_model.
+                                          (language_model.model. in older files); the vision
+                                          tower and projector are not the decoder's
 
-Gemma-2 also renames the norms: its "post_attention_layernorm" normalises the attention's
-output (Llama's name for the norm before the MLP), "pre_feedforward_layernorm" is the norm
-before the MLP.
+Gemma-2/3 and OLMo-2 rename the norms: their "post_attention_layernorm" normalises the
+attention's output (Llama's name for the norm before the MLP), "pre_feedforward_layernorm" is
+the norm before the MLP.
 
-Each `Rule` reads one or more checkpoint tensors and yields one or more library leaves;
-`checkpoint.hf_to_params` applies them and checks every name and shape.
+Each `Rule` (`hf_rules`) reads one or more checkpoint tensors and yields one or more library
+leaves; `checkpoint.hf_to_params` applies them and checks every name and shape.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
-import numpy as np
+from typing import Iterable
 
 from inferbook.model.config import ModelConfig
-from inferbook.model.safetensors_io import CheckpointError
+from inferbook.model.hf_rules import (
+    Rule,
+    gpt2_layer_rules,
+    latent_attention_rules,
+    linear,
+    moe_rules,
+    per_head_qkv,
+    same,
+    split,
+    stacked_heads,
+)
+from inferbook.model.weights import layer_shapes
 
-__all__ = ["Rule", "layer_rules", "top_rules", "ignorable", "FAMILY_ARCHITECTURES"]
+__all__ = ["Rule", "layer_rules", "top_rules", "ignorable", "base_prefix", "LAYER_NAMES",
+           "FAMILY_ARCHITECTURES"]
 
 # model_type -> the architecture name transformers writes into config.json.
 FAMILY_ARCHITECTURES = {
@@ -41,188 +59,143 @@ FAMILY_ARCHITECTURES = {
     "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
     "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "phi3": "Phi3ForCausalLM",
     "deepseek_v2": "DeepseekV2ForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM",
-    "gpt2": "GPT2LMHeadModel",
+    "gpt2": "GPT2LMHeadModel", "gemma3_text": "Gemma3ForCausalLM",
+    "gemma3": "Gemma3ForConditionalGeneration", "olmo2": "Olmo2ForCausalLM",
+    "olmoe": "OlmoeForCausalLM", "smollm3": "SmolLM3ForCausalLM",
+    "gpt_neox": "GPTNeoXForCausalLM", "stablelm": "StableLmForCausalLM",
+    "granite": "GraniteForCausalLM", "cohere": "CohereForCausalLM",
+    "starcoder2": "Starcoder2ForCausalLM", "phi": "PhiForCausalLM",
 }
 
-
-@dataclass(frozen=True)
-class Rule:
-    """Checkpoint tensors `sources` -> library leaves, by `build(arrays) -> {name: array}`.
-
-    `mapping` says the same as `build` in a form that a reader of *part* of a leaf can
-    follow (`parallel.checkpoint_shards` reads only a process's blocks): "transpose" (the
-    leaf is the source transposed), "same", "split" (leaf `name` is columns
-    [start, start + width) of the source, transposed first when `transposed`; `parts` lists
-    (name, width) in order), "stack" (leaf[e] is sources[e] transposed), or "" where only
-    `build` knows.
-    """
-
-    sources: tuple[str, ...]
-    build: Callable[[list[np.ndarray]], dict[str, np.ndarray]]
-    mapping: str = ""
-    parts: tuple[tuple[str, int], ...] = ()
-    transposed: bool = False
-
-
-def _linear(src: str, lib: str) -> Rule:                 # [out, in] -> [in, out]
-    return Rule((src,), lambda ws: {lib: ws[0].T}, "transpose", ((lib, 0),))
+# A layer's tensors by library leaf, relative to the layer: Llama's names ...
+_LLAMA = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm",
+          "wq": "self_attn.q_proj", "wk": "self_attn.k_proj", "wv": "self_attn.v_proj",
+          "wo": "self_attn.o_proj", "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm",
+          "w_gate": "mlp.gate_proj", "w_up": "mlp.up_proj", "w_down": "mlp.down_proj"}
+_GEMMA2 = {"post_attn_norm": "post_attention_layernorm", "mlp_norm": "pre_feedforward_layernorm",
+           "post_mlp_norm": "post_feedforward_layernorm"}
+# ... and each family's differences from them.
+LAYER_NAMES: dict[str, dict[str, str]] = {
+    "gemma2": _GEMMA2, "gemma3_text": _GEMMA2, "gemma3": _GEMMA2,
+    "olmo2": {"post_attn_norm": "post_attention_layernorm",
+              "post_mlp_norm": "post_feedforward_layernorm"},
+    "starcoder2": {"w_in": "mlp.c_fc", "w_out": "mlp.c_proj"},
+    "phi": {"wo": "self_attn.dense", "w_in": "mlp.fc1", "w_out": "mlp.fc2",
+            "q_norm": "self_attn.q_layernorm", "k_norm": "self_attn.k_layernorm"},
+    "stablelm": {"q_norm": "self_attn.q_layernorm", "k_norm": "self_attn.k_layernorm"},
+    "gpt_neox": {"wo": "attention.dense", "w_in": "mlp.dense_h_to_4h",
+                 "w_out": "mlp.dense_4h_to_h"},
+}
+_BIAS_OF = {"bq": "wq", "bk": "wk", "bv": "wv", "bo": "wo"}
 
 
-def _same(src: str, lib: str) -> Rule:                   # vectors, and GPT-2's Conv1D
-    return Rule((src,), lambda ws: {lib: ws[0]}, "same", ((lib, 0),))
+def _named(leaf: str, names: dict[str, str], p: str) -> Rule:
+    """The generic rule for one leaf: a matrix (transposed), its bias, a norm's gain or bias."""
+    if leaf.endswith("_bias"):                             # a norm's bias
+        return same(p + names[leaf[:-len("_bias")]] + ".bias", leaf)
+    if leaf in _BIAS_OF or leaf.startswith("b_"):          # a linear layer's bias
+        return same(p + names[_BIAS_OF.get(leaf, "w_" + leaf[2:])] + ".bias", leaf)
+    if leaf.endswith("norm"):
+        return same(p + names[leaf] + ".weight", leaf)
+    return linear(p + names[leaf] + ".weight", leaf)
 
 
-def _split(src: str, parts: dict[str, int], transpose: bool) -> Rule:
-    """One packed tensor cut into consecutive parts of the given widths along its output
-    dimension: rows of a [out, in] weight (transposed first), columns of GPT-2's [in, out]
-    Conv1D weight, or a bias."""
-    def build(ws):
-        w = ws[0].T if transpose else ws[0]
-        if w.shape[-1] != sum(parts.values()):
-            return {name: w for name in parts}           # the shape check will name it
-        edges = np.cumsum(list(parts.values()))[:-1]
-        return dict(zip(parts, np.split(w, edges, axis=-1)))
-    return Rule((src,), build, "split", tuple(parts.items()), transpose)
-
-
-def _experts(pattern: str, E: int, lib: str) -> Rule:
-    """E per-expert matrices `pattern.format(e)` stacked into [E, in, out]."""
-    sources = tuple(pattern.format(e) for e in range(E))
-
-    def build(ws):
-        shapes = [w.shape for w in ws]
-        common = max(set(shapes), key=shapes.count)
-        for name, shape in zip(sources, shapes):
-            if shape != common:
-                raise CheckpointError(f"tensor {name!r} has shape {shape}, unlike the other "
-                                      f"experts' {common}")
-        return {lib: np.stack([w.T for w in ws])}
-    return Rule(sources, build, "stack", ((lib, 0),))
-
-
-def _norm(cfg: ModelConfig, src: str, lib: str) -> list[Rule]:
-    rules = [_same(src + ".weight", lib)]
-    if cfg.norm == "layer":
-        rules.append(_same(src + ".bias", lib + "_bias"))
-    return rules
-
-
-def _attention(cfg: ModelConfig, family: str, a: str) -> list[Rule]:
-    N, K = cfg.N * cfg.H, cfg.K * cfg.H
+def _special(cfg: ModelConfig, family: str, i: int, p: str) -> list[Rule]:
+    """The rules for what a family packs or splits its own way (the rest is `_named`)."""
+    rules: list[Rule] = []
+    if cfg.mla is not None:
+        rules += latent_attention_rules(cfg, p + "self_attn.")
+    if cfg.is_moe_layer(i):
+        rules += moe_rules(cfg, family, p)
     if family == "phi3":
-        rules = [_split(a + "qkv_proj.weight", {"wq": N, "wk": K, "wv": K}, True)]
-    else:
-        rules = [_linear(a + f"{x}_proj.weight", "w" + x) for x in "qkv"]
-    rules.append(_linear(a + "o_proj.weight", "wo"))
-    if cfg.qkv_bias:
-        rules += [_same(a + f"{x}_proj.bias", "b" + x) for x in "qkv"]
-    if cfg.o_bias:
-        rules.append(_same(a + "o_proj.bias", "bo"))
-    if cfg.qk_norm:
-        rules += [_same(a + "q_norm.weight", "q_norm"), _same(a + "k_norm.weight", "k_norm")]
-    return rules
-
-
-def _latent_attention(cfg: ModelConfig, a: str) -> list[Rule]:
-    if cfg.mla.R_q is None:
-        rules = [_linear(a + "q_proj.weight", "wq")]
-    else:
-        rules = [_linear(a + "q_a_proj.weight", "wq_a"), _same(a + "q_a_layernorm.weight",
-                                                                "q_a_norm"),
-                 _linear(a + "q_b_proj.weight", "wq_b")]
+        N, K, F = cfg.N * cfg.H, cfg.K * cfg.H, cfg.F
+        rules += [split(p + "self_attn.qkv_proj.weight", {"wq": N, "wk": K, "wv": K}, True)]
+        if not cfg.is_moe_layer(i):
+            rules.append(split(p + "mlp.gate_up_proj.weight", {"w_gate": F, "w_up": F}, True))
+    if family == "gpt_neox":
+        qkv = p + "attention.query_key_value."
+        rules.append(per_head_qkv(qkv + "weight", cfg.N, cfg.H, ("wq", "wk", "wv")))
         if cfg.qkv_bias:
-            rules.append(_same(a + "q_a_proj.bias", "bq_a"))
-    rules += [_linear(a + "kv_a_proj_with_mqa.weight", "wkv_a"),
-              _same(a + "kv_a_layernorm.weight", "kv_a_norm"),
-              _linear(a + "kv_b_proj.weight", "wkv_b"), _linear(a + "o_proj.weight", "wo")]
-    if cfg.qkv_bias:
-        rules.append(_same(a + "kv_a_proj_with_mqa.bias", "bkv_a"))
-    if cfg.o_bias:
-        rules.append(_same(a + "o_proj.bias", "bo"))
+            rules.append(per_head_qkv(qkv + "bias", cfg.N, cfg.H, ("bq", "bk", "bv")))
+    if family == "stablelm" and cfg.qk_norm:
+        a = p + "self_attn."
+        rules += [stacked_heads(a + "q_layernorm.norms.{}.weight", cfg.N, "q_norm"),
+                  stacked_heads(a + "k_layernorm.norms.{}.weight", cfg.K, "k_norm")]
     return rules
 
 
-def _mlp(cfg: ModelConfig, family: str, m: str, F: int) -> list[Rule]:
-    if family == "phi3":
-        return [_split(m + "gate_up_proj.weight", {"w_gate": F, "w_up": F}, True),
-                _linear(m + "down_proj.weight", "w_down")]
-    rules = [_linear(m + f"{x}_proj.weight", "w_" + x) for x in ("gate", "up", "down")]
-    if cfg.mlp_bias:
-        rules += [_same(m + f"{x}_proj.bias", "b_" + x) for x in ("gate", "up", "down")]
-    return rules
-
-
-def _moe(cfg: ModelConfig, family: str, p: str) -> list[Rule]:
-    m = cfg.moe
-    if family == "mixtral":
-        b = p + "block_sparse_moe."
-        return [_linear(b + "gate.weight", "router"),
-                _experts(b + "experts.{}.w1.weight", m.E, "we_gate"),
-                _experts(b + "experts.{}.w3.weight", m.E, "we_up"),
-                _experts(b + "experts.{}.w2.weight", m.E, "we_down")]
-    b = p + "mlp."
-    rules = [_linear(b + "gate.weight", "router")]
-    rules += [_experts(b + f"experts.{{}}.{x}_proj.weight", m.E, "we_" + x)
-              for x in ("gate", "up", "down")]
-    if m.score_bias:
-        rules.append(_same(b + "gate.e_score_correction_bias", "router_bias"))
-    if m.shared_F:
-        shared = b + ("shared_expert." if family == "qwen2_moe" else "shared_experts.")
-        rules += [_linear(shared + f"{x}_proj.weight", "ws_" + x) for x in ("gate", "up", "down")]
-    if m.shared_gate:
-        rules.append(_linear(b + "shared_expert_gate.weight", "shared_gate"))
-    return rules
-
-
-def _gpt2_layer(cfg: ModelConfig, p: str) -> list[Rule]:
-    D = cfg.D
-    return [*_norm(cfg, p + "ln_1", "attn_norm"), *_norm(cfg, p + "ln_2", "mlp_norm"),
-            _split(p + "attn.c_attn.weight", {"wq": D, "wk": D, "wv": D}, False),
-            _split(p + "attn.c_attn.bias", {"bq": D, "bk": D, "bv": D}, False),
-            _same(p + "attn.c_proj.weight", "wo"), _same(p + "attn.c_proj.bias", "bo"),
-            _same(p + "mlp.c_fc.weight", "w_in"), _same(p + "mlp.c_fc.bias", "b_in"),
-            _same(p + "mlp.c_proj.weight", "w_out"), _same(p + "mlp.c_proj.bias", "b_out")]
-
-
-def layer_rules(cfg: ModelConfig, family: str, i: int, prefix: str = "") -> list[Rule]:
-    """The rules that fill layer i's dict (`prefix` is GPT-2's optional "transformer.")."""
+def layer_rules(cfg: ModelConfig, family: str, i: int, prefix: str | None = None) -> list[Rule]:
+    """The rules that fill layer i's dict; `prefix` is where the decoder's tensors sit in the
+    checkpoint (default: `base_prefix` of a file without surprises)."""
+    prefix = base_prefix(family, ()) if prefix is None else prefix
     if family == "gpt2":
-        return _gpt2_layer(cfg, f"{prefix}h.{i}.")
-    p = f"model.layers.{i}."
-    rules = _norm(cfg, p + "input_layernorm", "attn_norm")
-    if family == "gemma2":
-        rules += [_same(p + "post_attention_layernorm.weight", "post_attn_norm"),
-                  _same(p + "pre_feedforward_layernorm.weight", "mlp_norm"),
-                  _same(p + "post_feedforward_layernorm.weight", "post_mlp_norm")]
-    else:
-        rules += _norm(cfg, p + "post_attention_layernorm", "mlp_norm")
-    a = p + "self_attn."
-    rules += _latent_attention(cfg, a) if cfg.mla is not None else _attention(cfg, family, a)
-    rules += _moe(cfg, family, p) if cfg.is_moe_layer(i) else _mlp(cfg, family, p + "mlp.",
-                                                                     cfg.F)
+        return gpt2_layer_rules(cfg, f"{prefix}h.{i}.")
+    p = f"{prefix}layers.{i}."
+    rules = _special(cfg, family, i, p)
+    done = {leaf for rule in rules for leaf in rule.leaves}
+    names = {**_LLAMA, **LAYER_NAMES.get(family, {})}
+    rules += [_named(leaf, names, p) for leaf in layer_shapes(cfg, i) if leaf not in done]
     return rules
 
 
-def top_rules(cfg: ModelConfig, family: str, prefix: str = "") -> list[Rule]:
+def base_prefix(family: str, tensor_names: Iterable[str]) -> str:
+    """Where a checkpoint keeps the decoder's embedding, layers and final norm: "model." for
+    most families, "gpt_neox." for GPT-NeoX, GPT-2's optional "transformer.", and a
+    multimodal Gemma-3's language model ("model.language_model." or, in files written by
+    transformers 4, "language_model.model.")."""
+    names = set(tensor_names)
+    if family == "gpt2":
+        return "transformer." if "transformer.wte.weight" in names else ""
+    if family == "gpt_neox":
+        return "gpt_neox."
+    if family == "gemma3":
+        old = "language_model.model."
+        return old if old + "embed_tokens.weight" in names else "model.language_model."
+    return "model."
+
+
+def top_rules(cfg: ModelConfig, family: str, prefix: str | None = None) -> list[Rule]:
     """The rules for the embedding, the final norm, the unembedding and learned positions."""
+    prefix = base_prefix(family, ()) if prefix is None else prefix
     if family == "gpt2":
-        rules = [_same(prefix + "wte.weight", "embed"), _same(prefix + "wpe.weight", "pos_embed"),
-                 *_norm(cfg, prefix + "ln_f", "final_norm")]
+        rules = [same(prefix + "wte.weight", "embed"), same(prefix + "wpe.weight", "pos_embed")]
+        names = {"final_norm": prefix + "ln_f"}
     else:
-        rules = [_same("model.embed_tokens.weight", "embed"),
-                 *_norm(cfg, "model.norm", "final_norm")]
+        embed = {"gpt_neox": "embed_in"}.get(family, "embed_tokens")
+        rules = [same(prefix + embed + ".weight", "embed")]
+        final = {"gpt_neox": "final_layer_norm", "phi": "final_layernorm"}.get(family, "norm")
+        names = {"final_norm": prefix + final}
+    rules += [_named(leaf, names, "") for leaf in ("final_norm", "final_norm_bias")
+              if leaf != "final_norm_bias" or cfg.norm == "layer"]
+    head = _unembedding_name(family, prefix)
     if not cfg.tied_embeddings:
-        rules.append(_linear("lm_head.weight", "unembed"))
+        rules.append(linear(head + ".weight", "unembed"))
+    if cfg.unembed_bias:
+        rules.append(same(head + ".bias", "unembed_bias"))
     return rules
+
+
+def _unembedding_name(family: str, prefix: str) -> str:
+    if family == "gpt_neox":
+        return "embed_out"
+    return "language_model.lm_head" if prefix == "language_model.model." else "lm_head"
 
 
 def ignorable(cfg: ModelConfig, family: str, name: str) -> bool:
     """Tensors a checkpoint may carry that the model does not use: rotary caches, a copy of
-    tied embeddings, GPT-2's stored causal masks, DeepSeek-V3's multi-token-prediction
-    layers (used for speculative decoding, past layer L)."""
-    if name.endswith("rotary_emb.inv_freq") or (cfg.tied_embeddings and name == "lm_head.weight"):
+    tied embeddings, GPT-2's and Pythia's stored causal masks, DeepSeek-V3's multi-token-prediction
+    layers (used for speculative decoding, past layer L), a multimodal Gemma-3's vision
+    encoder and projector."""
+    if name.endswith("rotary_emb.inv_freq") or (cfg.tied_embeddings and name.endswith(
+            "lm_head.weight")):
         return True
     if family == "gpt2" and (name.endswith(".attn.bias") or name.endswith(".attn.masked_bias")):
+        return True
+    if family == "gpt_neox" and (name.endswith(".attention.bias")
+                                 or name.endswith(".attention.masked_bias")):
+        return True                          # Pythia's files keep its causal masks too
+    if family == "gemma3" and any(part in name.split(".")[:2] for part in (
+            "vision_tower", "multi_modal_projector")):
         return True
     if family == "deepseek_v3" and name.startswith("model.layers."):
         index = name.split(".")[2]

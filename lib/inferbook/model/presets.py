@@ -1,7 +1,7 @@
 """Named model configurations: the models the book's sources discuss, the models their worked
 problems invent, tiny models that decode on a laptop CPU in seconds, and (from
 `presets_families`) the families readers serve today: Llama-3.x, Qwen2.5/3, Mixtral, Gemma-2,
-Phi-3, DeepSeek-V2/V3 and GPT-2.
+Gemma-3, Phi-3, DeepSeek-V2/V3, OLMo-2, SmolLM3, Pythia and GPT-2.
 
 Each real model's numbers come from its published ``config.json`` or paper, each invented
 model's from the source that defines it; the comment above each entry says which.
@@ -83,6 +83,12 @@ PRESETS: dict[str, ModelConfig] = {
     "bloom-176b": ModelConfig(L=70, D=14336, F=4 * 14336, N=112, K=112, H=128, V=250880,
                               mlp="plain", activation="gelu", tied_embeddings=True,
                               max_seq_len=2048, name="bloom-176b"),
+    # Hugging Face's SmolLM2-135M-Instruct (Allal et al. 2025), config.json on the hub: the
+    # book's trained model. `inferbook generate --model smollm2-135m-instruct` loads its real
+    # weights (inferbook.model.model_store); everywhere else this is its shape.
+    "smollm2-135m-instruct": ModelConfig(L=30, D=576, F=1536, N=9, K=3, H=64, V=49152,
+                                         rope_theta=100_000.0, norm_eps=1e-5, max_seq_len=8192,
+                                         tied_embeddings=True, name="smollm2-135m-instruct"),
     # Tiny models for tests and for chapters that run on a laptop CPU.
     "tiny": ModelConfig(L=2, D=64, F=192, N=4, K=2, H=16, V=256, max_seq_len=512, name="tiny"),
     "tiny-mha": ModelConfig(L=2, D=64, F=192, N=4, K=4, H=16, V=256, max_seq_len=512,

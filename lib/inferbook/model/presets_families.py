@@ -27,6 +27,19 @@ def _llama(D: int, F: int, L: int, N: int, **extra) -> dict:
             "tie_word_embeddings": False, **extra}
 
 
+_GEMMA3_GLOBAL_ROPE = {"rope_type": "linear", "factor": 8.0}
+
+
+def _gemma3(D: int, F: int, L: int, N: int, K: int, **extra) -> dict:
+    """Google's Gemma-3 language models (the keys their configs share, written out)."""
+    return {"model_type": "gemma3_text", "hidden_size": D, "intermediate_size": F,
+            "num_hidden_layers": L, "num_attention_heads": N, "num_key_value_heads": K,
+            "head_dim": 256, "vocab_size": 262208, "max_position_embeddings": 131072,
+            "sliding_window": 1024, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256,
+            "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rms_norm_eps": 1e-6,
+            "hidden_activation": "gelu_pytorch_tanh", **extra}
+
+
 FAMILY_CONFIGS: dict[str, dict] = {
     # meta-llama/Llama-3.1-8B, -70B, -405B (Grattafiori et al. 2024).
     "llama-3.1-8b": _llama(4096, 14336, 32, 32),
@@ -70,7 +83,8 @@ FAMILY_CONFIGS: dict[str, dict] = {
                      "num_hidden_layers": 32, "num_attention_heads": 32,
                      "num_key_value_heads": 8, "vocab_size": 32000,
                      "max_position_embeddings": 32768, "rope_theta": 1000000.0,
-                     "sliding_window": None, "tie_word_embeddings": False},
+                     "rms_norm_eps": 1e-5, "sliding_window": None,
+                     "tie_word_embeddings": False},
     # google/gemma-2-9b (Gemma Team 2024): local (4,096-token window) and global layers
     # alternate; four norms per layer; the output tied to the embedding.
     "gemma-2-9b": {"model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336,
@@ -116,6 +130,35 @@ FAMILY_CONFIGS: dict[str, dict] = {
                     "rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": 32,
                                      "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0,
                                      "original_max_position_embeddings": 4096}},
+    # google/gemma-3-1b-pt, gemma-3-4b-it, gemma-3-27b-it (Gemma Team 2025): five local layers
+    # (a 512- or 1,024-token window, rotary base 10,000) to each global one (base 1,000,000,
+    # stretched 8× linearly in 4B and 27B); q/k norms; the output tied to the embedding. The
+    # 4B and 27B files are multimodal: these are their language models.
+    "gemma-3-1b": _gemma3(1152, 6912, 26, 4, 1, vocab_size=262144,
+                          max_position_embeddings=32768, sliding_window=512),
+    "gemma-3-4b": _gemma3(2560, 10240, 34, 8, 4, rope_scaling=_GEMMA3_GLOBAL_ROPE),
+    "gemma-3-27b": _gemma3(5376, 21504, 62, 32, 16, head_dim=128, query_pre_attn_scalar=168,
+                           rope_scaling=_GEMMA3_GLOBAL_ROPE),
+    # allenai/OLMo-2-1124-7B (OLMo et al. 2024): norms after attention and MLP, q/k norms
+    # over the whole projection.
+    "olmo-2-7b": {"model_type": "olmo2", "hidden_size": 4096, "intermediate_size": 11008,
+                  "num_hidden_layers": 32, "num_attention_heads": 32,
+                  "num_key_value_heads": 32, "vocab_size": 100352,
+                  "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+                  "rope_theta": 500000.0, "tie_word_embeddings": False},
+    # HuggingFaceTB/SmolLM3-3B: GQA with every fourth layer's positions removed (NoPE).
+    "smollm3-3b": {"model_type": "smollm3", "hidden_size": 2048, "intermediate_size": 11008,
+                   "num_hidden_layers": 36, "num_attention_heads": 16,
+                   "num_key_value_heads": 4, "vocab_size": 128256,
+                   "max_position_embeddings": 65536, "rope_theta": 5000000.0,
+                   "no_rope_layer_interval": 4, "use_sliding_window": False},
+    # EleutherAI/pythia-1b (Biderman et al. 2023): GPT-NeoX, parallel attention and MLP, a
+    # quarter of each head rotated.
+    "pythia-1b": {"model_type": "gpt_neox", "hidden_size": 2048, "intermediate_size": 8192,
+                  "num_hidden_layers": 16, "num_attention_heads": 8, "vocab_size": 50304,
+                  "max_position_embeddings": 2048, "rotary_pct": 0.25,
+                  "rotary_emb_base": 10000, "use_parallel_residual": True,
+                  "tie_word_embeddings": False},
     # openai-community/gpt2 (Radford et al. 2019): learned positions, LayerNorm, biases.
     "gpt2": {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12,
              "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"},

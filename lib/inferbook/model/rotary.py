@@ -21,6 +21,14 @@ model knows (`features.RopeScaling`; the formulas are those of Hugging Face's
 "dynamic" and "longrope" depend on the length s of the call, taken (as Hugging Face does) as
 one more than the largest position the call is given.
 
+Three per-model choices decide which channels rotate and by what base. A partial rotary
+width (`ModelConfig.rotary_fraction`: GPT-NeoX's 0.25, Phi-2's 0.4) rotates only the first
+⌊H·f⌋ channels of each head and passes the rest through, carrying no position. A layer
+without positions (`nope_layers`, SmolLM3's every fourth) is not rotated at all. And a
+sliding-window layer may have its own, unscaled base (`local_rope_theta`: Gemma-3 rotates its
+local layers with θ = 10,000 and its global ones with 1,000,000, stretched 8× linearly) —
+`ModelConfig.layer_rope(i)` says which, layer by layer.
+
 Channel pairs are (i, i + d/2), the "rotate half" layout of Hugging Face's Llama. DeepSeek's
 checkpoints pair adjacent channels (2i, 2i + 1) instead (`ModelConfig.rope_interleaved`): we
 gather the even channels, then the odd ones, and rotate halves. The output's channel order then
@@ -75,14 +83,15 @@ def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
-def frequencies(cfg: ModelConfig, d: int, seq_len: jax.Array | None = None
-                ) -> tuple[jax.Array, float]:
+def frequencies(cfg: ModelConfig, d: int, seq_len: jax.Array | None = None,
+                layer: int | None = None) -> tuple[jax.Array, float]:
     """The d/2 angular frequencies ω_i of a d-wide rotary head, and the factor on cos and sin.
 
     `seq_len` (a scalar, possibly traced) is the call's length, used by "dynamic" and
-    "longrope" only.
+    "longrope" only. `layer` picks that layer's base and rule (`ModelConfig.layer_rope`);
+    None takes the model's global ones.
     """
-    theta, sc = cfg.rope_theta, cfg.rope_scaling
+    theta, sc = _layer_rope(cfg, layer)
     exponent = jnp.arange(0, d, 2, dtype=jnp.float32) / d                  # 2i/d, [d/2]
     inv_freq = 1.0 / (theta ** exponent)
     if sc is None:
@@ -145,17 +154,42 @@ def _yarn(inv_freq: jax.Array, theta: float, d: int, original: int, sc) -> tuple
     return inv_freq / factor * (1 - keep) + inv_freq * keep, float(attention)
 
 
-def rotate(x_BTnd: jax.Array, pos_BT: jax.Array, cfg: ModelConfig) -> jax.Array:
-    """Rotate queries or keys [B, T, n, d] at positions [B, T] as `cfg` says.
+def _layer_rope(cfg: ModelConfig, layer: int | None) -> tuple[float, object]:
+    if layer is None:
+        return cfg.rope_theta, cfg.rope_scaling
+    rope_of_layer = cfg.layer_rope(layer)
+    if rope_of_layer is None:
+        raise ConfigError(f"layer {layer} of {cfg.name} has no rotary positions")
+    return rope_of_layer
 
-    Without a scaling rule or interleaved pairs this is exactly `rope` (so the plain model's
-    program is what it always was).
+
+def rotate(x_BTnd: jax.Array, pos_BT: jax.Array, cfg: ModelConfig,
+           layer: int | None = None) -> jax.Array:
+    """Rotate queries or keys [B, T, n, d] at positions [B, T] as `cfg` says for `layer`
+    (None: the model's global base and rule, for every channel of a latent's rotary part).
+
+    A layer without positions comes back unchanged; with a partial rotary width only the
+    first ⌊d·rotary_fraction⌋ channels turn. Without a scaling rule or interleaved pairs this
+    is exactly `rope` (so the plain model's program is what it always was).
     """
-    if cfg.rope_scaling is None and not cfg.rope_interleaved:
-        return rope(x_BTnd, pos_BT, cfg.rope_theta)
+    if layer is not None and cfg.layer_rope(layer) is None:
+        return x_BTnd                          # NoPE: this layer sees no positions
+    width = x_BTnd.shape[-1]
+    d = int(width * cfg.rotary_fraction)
+    if d < width:                              # partial rotary: the rest passes through
+        turned = _rotate_every_channel(x_BTnd[..., :d], pos_BT, cfg, layer)
+        return jnp.concatenate([turned, x_BTnd[..., d:]], axis=-1)
+    return _rotate_every_channel(x_BTnd, pos_BT, cfg, layer)
+
+
+def _rotate_every_channel(x_BTnd: jax.Array, pos_BT: jax.Array, cfg: ModelConfig,
+                          layer: int | None) -> jax.Array:
+    theta, scaling = _layer_rope(cfg, layer)
+    if scaling is None and not cfg.rope_interleaved:
+        return rope(x_BTnd, pos_BT, theta)
     d = x_BTnd.shape[-1]
     seq_len = jnp.max(pos_BT) + 1 if length_dependent(cfg) else None
-    inv_freq, attention = frequencies(cfg, d, seq_len)
+    inv_freq, attention = frequencies(cfg, d, seq_len, layer)
     if cfg.rope_interleaved:                   # pairs (2i, 2i+1) become (i, i + d/2)
         x_BTnd = jnp.concatenate([x_BTnd[..., 0::2], x_BTnd[..., 1::2]], axis=-1)
     angles_BTh = pos_BT.astype(jnp.float32)[..., None] * inv_freq

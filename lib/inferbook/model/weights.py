@@ -3,7 +3,7 @@
 The params pytree is a dict you can print, count, shard and save:
 
     embed [V, D]   pos_embed [max_seq_len, D] (learned positions)   final_norm [D]
-    unembed [D, V] (absent when tied)          layers: one dict per layer
+    unembed [D, V] (absent when tied)   unembed_bias [V] (Phi)   layers: one dict per layer
 
 A layer's dict holds its norms (`norms.py`), its attention weights (`self_attention.py`, or
 `mla.py` for latent attention) and its MLP (`mlp.py`) or mixture of experts (`moe.py`), each
@@ -24,7 +24,8 @@ from inferbook.model.config import ModelConfig
 from inferbook.model.mla import mla_shapes
 from inferbook.model.mlp import mlp_shapes
 from inferbook.model.moe import moe_shapes
-from inferbook.model.norms import RESIDUAL_NORMS, norm_shapes
+from inferbook.model.norms import norm_shapes
+from inferbook.model.quantized import is_quantized
 from inferbook.model.self_attention import attention_shapes
 
 __all__ = ["Params", "param_shapes", "layer_shapes", "abstract_params", "init_params",
@@ -37,14 +38,13 @@ MAX_RANDOM_INIT_BYTES = 8e9
 
 
 def layer_shapes(cfg: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
-    """Layer i's weights and their shapes."""
-    shapes = norm_shapes(cfg, "attn_norm", cfg.D)
+    """Layer i's weights and their shapes: the block's norms (`ModelConfig.block_norms`), the
+    attention's and the feed-forward branch's."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name in cfg.block_norms:
+        shapes |= norm_shapes(cfg, name, cfg.D)
     shapes |= mla_shapes(cfg) if cfg.mla is not None else attention_shapes(cfg)
-    shapes |= norm_shapes(cfg, "mlp_norm", cfg.D)
     shapes |= moe_shapes(cfg) if cfg.is_moe_layer(i) else mlp_shapes(cfg)
-    if cfg.sandwich_norm:                # Gemma-2 normalises each block's output as well
-        shapes |= norm_shapes(cfg, "post_attn_norm", cfg.D)
-        shapes |= norm_shapes(cfg, "post_mlp_norm", cfg.D)
     return shapes
 
 
@@ -57,6 +57,8 @@ def param_shapes(cfg: ModelConfig) -> Params:
         shapes["pos_embed"] = (cfg.max_seq_len, cfg.D)
     if not cfg.tied_embeddings:
         shapes["unembed"] = (cfg.D, cfg.V)
+    if cfg.unembed_bias:
+        shapes["unembed_bias"] = (cfg.V,)
     return shapes
 
 
@@ -98,7 +100,10 @@ def init_params(cfg: ModelConfig, seed: int = 0, dtype: Any = jnp.float32) -> Pa
     def make(path, shape):
         name = path[-1].key
         if name.endswith("norm"):
-            offset = cfg.norm_plus_one and name in RESIDUAL_NORMS    # Gemma's gain is 1 + w
+            # Gemma's gain is 1 + w: its block norms, and its q/k norms (of the same kind).
+            offset = cfg.norm_plus_one and (name not in ("q_norm", "k_norm")
+                                            or cfg.qk_norm_kind is None) and \
+                name not in ("q_a_norm", "kv_a_norm")
             return (jnp.zeros if offset else jnp.ones)(shape, dtype)
         if _is_bias(name):
             w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.1)
@@ -112,5 +117,6 @@ def init_params(cfg: ModelConfig, seed: int = 0, dtype: Any = jnp.float32) -> Pa
 
 
 def cast_params(params: Params, dtype: Any) -> Params:
-    """The same weights in another dtype (e.g. bfloat16 for a GPU or TPU)."""
-    return jax.tree.map(lambda w: w.astype(dtype), params)
+    """The same weights in another dtype (e.g. bfloat16 for a GPU or TPU). A matrix kept
+    quantized (`QuantizedMatrix`) keeps its codes and scales and decodes to `dtype`."""
+    return jax.tree.map(lambda w: w.astype(dtype), params, is_leaf=is_quantized)

@@ -26,9 +26,9 @@ import jax
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
-from inferbook.model.checkpoint import read_checkpoint_config, weight_files
+from inferbook.model.checkpoint import read_checkpoint_family, weight_files
 from inferbook.model.decoder import Params, param_shapes
-from inferbook.model.hf_names import Rule, ignorable, layer_rules, top_rules
+from inferbook.model.hf_names import Rule, base_prefix, ignorable, layer_rules, top_rules
 from inferbook.model.safetensors_io import DTYPES, CheckpointError, read_header, require_floating
 
 __all__ = ["CheckpointShards"]
@@ -45,7 +45,7 @@ class CheckpointShards:
     """
 
     def __init__(self, directory: str | Path) -> None:
-        self.cfg, self.family = read_checkpoint_config(directory)
+        self.cfg, self.family = read_checkpoint_family(directory)
         self.entries: dict[str, tuple[Path, Any]] = {}
         for path in weight_files(Path(directory)):
             self.entries.update({name: (path, e) for name, e in read_header(path).items()})
@@ -55,8 +55,7 @@ class CheckpointShards:
 
     def _checked_rules(self) -> dict[Leaf, tuple[Rule, str]]:
         cfg, fam = self.cfg, self.family
-        prefix = "transformer." if fam == "gpt2" and "transformer.wte.weight" in self.entries \
-            else ""
+        prefix = base_prefix(fam, self.entries)      # as load_checkpoint finds it
         shapes = self._shapes
         groups = [((), top_rules(cfg, fam, prefix), shapes)]
         groups += [(("layers", i), layer_rules(cfg, fam, i, prefix), s)
@@ -70,7 +69,7 @@ class CheckpointShards:
                         raise CheckpointError(f"checkpoint is missing tensor {name!r}")
                     require_floating(name, np.empty(0, DTYPES[self.entries[name][1].dtype]))
                     used.add(name)
-                for lib, _ in rule.parts:
+                for lib in rule.leaves:
                     self._check_shape(rule, lib, tuple(leaf_shapes[lib]))
                     rules[where + (lib,)] = (rule, lib)
         left = sorted(n for n in self.entries if n not in used and not ignorable(cfg, fam, n))

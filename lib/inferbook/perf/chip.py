@@ -15,8 +15,12 @@ Interconnects come in two shapes, and a collective's fixed cost follows the shap
   `hop_latency_s` per hop, n/2 hops for n chips (both directions at once).
 * Everything else — **NVLink** through NVSwitches, AMD's **Infinity Fabric** and Intel's
   on-chip **RoCE** ports wired all-to-all, **PCIe** — joins the chips of one server so that
-  every pair is one hop apart. Following kipply's model, each collective pass (an AllGather, a
-  ReduceScatter; an AllReduce is two) pays one message latency, `hop_latency_s`.
+  every pair is one hop apart. Kipply's model charges each collective pass (an AllGather, a
+  ReduceScatter; an AllReduce is two) one message latency, `hop_latency_s`. The collective
+  libraries' own cost models (NCCL's and RCCL's src/graph/tuning.cc) grow it with the group:
+  a ring pass over g chips takes g − 1 steps, so a pass costs
+  `pass_latency_s` + (g − 1) · `step_latency_s`, which the layouts' pricing uses where the
+  registry gives both (`comm_time.collective_pass_latency`).
 
 `max_chips` is how many chips one such domain joins (an HGX board's 8 GPUs, a GB200 NVL72
 rack's 72, a TPU pod). Beyond the domain lies the data-centre network (DCN: InfiniBand or
@@ -70,6 +74,8 @@ class Chip:
     fp4_flops_per_s: float | None = None    # dense 4-bit floating-point matrix throughput
     dcn_bytes_per_s: float | None = None    # the chip's share of the data-centre network
     dcn_latency_s: float | None = None      # one message between hosts over that network
+    pass_latency_s: float | None = None     # switched: fixed cost of one collective pass
+    step_latency_s: float | None = None     # switched: added per further chip of the group
 
     @property
     def torus_axes(self) -> int | None:

@@ -8,6 +8,9 @@
   prefill_model_parallel_limit   M = F / α, α = C / W_ici ("prefill": about F / 2200)
   ring_collective_time      appendix C: max(t_hop · n/2, bytes / W_ici)
   latency_bound_bytes       appendix C; see below for its two readings
+  collective_pass_latency   one pass's fixed cost over a group: hops per torus axis
+                            (appendix C, axis by axis), α0 + α1·(g − 1) through a switch
+                            (NCCL's cost model), (m − 1) network steps between m hosts
 
 Times follow the scaling book's convention: a collective over an array of A bytes takes
 A / W on one bidirectional ring axis of bandwidth W (AllGather, ReduceScatter, AllToAll),
@@ -26,7 +29,8 @@ from inferbook.perf.hardware import Chip
 
 __all__ = ["ici_bandwidth", "ws1d_comm_time", "ws2d_comm_time", "ws2d_optimal_x",
            "ws2d_best_split", "ws2d_crossover_chips", "model_parallel_limit",
-           "prefill_model_parallel_limit", "ring_collective_time", "latency_bound_bytes"]
+           "prefill_model_parallel_limit", "ring_collective_time", "latency_bound_bytes",
+           "torus_ring_lengths", "collective_pass_latency"]
 
 
 def ici_bandwidth(chip: Chip, axes: int = 1) -> float:
@@ -138,3 +142,57 @@ def latency_bound_bytes(chip: Chip, shards: int, reading: str = "whole") -> floa
     if reading != "whole":
         raise ValueError(f"reading must be 'whole' or 'per-shard', got {reading!r}")
     return shards * per_shard
+
+
+def torus_ring_lengths(group: int, axes: int) -> list[int]:
+    """The rings a compact group of `group` chips forms on `axes` torus axes: `axes` whole
+    numbers whose product is `group`, as equal as they can be (16 on two axes: 4 × 4; 8 on
+    two: 4 × 2), longest first."""
+    if group < 1 or axes < 1:
+        raise ValueError(f"need a group and axes of at least 1, got {group}, {axes}")
+    if axes == 1:
+        return [group]
+    target = group ** (1 / axes)
+    # The divisor nearest the axes' geometric mean takes this axis; the rest share the others.
+    first = min((d for d in range(1, group + 1) if group % d == 0),
+                key=lambda d: (abs(math.log(d / target)), -d))
+    return sorted([first, *torus_ring_lengths(group // first, axes - 1)], reverse=True)
+
+
+def collective_pass_latency(chip: Chip, group: int, axes: int = 1,
+                            between_hosts: bool = False) -> float:
+    """The fixed cost of one pass of a collective (an AllGather, a ReduceScatter; an AllReduce
+    makes two) over `group` chips, which spans `axes` axes of a torus — or, `between_hosts`,
+    over `group` hosts on the data-centre network.
+
+    * On a torus (ICI) a pass runs ring by ring over the axes the group spans, and a
+      bidirectional ring of m chips takes m/2 hops of `hop_latency_s` (appendix C of the
+      scaling book): 16 chips on a 4 × 4 torus pay 2 + 2 hops, not 16/2.
+    * Through a switch, where the registry gives them, NCCL's ring model (RCCL's for AMD):
+      `pass_latency_s` + (group − 1) · `step_latency_s`, a fixed cost that grows with the
+      group (6.9 µs for 8 NVLink GPUs, 4.1 µs for 2);
+    * otherwise one message latency, `hop_latency_s` (kipply's model), whatever the group;
+    * between hosts (the phase of a hierarchical collective that crosses the data-centre
+      network, `dcn_comms`): a ring over m hosts makes m − 1 steps a pass, each one message
+      across the network, (m − 1) · `dcn_latency_s` (NCCL's network ring step).
+
+    This is the one place a collective's latency is modelled; the layouts' pricing
+    (`layout_comms.collective_time`) and every estimate call it. A group of one chip costs 0.
+    """
+    if group <= 1:
+        return 0.0
+    if between_hosts:
+        if chip.dcn_latency_s is None:
+            raise ValueError(f"{chip.name} has no data-centre network latency (dcn_latency_s) "
+                             "in the registry; a --hardware-config file can give it")
+        return (group - 1) * chip.dcn_latency_s
+    if chip.torus_axes is not None:
+        if chip.hop_latency_s is None:
+            raise ValueError(f"{chip.name} has no per-hop latency in the registry")
+        return chip.hop_latency_s * sum(m / 2 for m in torus_ring_lengths(group, axes)
+                                         if m > 1)
+    if chip.pass_latency_s is not None and chip.step_latency_s is not None:
+        return chip.pass_latency_s + (group - 1) * chip.step_latency_s
+    if chip.hop_latency_s is None:
+        raise ValueError(f"{chip.name} has no collective latency in the registry")
+    return chip.hop_latency_s

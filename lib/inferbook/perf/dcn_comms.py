@@ -25,34 +25,57 @@ hosts sends no more bytes, it sends only a 1/h share of them over the slow netwo
 phases run one after another, so a collective takes
 
     t = (in-host phases, priced by `layout_comms.collective_time` on groups of h)
-        + DCN bytes / dcn_bytes_per_s + passes · (m − 1) · dcn_latency_s
+        + DCN bytes / dcn_bytes_per_s + passes · collective_pass_latency(m hosts)
 
-(passes: 2 for an AllReduce, else 1; a ring over m hosts makes m − 1 steps a pass).
+(passes: 2 for an AllReduce, else 1; `comm_time.collective_pass_latency` with
+`between_hosts`, the one place latency is modelled, charges a ring over m hosts its m − 1
+network steps of `dcn_latency_s`). Every phase's passes count among the layout's
+(`LayoutComms.passes`), so an estimate's efficiency applies to the network as to the
+interconnect: its `link` fraction to the DCN bandwidth time, its software cost
+`pass_overhead_s` to each DCN pass (`step_cost.step_time`). `HostsComms` keeps the DCN's share
+apart, bandwidth, latency and passes, so the estimate can say how much of the step it is.
 
 Where a group lies follows from the mesh: its chips are numbered in row-major order (the last
 axis fastest) and host j holds chips [j·H, (j+1)·H), which is how `parallel.multihost`
 builds the job's mesh, process by process. A group of g chips spaced s apart (s the product
 of the sizes of the axes after its own) has min(g, max(1, H / s)) chips on each host it
 spans. The 2D layout puts X first: its X groups (spaced YZ apart) are the ones that leave
-the host first.
+the host first. The expert-parallel layout puts Z first: its Y groups (the 1D layout's
+collectives) stay in a host as far as they can, the AllToAlls over Z (spaced Y apart) cross.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from inferbook.model.config import ModelConfig
-from inferbook.perf.collectives import Comm, wire_bytes, ws1d_collectives, ws2d_collectives
+from inferbook.perf.collectives import (
+    Comm,
+    expert_parallel_collectives,
+    wire_bytes,
+    ws1d_collectives,
+    ws2d_collectives,
+)
+from inferbook.perf.comm_time import collective_pass_latency
 from inferbook.perf.hardware import Chip
-from inferbook.perf.layout_comms import LayoutComms, collective_time, layout_comms
+from inferbook.perf.layout_comms import (
+    LayoutComms,
+    collective_passes,
+    collective_time,
+    expert_parallel_comms,
+    layout_comms,
+)
 
-__all__ = ["WS2D_X_SCOPES", "host_split", "host_phases", "dcn_time", "two_tier_time",
-           "HostsComms", "layout_host_problem", "hosts_layout_comms", "priced_layout"]
+__all__ = ["WS2D_X_SCOPES", "EP_Z_SCOPES", "host_split", "host_phases", "dcn_time",
+           "TwoTier", "two_tier_time", "HostsComms", "layout_host_problem", "hosts_layout_comms",
+           "priced_layout"]
 
 # The collectives of `collectives.ws2d_collectives` over X (the rest run over YZ, over Z
 # inside YZ, or over every chip); a test keeps this set and the inventory in step.
 WS2D_X_SCOPES = frozenset({"q_proj", "kv_proj", "attn_gather", "mlp_hidden"})
+# The expert-parallel layout's collectives over Z (`collectives.expert_parallel_collectives`).
+EP_Z_SCOPES = frozenset({"dispatch", "return"})
 
 
 def host_split(group: int, stride: int, chips_per_host: int) -> tuple[int, int]:
@@ -91,14 +114,15 @@ def host_phases(kind: str, nbytes: float, per_host: int, hosts: int
 
 def dcn_time(kind: str, nbytes: float, hosts: int, chip: Chip) -> tuple[float, float]:
     """(bandwidth seconds, latency seconds) of one collective phase over `hosts` hosts on the
-    data-centre network: wire bytes / dcn_bytes_per_s, and (hosts − 1) messages a pass."""
+    data-centre network: wire bytes / dcn_bytes_per_s, and each pass's latency between hosts
+    (`comm_time.collective_pass_latency`)."""
     if chip.dcn_bytes_per_s is None or chip.dcn_latency_s is None:
         raise ValueError(f"{chip.name} has no data-centre network figures in the registry "
                          "(dcn_bytes_per_s, dcn_latency_s); a --hardware-config file can give "
                          "them")
     passes = 2 if kind == "all-reduce" else 1
     return (wire_bytes(kind, nbytes, hosts) / chip.dcn_bytes_per_s,
-            passes * (hosts - 1) * chip.dcn_latency_s)
+            passes * collective_pass_latency(chip, hosts, between_hosts=True))
 
 
 def _torus_axes(chip: Chip, group: int) -> int:
@@ -106,87 +130,135 @@ def _torus_axes(chip: Chip, group: int) -> int:
     return 1 if chip.torus_axes is None else max(1, min(chip.torus_axes, int(math.log2(group))))
 
 
-def two_tier_time(comm: Comm, chip: Chip, chips_per_host: int, stride: int = 1
-                  ) -> tuple[float, float, float, float]:
-    """`comm.count` collectives of `comm` priced on both tiers: (bandwidth s, latency s,
-    of them on the DCN: seconds, and wire bytes one chip sends over it)."""
+@dataclass(frozen=True)
+class TwoTier:
+    """`comm.count` collectives priced on both tiers: all of it (bandwidth s, latency s,
+    passes) and the DCN's share (its bandwidth s, latency s, passes and the wire bytes one
+    chip sends over it)."""
+
+    bandwidth_s: float = 0.0
+    latency_s: float = 0.0
+    passes: int = 0
+    dcn_bandwidth_s: float = 0.0
+    dcn_latency_s: float = 0.0
+    dcn_passes: int = 0
+    dcn_bytes: float = 0.0
+
+    def __add__(self, other: "TwoTier") -> "TwoTier":
+        return TwoTier(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+
+def two_tier_time(comm: Comm, chip: Chip, chips_per_host: int, stride: int = 1) -> TwoTier:
+    """`comm.count` collectives of `comm` over groups spaced `stride` apart, priced phase by
+    phase on both tiers (see the module's docstring)."""
     if comm.group <= 1 or comm.count == 0:
-        return 0.0, 0.0, 0.0, 0.0
+        return TwoTier()
     h, m = host_split(comm.group, stride, chips_per_host)
-    bw = lat = dcn_s = dcn_bytes = 0.0
+    out = TwoTier()
     for tier, kind, nbytes, group in host_phases(comm.kind, comm.bytes, h, m):
+        phase = Comm(comm.what, comm.scope, kind, group, nbytes, comm.count)
+        passes = collective_passes(phase)
         if tier == "host":
-            b, t = collective_time(Comm(comm.what, comm.scope, kind, group, nbytes, comm.count),
-                                   chip, _torus_axes(chip, group))
+            b, t = collective_time(phase, chip, _torus_axes(chip, group))
+            out += TwoTier(b, t, passes)
         else:
             b, t = (comm.count * x for x in dcn_time(kind, nbytes, group, chip))
-            dcn_s, dcn_bytes = dcn_s + b + t, dcn_bytes + comm.count * wire_bytes(kind, nbytes,
-                                                                                   group)
-        bw, lat = bw + b, lat + t
-    return bw, lat, dcn_s, dcn_bytes
+            out += TwoTier(b, t, passes, b, t, passes,
+                           comm.count * wire_bytes(kind, nbytes, group))
+    return out
 
 
 @dataclass(frozen=True)
 class HostsComms(LayoutComms):
     """A layout's priced collectives on chips spread over hosts of `chips_per_host`: the
-    totals of `LayoutComms`, and the share of them spent on the data-centre network."""
+    totals of `LayoutComms` (the DCN's phases included), and the DCN's share of them."""
 
     chips_per_host: int = 1
-    dcn_s: float = 0.0               # DCN seconds (bandwidth and latency) of the pass
+    dcn_bandwidth_s: float = 0.0     # DCN wire bytes over the DCN bandwidth, the pass
+    dcn_latency_s: float = 0.0       # DCN passes' latency
+    dcn_passes: int = 0              # passes over the DCN (among `passes`)
     dcn_bytes_sent: float = 0.0      # wire bytes one chip sends over the DCN
 
+    @property
+    def dcn_s(self) -> float:
+        """The DCN's seconds on the bare roofline: bandwidth time and latency."""
+        return self.dcn_bandwidth_s + self.dcn_latency_s
 
-def _strides(layout: str, X: int, YZ: int, comms: list[Comm]) -> list[int]:
+
+def _groups(layout: str, chips: int, X: int) -> list[tuple[int, int]]:
+    """(group, stride) of each kind of group of the layout (X is Y for expert-parallel)."""
     if layout == "2d-ws":
-        return [YZ if c.scope in WS2D_X_SCOPES else 1 for c in comms]
-    return [1] * len(comms)         # 1d-ws: the whole mesh, or its trailing Z axes
+        return [(chips // X, 1), (X, chips // X)]
+    if layout == "expert-parallel":
+        return [(X, 1), (chips // X, X)]
+    return [(chips, 1)]
+
+
+def _stride(layout: str, X: int, YZ: int, comm: Comm) -> int:
+    if layout == "2d-ws":
+        return YZ if comm.scope in WS2D_X_SCOPES else 1
+    if layout == "expert-parallel":                     # X is Y; Z groups are Y apart
+        return X if comm.scope in EP_Z_SCOPES else 1
+    return 1                        # 1d-ws: the whole mesh, or its trailing Z axes
 
 
 def layout_host_problem(layout: str, chips: int, chips_per_host: int, X: int = 1) -> str | None:
-    """Why `layout` (with its X) does not line up with hosts of `chips_per_host` (None when
-    it does, or when the chips fit in one host)."""
+    """Why `layout` (with its X, or Y for expert-parallel) does not line up with hosts of
+    `chips_per_host` (None when it does, or when the chips fit in one host)."""
     if chips <= chips_per_host:
         return None
     if chips % chips_per_host:
         return f"{chips} chips do not fill whole hosts of {chips_per_host}"
-    YZ = chips // X
-    groups = [(YZ, 1), (X, YZ)] if layout == "2d-ws" else [(chips, 1)]
-    for group, stride in groups:
+    for group, stride in _groups(layout, chips, X):
         try:
             host_split(group, stride, chips_per_host)
         except ValueError as err:
-            return f"{layout} with X={X} on {chips} chips: {err}"
+            return f"{layout} with {'Y' if layout == 'expert-parallel' else 'X'}={X} on " \
+                   f"{chips} chips: {err}"
     return None
 
 
 def hosts_layout_comms(cfg: ModelConfig, chip: Chip, chips: int, chips_per_host: int,
                        batch: int, tokens: int, layout: str, X: int = 1,
                        act_bytes: float = 2) -> HostsComms:
-    """`layout_comms.layout_comms` on chips spread over hosts: every collective of the pass
-    priced on both tiers. ValueError when the layout cannot split the model, does not line
-    up with the hosts, or the chip lacks a figure."""
-    base = layout_comms(cfg, chip, chips, batch, tokens, layout, X, act_bytes)   # checks
+    """The layout's collectives (`layout_comms.layout_comms`, or `expert_parallel_comms`
+    with X as Y) on chips spread over hosts: every collective of the pass priced on both
+    tiers. ValueError when the layout cannot split the model, does not line up with the
+    hosts, or the chip lacks a figure."""
+    base = _one_domain(cfg, chip, chips, batch, tokens, layout, X, act_bytes)     # checks
     problem = layout_host_problem(layout, chips, chips_per_host, X)
     if problem:
         raise ValueError(problem)
     if layout == "1d-ws":
         comms = ws1d_collectives(cfg, batch, tokens, chips, bytes_per_element=act_bytes)
-    else:
+    elif layout == "2d-ws":
         comms = ws2d_collectives(cfg, batch, tokens, X, chips // X, bytes_per_element=act_bytes)
-    bw = lat = dcn_s = dcn_bytes = 0.0
-    for c, stride in zip(comms, _strides(layout, X, chips // X, comms)):
-        b, t, d, sent = two_tier_time(c, chip, chips_per_host, stride)
-        bw, lat, dcn_s, dcn_bytes = bw + b, lat + t, dcn_s + d, dcn_bytes + sent
-    return HostsComms(base.layout, base.X, base.YZ, bw, lat, base.bytes_sent, base.collectives,
-                      chips_per_host, dcn_s, dcn_bytes)
+    else:
+        comms = expert_parallel_collectives(cfg, batch, tokens, chips // X, X,
+                                            kv_heads=math.gcd(cfg.K, X),
+                                            bytes_per_element=act_bytes)
+    t = TwoTier()
+    for c in comms:
+        t += two_tier_time(c, chip, chips_per_host, _stride(layout, X, chips // X, c))
+    return HostsComms(base.layout, base.X, base.YZ, t.bandwidth_s, t.latency_s,
+                      base.bytes_sent, base.collectives, t.passes, chips_per_host,
+                      t.dcn_bandwidth_s, t.dcn_latency_s, t.dcn_passes, t.dcn_bytes)
+
+
+def _one_domain(cfg: ModelConfig, chip: Chip, chips: int, batch: int, tokens: int,
+                layout: str, X: int, act_bytes: float) -> LayoutComms:
+    if layout == "expert-parallel":
+        return expert_parallel_comms(cfg, chip, chips, batch, tokens, Y=X, act_bytes=act_bytes)
+    return layout_comms(cfg, chip, chips, batch, tokens, layout, X, act_bytes)
 
 
 def priced_layout(cfg: ModelConfig, chip: Chip, chips: int, batch: int, tokens: int,
                   layout: str, X: int = 1, act_bytes: float = 2,
                   chips_per_host: int | None = None) -> LayoutComms:
-    """The layout's collectives priced on one interconnect domain (`layout_comms`), or, when
-    the chips spread over several hosts of `chips_per_host`, on both tiers."""
+    """The layout's collectives priced on one interconnect domain (`layout_comms`,
+    `expert_parallel_comms` with X as Y), or, when the chips spread over several hosts of
+    `chips_per_host`, on both tiers (`hosts_layout_comms`)."""
     if chips_per_host is None or chips <= chips_per_host:
-        return layout_comms(cfg, chip, chips, batch, tokens, layout, X, act_bytes)
+        return _one_domain(cfg, chip, chips, batch, tokens, layout, X, act_bytes)
     return hosts_layout_comms(cfg, chip, chips, chips_per_host, batch, tokens, layout, X,
                               act_bytes)

@@ -5,20 +5,25 @@ served from `chips` chips with P parameters, A of them active per token:
 
     memory      param_bytes + copies · kv_bytes ≤ chips · HBM                    (chapter 5)
     decode      attention = max(attention FLOPs / C, copies · kv_bytes / W)
-                weights   = max(2·B·A / C, weight bytes the step reads / W)
+                weights   = max(2·B·(matmul weights) / C, weight bytes the step reads / W)
                 step      = max(attention + weights, comm bandwidth) + comm latency
-    prefill     max(forward FLOPs / C, weights read + cache written / W), same comm rule
+    prefill     max(forward FLOPs / C, weights read + cache written / W), its collectives
+                overlapped or after the work (`prefill_overlap`)
+    generation  prefill(T) + Σ decode steps from T + 1 to T + N − 1          (`--output N`)
 
 with C and W the chips' FLOP/s and bandwidth together (chapters 2-4): each step a `StepCost`
-handed to the library's one step-time formula, `step_cost.step_time`. The communication is
-that of the library's 1D or 2D weight-stationary layout (`layout_comms`: chapters 8-10), its
-bytes overlapping with the work and its latencies not (kipply's rule, chapter 4); chips spread
-over hosts pay the data-centre network for what crosses between them (`dcn_comms`). A mixture of
-experts reads the experts its batch touches, E·(1 − (1 − k/E)^B) per layer
-(`params.expected_experts`), and the critical batch is where its FLOPs catch up with that
-growing read. Latent attention runs decode in its absorbed form, attending over the latent
-(2·R_kv + H_rope FLOPs per score and value per head), and, having no heads to split, keeps
-every chip's copy of the whole latent cache (`copies` = chips).
+(`estimate_steps`) handed to the library's one step-time formula, `step_cost.step_time`,
+under an `Efficiency`: the bare roofline the chapters teach (`efficiency="ideal"`) or what
+the published measurements say a chip achieves (`"calibrated"`, the default, the chip's
+fitted fractions and fixed costs, `efficiency_defaults`). The communication is that of the
+library's 1D or 2D weight-stationary layout or, for a mixture of experts, its expert-parallel
+layout (`layout_comms`: chapters 8-10 and 14), whichever makes the faster decode step;
+chips spread over hosts pay the data-centre network for what crosses between them
+(`dcn_comms`, under the same efficiency as every other collective).
+A mixture of experts reads the experts its batch touches, E·(1 − (1 − k/E)^B) per layer
+(`params.expected_experts`); a step reads B rows of the input embedding, not the table.
+Latent attention runs decode in its absorbed form and, having no heads to split, keeps every
+tensor-parallel chip's copy of the whole latent cache (`copies`).
 """
 
 from __future__ import annotations
@@ -29,30 +34,28 @@ from typing import Any
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
-from inferbook.perf.dcn_comms import HostsComms, layout_host_problem, priced_layout
-from inferbook.perf.decode_attention_cost import decode_attention_flops
+from inferbook.perf import estimate_inputs as inputs
+from inferbook.perf.dcn_comms import HostsComms
 from inferbook.perf.decode_roofline import DecodeEstimate
-from inferbook.perf.estimate_inputs import (
-    check_setting,
-    element_bytes,
-    kv_format,
-    weight_format,
-)
+from inferbook.perf.efficiency import Efficiency
+from inferbook.perf.estimate_plan import EstimatePlan, plan_estimate
+from inferbook.perf.estimate_steps import model_bytes_read, weight_bytes_read
+from inferbook.perf.generation_time import costs_per_million, generation_seconds
 from inferbook.perf.hardware import Chip
-from inferbook.perf.layout_comms import LayoutComms, layout_candidates
 from inferbook.perf.roofline import batches_that_fit, peak_flops_per_s
-from inferbook.perf.step_cost import StepCost, Work, step_time
+from inferbook.perf.step_breakdown import StepBreakdown, breakdown
 
-__all__ = ["Estimate", "estimate", "weight_bytes_read",
-           "critical_batch_moe"]
+__all__ = ["Estimate", "estimate", "estimate_from_plan", "critical_batch_moe",
+           "weight_bytes_read"]
+
 
 @dataclass(frozen=True)
 class Estimate(DecodeEstimate):
-    """One row of `inferbook estimate`; book/estimate_reference.md defines every field.
+    """One row of `inferbook estimate`; book/estimate_reference.py defines every field.
 
     The fields of the sources' decode estimate (`decode_roofline.DecodeEstimate`: parameters, bytes,
     whether they fit, critical batch, step time, throughput), then what the command adds:
-    the setting, formats, experts, communication and prefill.
+    the setting, formats, efficiency, experts, communication, prefill, generation and price.
     """
 
     model: str
@@ -61,21 +64,35 @@ class Estimate(DecodeEstimate):
     layout: str | None
     layout_x: int
     layout_yz: int
+    expert_chips: int
     batch: int
     context: int
     prompt: int
     weights: str
     kv: str
+    compute: str
     weight_bytes: float
     kv_bytes_per_element: float
     active_params: int
     experts_touched: float | None
     weight_bytes_read: float
+    efficiency: str
+    mbu: float
+    mfu: float
     comm_time_s: float
     tokens_per_s_per_user: float
     tokens_per_s_per_chip: float
+    prefill_overlap: bool
     prefill_time_s: float
     ttft_s: float
+    output: int | None
+    generation_time_s: float | None
+    output_tokens_per_s: float | None
+    price_per_chip_hour: float | None
+    usd_per_million_tokens: float | None
+    usd_per_million_prompt_tokens: float | None
+    usd_per_million_output_tokens: float | None
+    breakdown: StepBreakdown
     warnings: tuple[str, ...] = ()
     chips_per_host: int | None = None      # None: every chip in one interconnect domain
     dcn_time_s: float = 0.0                # of comm_time_s, spent on the data-centre network
@@ -84,16 +101,6 @@ class Estimate(DecodeEstimate):
         out = asdict(self)
         out["warnings"] = list(self.warnings)
         return out
-
-
-def weight_bytes_read(cfg: ModelConfig, total_bytes: float, expert_bytes: float,
-                      tokens: int) -> float:
-    """Weight bytes a pass over `tokens` tokens reads: all of them, except that each MoE layer
-    reads only the experts its tokens touch, `expected_experts` of E."""
-    if cfg.moe is None:
-        return total_bytes
-    touched = params.expected_experts(cfg.moe.E, cfg.moe.k, tokens) / cfg.moe.E
-    return total_bytes - expert_bytes + expert_bytes * touched
 
 
 def critical_batch_moe(cfg: ModelConfig, total_bytes: float, expert_bytes: float,
@@ -124,104 +131,99 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
              prompt: int | None = None, chips: int = 1, layout: str | None = None,
              weights: str | quant.WeightFormat = "bf16", kv: str = "bf16",
              weight_bytes: float | None = None, kv_bytes: float | None = None,
-             compute: str = "bf16", strict: bool = False,
+             compute: str = "bf16", efficiency: Efficiency | str = "calibrated",
+             mbu: float | None = None, mfu: float | None = None,
+             prefill_overlap: bool | None = None, output: int | None = None,
+             price_per_chip_hour: float | None = None, strict: bool = False,
              chips_per_host: int | None = None) -> Estimate:
     """Estimate serving `cfg` on `chips` chips: one decode step of `batch` sequences holding
-    `context` tokens each (default: the model's positions), and the prefill of `prompt`-token
-    prompts (default: the context). `layout` None picks the faster layout that splits the
-    model. `weights`/`kv` are storage formats (`quant`); `weight_bytes`/`kv_bytes` instead
-    set plain bytes per parameter / per cached element, as the sources do. `chips_per_host`
-    spreads the chips over hosts of that many (one interconnect domain each): collectives
-    that leave a host are priced on the data-centre network too (`dcn_comms`).
+    `context` tokens each (default: the model's positions), the prefill of `prompt`-token
+    prompts (default: the context) and, given `output`, the whole generation of `output`
+    tokens after it. `layout` None picks the layout with the faster decode step.
+    `weights`/`kv` are storage formats (`quant`); `weight_bytes`/`kv_bytes` instead set
+    plain bytes per parameter / per cached element, as the sources do; `compute` is the
+    format the matmuls run in ('bf16', 'fp8', 'int8').
+
+    `efficiency` is "calibrated" (the chip's fitted efficiency), "ideal" (the bare
+    roofline) or an `Efficiency`; `mbu`/`mfu` replace its bandwidth / FLOP/s fractions.
+    `prefill_overlap` None takes the efficiency's choice. `price_per_chip_hour` (dollars)
+    adds costs per million tokens. `chips_per_host` spreads the chips over hosts of that
+    many (one interconnect domain each): collectives that leave a host are priced on the
+    data-centre network too (`dcn_comms`).
 
     Raises `estimate_inputs.EstimateInputError` (a ValueError naming the input) on bad input,
     the same checks `inferbook estimate` makes, and on a context beyond the model's positions
     when `strict` (otherwise a warning in the result); ValueError on a figure that does not
     come out finite.
     """
-    S, T, warnings = check_setting(cfg, chip, batch=batch, context=context, prompt=prompt,
-                                   chips=chips, layout=layout, strict=strict,
-                                   chips_per_host=chips_per_host)
-    B, n = batch, chips
-    fmt = weight_format(weights)
+    plan = plan_estimate(cfg, chip, batch=batch, context=context, prompt=prompt, chips=chips,
+                         layout=layout, weights=weights, kv=kv, weight_bytes=weight_bytes,
+                         kv_bytes=kv_bytes, compute=compute, efficiency=efficiency, mbu=mbu,
+                         mfu=mfu, prefill_overlap=prefill_overlap, output=output,
+                         strict=strict, chips_per_host=chips_per_host)
+    price = None if price_per_chip_hour is None else inputs.price("price", price_per_chip_hour)
+    return estimate_from_plan(plan, price)
+
+
+def estimate_from_plan(plan: EstimatePlan, price_per_chip_hour: float | None = None
+                       ) -> Estimate:
+    """The `Estimate` of a plan (`estimate_plan.plan_estimate`): every step priced."""
+    cfg, chip, eff, share = plan.cfg, plan.chip, plan.efficiency, plan.share
+    B, S, T, n, N_out, mb, e = (plan.batch, plan.context, plan.prompt, plan.chips, plan.output,
+                                plan.weights, plan.kv_element_bytes)
     P, A = params.param_count(cfg), params.active_param_count(cfg)
-    if weight_bytes is None:
-        pbytes, wlabel = quant.weight_bytes(cfg, fmt), fmt.label
-        ebytes = quant.weight_bytes(cfg, fmt, ("expert",))
-    else:
-        wb = element_bytes("weight_bytes", weight_bytes)
-        routed = sum(t.size for t in params.tensors(cfg) if t.role == "expert")
-        pbytes, ebytes, wlabel = P * wb, routed * wb, f"{wb:g} bytes"
-    e = (quant.kv_element_bytes(cfg, kv_format(kv)) if kv_bytes is None
-         else element_bytes("kv_bytes", kv_bytes))
-    klabel = kv if kv_bytes is None else f"{e:g} bytes"
-    W, C = chip.hbm_bytes_per_s, peak_flops_per_s(chip, compute)
-    copies = n if cfg.mla is not None else 1          # the latent has no heads to split
+    W, C = chip.hbm_bytes_per_s, peak_flops_per_s(chip, plan.compute)
+    decode = plan.decode_cost()
+    step = plan.seconds(decode)
+    prefill = plan.seconds(plan.prefill_cost())
+    gen = None if N_out is None else generation_seconds(
+        lambda ctx: plan.seconds(plan.decode_cost(ctx)), prefill, T, N_out)
     kv_total = counts.kv_cache_bytes(cfg, B, S, e)
     hbm = n * chip.hbm_bytes
-    per_seq = copies * counts.kv_cache_bytes(cfg, 1, S, e)
-
-    # Decode: attention, then the weights the batch touches; then the layout's collectives.
-    read = weight_bytes_read(cfg, pbytes, ebytes, B)
-    decode = (Work("attention", decode_attention_flops(cfg, B, S), copies * kv_total),
-              Work("weights", 2 * B * A, read))
-    layouts = _layouts(cfg, chip, n, B, layout, chips_per_host)
-    comm, step = min(((c, step_time(StepCost(decode, c.bandwidth_s, c.latency_s), chip, n,
-                                    compute)) for c in layouts), key=lambda pair: pair[1])
-
-    # Prefill: the forward pass over every prompt (attention's full T×T rectangle, as the
-    # library's FLOP counter counts it), the weights its B·T tokens touch, the cache written.
-    moved = (weight_bytes_read(cfg, pbytes, ebytes, B * T)
-             + copies * counts.kv_cache_bytes(cfg, B, T, e))
-    pre_comm = (comm if n == 1 else
-                priced_layout(cfg, chip, n, B, T, comm.layout, comm.X,
-                              chips_per_host=chips_per_host))
-    prefill = step_time(StepCost((Work("forward pass", counts.forward_flops(
-        cfg, B, T, T, logits_for=1), moved),), pre_comm.bandwidth_s, pre_comm.latency_s),
-        chip, n, compute)
-
-    total = pbytes + copies * kv_total
+    weights_held = mb.total + (share.weight_copies - 1) * (mb.total - mb.experts)
+    per_seq = share.cache_copies * counts.kv_cache_bytes(cfg, 1, S, e)
+    total = weights_held + share.cache_copies * kv_total
+    warnings = list(plan.warnings)
     if total > hbm:
         warnings.append(
             f"batch {B:,} at context {S:,} does not fit: weights + KV cache need "
             f"{_gb(total)}, {n} × {chip.name} hold "
             f"{_gb(hbm)}; the largest batch that fits is "
-            f"{batches_that_fit(hbm - pbytes, per_seq):,}")
+            f"{batches_that_fit(hbm - weights_held, per_seq):,}")
+    c = share.comms
+    dcn = (c.dcn_bandwidth_s / eff.link + c.dcn_latency_s + c.dcn_passes * eff.pass_overhead_s
+           if isinstance(c, HostsComms) else 0.0)
     out = Estimate(
-        model=cfg.name, hardware=chip.name, chips=n, layout=comm.layout if n > 1 else None,
-        layout_x=comm.X, layout_yz=comm.YZ, batch=B, context=S, prompt=T, weights=wlabel,
-        kv=klabel, weight_bytes=pbytes / P, kv_bytes_per_element=e, params=P, active_params=A,
-        param_bytes=pbytes, kv_bytes_per_token=counts.kv_bytes_per_token(cfg, e),
-        kv_bytes=kv_total, total_bytes=total, hbm_bytes=hbm, fits=total <= hbm,
-        max_batch=batches_that_fit(hbm - pbytes, per_seq),
-        critical_batch=critical_batch_moe(cfg, pbytes, ebytes, 2 * A, C, W),
+        model=cfg.name, hardware=chip.name, chips=n, layout=c.layout if n > 1 else None,
+        layout_x=c.X, layout_yz=c.YZ, expert_chips=share.experts_over,
+        batch=B, context=S, prompt=T, weights=plan.weights_label, kv=plan.kv_label,
+        compute=plan.compute, weight_bytes=mb.total / P, kv_bytes_per_element=e, params=P,
+        active_params=A, param_bytes=mb.total, kv_bytes_per_token=counts.kv_bytes_per_token(
+            cfg, e), kv_bytes=kv_total, total_bytes=total, hbm_bytes=hbm, fits=total <= hbm,
+        max_batch=batches_that_fit(hbm - weights_held, per_seq),
+        critical_batch=critical_batch_moe(cfg, mb.total, mb.experts, 2 * A, C, W),
         experts_touched=(params.expected_experts(cfg.moe.E, cfg.moe.k, B)
                          if cfg.moe is not None else None),
-        weight_bytes_read=read, comm_time_s=comm.bandwidth_s + comm.latency_s,
-        step_time_lower_bound_s=(copies * kv_total + read) / (n * W), step_time_s=step,
+        weight_bytes_read=model_bytes_read(cfg, mb, B), efficiency=eff.name, mbu=eff.mbu,
+        mfu=eff.mfu(plan.compute),
+        comm_time_s=(c.bandwidth_s / eff.link + c.latency_s
+                     + c.passes * eff.pass_overhead_s),
+        step_time_lower_bound_s=decode.bytes / (share.chips * W), step_time_s=step,
         tokens_per_s=B / step, tokens_per_s_per_user=1 / step,
-        tokens_per_s_per_chip=B / step / n, prefill_time_s=prefill, ttft_s=prefill,
-        warnings=tuple(warnings), chips_per_host=chips_per_host,
-        dcn_time_s=comm.dcn_s if isinstance(comm, HostsComms) else 0.0)
+        tokens_per_s_per_chip=B / step / n,
+        prefill_overlap=(eff.prefill_overlap if plan.prefill_overlap is None
+                         else plan.prefill_overlap),
+        prefill_time_s=prefill, ttft_s=prefill, output=N_out, generation_time_s=gen,
+        output_tokens_per_s=None if gen is None else B * N_out / gen,
+        price_per_chip_hour=price_per_chip_hour,
+        **costs_per_million(price_per_chip_hour, n, B, step, prefill, T, gen, N_out),
+        breakdown=breakdown(cfg, decode, chip, share.chips, plan.compute, eff, B, step, dcn),
+        warnings=tuple(warnings), chips_per_host=plan.chips_per_host, dcn_time_s=dcn)
     for key, value in out.as_dict().items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{key} comes out {value} for these inputs: a figure of the "
                              "hardware or the bytes is out of range")
     return out
-
-
-def _layouts(cfg: ModelConfig, chip: Chip, n: int, B: int, layout: str | None,
-             chips_per_host: int | None = None) -> list[LayoutComms]:
-    """The priced decode collectives of every layout (and 2D split) that can serve (and,
-    over hosts, lines up with them)."""
-    if n == 1:
-        return [LayoutComms(layout or "1d-ws", 1, 1, 0.0, 0.0, 0.0, 0)]
-    candidates, _ = layout_candidates(cfg, n, B, layout)     # never empty: check_setting
-    if chips_per_host is not None:
-        candidates = [(name, X) for name, X in candidates
-                      if not layout_host_problem(name, n, chips_per_host, X)]
-    return [priced_layout(cfg, chip, n, B, 1, name, X, chips_per_host=chips_per_host)
-            for name, X in candidates]
 
 
 def _gb(nbytes: float) -> str:

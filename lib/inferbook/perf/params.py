@@ -1,9 +1,11 @@
 """Every parameter of a transformer, tensor by tensor, from its config alone.
 
 `tensors(cfg)` lists the weights of each family the library describes (Llama, Qwen2/3 with
-their biases and q/k norms, Gemma-2's four norms per layer, GPT-2's LayerNorms and learned
-positions, mixtures of experts with routers, shared experts and score biases, DeepSeek's
-latent attention) with their shapes, how many layers hold them and the role they play. The
+their biases and q/k norms of every scope, Gemma-2/3's four norms per layer, OLMo-2's two
+after the branches, a parallel block's one or two, LayerNorms with and without biases,
+GPT-2's learned positions, Phi's logit bias, mixtures of experts with routers, shared experts
+and score biases, DeepSeek's latent attention) with their shapes, how many layers hold them
+and the role they play. The
 counts the rest of the book uses are sums over that one list, so a feature is counted in one
 place: `param_counts` groups it by component, `param_count` adds it up, `active_param_count`
 keeps what one token touches, and `quant.weight_bytes` prices it in any storage format.
@@ -77,7 +79,11 @@ def _attention(cfg: ModelConfig, L: int) -> list[Tensor]:
         if cfg.qkv_bias:
             out.append(Tensor("qkv_bias", "attention", (N * H + 2 * K * H,), L, "vector"))
         if cfg.qk_norm:
-            out.append(Tensor("qk_norms", "attention", (2 * H,), L, "vector"))
+            # one gain of H shared by the heads, a gain per head, or one over the whole
+            # projection (N·H and K·H: the same count); LayerNorm adds its bias.
+            width = 2 * H if cfg.qk_norm_scope == "head" else (N + K) * H
+            biased = (cfg.qk_norm_kind or cfg.norm) == "layer"
+            out.append(Tensor("qk_norms", "attention", ((1 + biased) * width,), L, "vector"))
     if cfg.o_bias:
         out.append(Tensor("o_bias", "attention", (D,), L, "vector"))
     return out
@@ -121,10 +127,12 @@ def tensors(cfg: ModelConfig) -> list[Tensor]:
         if moe.shared_gate:
             out.append(Tensor("shared_gate", "shared_experts", (D, 1), moe_layers, "router"))
     per_norm = 2 if cfg.norm == "layer" else 1              # LayerNorm has a bias too
-    block_norms = 4 if cfg.sandwich_norm else 2
+    block_norms = len(cfg.block_norms)                      # 1 (one parallel norm) to 4
     out.append(Tensor("norms", "norms", (per_norm * D,), block_norms * L + 1, "vector"))
     if not cfg.tied_embeddings:
         out.append(Tensor("unembed", "unembedding", (D, V), 1, "unembedding"))
+    if cfg.unembed_bias:
+        out.append(Tensor("unembed_bias", "unembedding", (V,), 1, "vector"))
     return out
 
 

@@ -1,17 +1,20 @@
 """The estimator beside the world's published measurements: what it predicts for each point.
 
 For every point of `inferbook.perf.published_points` this runs the estimate `inferbook estimate`
-gives — the bare roofline, no efficiency applied — with the point's chip, chips per replica,
-model, formats, batch and lengths, and converts it into the quantity the source measured:
+gives — the bare roofline (`efficiency="ideal"`, the default here: the baseline) or under an
+efficiency, the chip's calibrated one or any other — with the point's chip, chips per
+replica, model, formats, compute format, batch and lengths, and converts it into the quantity
+the source measured:
 
     decode rate         1 / step(B, S)                    (one sequence's tokens per second)
     generation rate     dp · B · O / (prefill(B, P) + Σ_{i=1}^{O−1} step(B, P + i))
     time to first token prefill(B, P)
 
 with B the sequences each replica serves (batch / dp), P the prompt and O the output. The
-decode steps of a long generation are summed over at most `MAX_STEP_SAMPLES` groups of
-consecutive steps, each group priced at its middle context: a step's time is piecewise linear
-in the context, so the sum is exact but for the kinks.
+decode steps of a long generation are summed as `generation_time` sums them (at most
+`MAX_STEP_SAMPLES` groups of consecutive steps, each priced at its middle context). Each point
+is a `PointCosts`: its estimate's plan and the steps whose times add up to what was measured,
+so that a calibration (`efficiency_fit`) can price them under many efficiencies at once.
 
 Every point gets a *time ratio*, predicted time over measured time (for a rate, measured rate
 over predicted rate): below 1 the estimate is optimistic. `error_factor` is the geometric
@@ -27,17 +30,19 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 from inferbook.model.presets import get_preset
-from inferbook.perf.estimator import Estimate, estimate
+from inferbook.perf.efficiency import Efficiency
+from inferbook.perf.estimate_plan import EstimatePlan, plan_estimate
+from inferbook.perf.generation_time import MAX_STEP_SAMPLES, step_groups
 from inferbook.perf.hardware import CHIPS
 from inferbook.perf.published_points import PublishedPoint, load_points
+from inferbook.perf.step_cost import StepCost
 
-__all__ = ["Comparison", "MAX_STEP_SAMPLES", "predict", "compare_points", "error_factor",
-           "baseline_summary", "main"]
-
-MAX_STEP_SAMPLES = 64
+__all__ = ["Comparison", "MAX_STEP_SAMPLES", "PointCosts", "point_costs", "measured_seconds",
+           "predict",
+           "compare_points", "error_factor", "baseline_summary", "main"]
 
 
 @dataclass(frozen=True)
@@ -54,58 +59,87 @@ class Comparison:
     fits: bool               # the estimator finds weights and cache fit the chips
 
 
-def _estimate(p: PublishedPoint, batch: int, context: int, prompt: int | None = None
-              ) -> Estimate:
-    """`inferbook estimate` for one replica of the point: its tensor-parallel chips, the 1D
-    weight-stationary layout that tensor parallelism is (the estimator's own choice where the
-    experts are split instead, a layout it does not have)."""
+def _plan(p: PublishedPoint, batch: int, context: int, prompt: int | None,
+          efficiency: Efficiency | str, output: int | None = None) -> EstimatePlan:
+    """`inferbook estimate`'s plan for one replica of the point: its tensor-parallel chips, the
+    1D weight-stationary layout that tensor parallelism is (the estimator's own choice where
+    the experts are split instead), the formats and compute format it ran."""
     layout = "1d-ws" if p.tp > 1 and p.ep == 1 else None
-    return estimate(get_preset(p.model), CHIPS[p.chip], batch=batch, context=context,
-                    prompt=prompt, chips=p.tp, layout=layout, weights=p.weights, kv=p.kv)
+    return plan_estimate(get_preset(p.model), CHIPS[p.chip], batch=batch, context=context,
+                         prompt=prompt, chips=p.tp, layout=layout, weights=p.weights, kv=p.kv,
+                         compute=p.compute, efficiency=efficiency, output=output)
 
 
-def _step_groups(steps: int) -> list[tuple[int, int]]:
-    """(count, middle step) of at most MAX_STEP_SAMPLES runs of consecutive steps 1..steps."""
-    groups = min(steps, MAX_STEP_SAMPLES)
-    if groups < 1:
-        return []
-    edges = [1 + steps * g // groups for g in range(groups + 1)]
-    return [(hi - lo, (lo + hi - 1) // 2) for lo, hi in zip(edges, edges[1:])]
+@dataclass(frozen=True)
+class PointCosts:
+    """A point's plan and the steps its measured time spans: (count, step) pairs whose
+    times add up, and whether the deployment fits in memory by the estimator's count."""
+
+    point: PublishedPoint
+    plan: EstimatePlan
+    steps: tuple[tuple[int, StepCost], ...]
+    fits: bool
+
+    def seconds(self, efficiency: Efficiency | None = None) -> float:
+        """The time the steps take under `efficiency` (default: the plan's)."""
+        return sum(count * self.plan.seconds(cost, efficiency) for count, cost in self.steps)
+
+    def value(self, efficiency: Efficiency | None = None) -> float:
+        """The point's quantity, in its unit, under `efficiency`."""
+        p, seconds = self.point, self.seconds(efficiency)
+        if p.quantity == "decode_tokens_per_s_per_sequence":
+            return 1 / seconds
+        if p.quantity == "ttft_ms":
+            return 1000 * seconds
+        rate = p.batch * p.output / seconds
+        return rate / p.chips if p.quantity == "output_tokens_per_s_per_chip" else rate
 
 
-def _generation_s(p: PublishedPoint, B: int) -> tuple[float, bool]:
-    """Seconds to prefill B prompts and decode the rest of `output` tokens, and whether the
-    longest context fits."""
-    prompt, output = p.prompt, p.output
-    first = _estimate(p, B, prompt + output, prompt=prompt)
-    total = first.prefill_time_s
-    for count, middle in _step_groups(output - 1):
-        total += count * _estimate(p, B, prompt + middle).step_time_s
-    return total, first.fits
+def point_costs(p: PublishedPoint, efficiency: Efficiency | str = "ideal") -> PointCosts:
+    """The steps of the point's measured quantity, planned under `efficiency`."""
+    from inferbook.perf.estimator import estimate_from_plan
 
-
-def predict(p: PublishedPoint) -> tuple[float, bool]:
-    """The estimator's value of the point's quantity, in the point's unit, and whether the
-    deployment fits in memory by the estimator's count."""
     B = p.batch // p.dp
     if p.quantity == "decode_tokens_per_s_per_sequence":
-        est = _estimate(p, B, p.context)
-        return 1 / est.step_time_s, est.fits
+        plan = _plan(p, B, p.context, None, efficiency)
+        return PointCosts(p, plan, ((1, plan.decode_cost()),), estimate_from_plan(plan).fits)
     if p.quantity == "ttft_ms":
-        est = _estimate(p, B, p.prompt, prompt=p.prompt)
-        return 1000 * est.prefill_time_s, est.fits
-    seconds, fits = _generation_s(p, B)
-    rate = p.batch * p.output / seconds
-    if p.quantity == "output_tokens_per_s_per_chip":
-        rate /= p.chips
-    return rate, fits
+        plan = _plan(p, B, p.prompt, p.prompt, efficiency)
+        return PointCosts(p, plan, ((1, plan.prefill_cost()),), estimate_from_plan(plan).fits)
+    plan = _plan(p, B, p.prompt + p.output, p.prompt, efficiency, p.output)
+    steps = [(1, plan.prefill_cost())]
+    steps += [(count, plan.decode_cost(p.prompt + middle))
+              for count, middle in step_groups(p.output - 1)]
+    return PointCosts(p, plan, tuple(steps), estimate_from_plan(plan).fits)
 
 
-def compare_points(points: list[PublishedPoint] | None = None) -> list[Comparison]:
-    """A Comparison for every point (every published point by default)."""
+def measured_seconds(p: PublishedPoint) -> float:
+    """The time the point's measured quantity stands for: a decode step (1 / rate), the
+    prefill (ms / 1000), or the whole generation (batch · output / deployment's rate)."""
+    if p.quantity == "decode_tokens_per_s_per_sequence":
+        return 1 / p.value
+    if p.quantity == "ttft_ms":
+        return p.value / 1000
+    rate = p.value * (p.chips if p.quantity == "output_tokens_per_s_per_chip" else 1)
+    return p.batch * p.output / rate
+
+
+def predict(p: PublishedPoint, efficiency: Efficiency | str = "ideal") -> tuple[float, bool]:
+    """The estimator's value of the point's quantity, in the point's unit, and whether the
+    deployment fits in memory by the estimator's count."""
+    costs = point_costs(p, efficiency)
+    return costs.value(), costs.fits
+
+
+def compare_points(points: list[PublishedPoint] | None = None,
+                   efficiency: Efficiency | str | Callable[[PublishedPoint], Efficiency]
+                   = "ideal") -> list[Comparison]:
+    """A Comparison for every point (every published point by default), the estimator
+    under `efficiency` (default the bare roofline; "calibrated" for each chip's registry
+    efficiency; or a function giving each point's)."""
     rows = []
     for p in load_points() if points is None else points:
-        value, fits = predict(p)
+        value, fits = predict(p, efficiency(p) if callable(efficiency) else efficiency)
         is_time = p.quantity == "ttft_ms"
         ratio = value / p.value if is_time else p.value / value
         rows.append(Comparison(p.id, p.chip, p.quantity, p.split, p.value, value, ratio, fits))

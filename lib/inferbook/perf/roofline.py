@@ -37,14 +37,16 @@ __all__ = ["peak_flops_per_s", "roofline_time", "matmul_flops", "matmul_bytes",
 
 
 def peak_flops_per_s(chip: Chip, compute: str = "bf16") -> float:
-    """The chip's dense peak: bfloat16 FLOP/s ('bf16') or int8 op/s ('int8')."""
+    """The chip's dense peak: bfloat16 FLOP/s ('bf16'), 8-bit floating-point FLOP/s ('fp8')
+    or int8 op/s ('int8')."""
     if compute == "bf16":
         return chip.bf16_flops_per_s
-    if compute == "int8":
-        if chip.int8_ops_per_s is None:
-            raise ValueError(f"{chip.name} has no int8 peak in the registry")
-        return chip.int8_ops_per_s
-    raise ValueError(f"compute must be 'bf16' or 'int8', got {compute!r}")
+    if compute in ("int8", "fp8"):
+        peak = chip.int8_ops_per_s if compute == "int8" else chip.fp8_flops_per_s
+        if peak is None:
+            raise ValueError(f"{chip.name} has no {compute} peak in the registry")
+        return peak
+    raise ValueError(f"compute must be 'bf16', 'fp8' or 'int8', got {compute!r}")
 
 
 def roofline_time(flops: float, nbytes: float, chip: Chip, compute: str = "bf16") -> float:

@@ -6,14 +6,18 @@ on many chips — by what it computes and moves, and asks `step_time` how long t
     step = max( Σ_parts max(FLOPs / C, bytes / W),  collectives' bandwidth time )
            + collectives' latency
 
-with C and W the peak FLOP/s and memory bandwidth of all the chips together. Each *part*
+with C and W the peak FLOP/s and memory bandwidth of all the chips together (or the fractions
+of them an `efficiency.Efficiency` says a deployment achieves; the default is the bare
+roofline, `efficiency.IDEAL`, which adds nothing). Each *part*
 (`Work`) is an operation that pays its own roofline (`roofline.roofline_time`, on the chips
 together), and the parts run one after another: a decode step's attention, always
 bandwidth-bound, does not hide behind its weight matmuls. The step's collectives are priced
 before they get here (`layout_comms` for the library's layouts, or a source's closed form):
 the bytes they move overlap with the work, their fixed latencies do not, because the next
 layer waits for each message (the rule of "Transformer Inference Arithmetic", Chen 2022, and
-of the scaling book's part 7, Austin et al. 2025).
+of the scaling book's part 7, Austin et al. 2025). A step may instead wait for its collectives'
+bytes too (`overlap=False`: a prefill whose all-reduces run between its matmuls), and under an
+efficiency each pass through the model's layers pays a fixed cost per layer.
 
 The sources' formulas are views of this one: each builds a `StepCost` the way its source
 counts, and calls `step_time`:
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferbook.perf.efficiency import IDEAL, Efficiency
 from inferbook.perf.hardware import Chip
 from inferbook.perf.roofline import peak_flops_per_s
 
@@ -45,11 +50,19 @@ __all__ = ["Work", "StepCost", "work_time", "step_time"]
 @dataclass(frozen=True)
 class Work:
     """One part of a step that pays its own roofline: `flops` FLOPs and `bytes` bytes of
-    memory traffic, over all the chips that share it."""
+    memory traffic, over all the chips that share it. `dequantized` names the storage format
+    of weights the part unpacks into bf16 matmuls as it reads them (weight-only
+    quantization, 'int8', 'int4' or 'fp8'), whose read an efficiency may price apart;
+    `grouped` marks the grouped matmuls of a mixture's routed experts, whose arithmetic an
+    efficiency may price apart too, and `cache` a part whose bytes are the KV cache
+    attention reads."""
 
     name: str
     flops: float
     bytes: float
+    dequantized: str | None = None
+    grouped: bool = False
+    cache: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,12 +70,22 @@ class StepCost:
     """What a step does: its parts, paid one after another, and its priced collectives.
 
     `comm_bandwidth_s` is the time the collectives' bytes take on the interconnect (it
-    overlaps with the parts), `comm_latency_s` their fixed costs (it does not).
+    overlaps with the parts if `overlap`, or by default as the efficiency says for the
+    step's phase: the bare roofline always overlaps), `comm_latency_s` their fixed costs
+    (it does not), `passes` how many collective passes pay them. `layers` is how many layers
+    the step runs through, `moe_layers` how many of them route tokens to experts, and
+    `phase` ('decode' or 'prefill') which kind of pass it is: an efficiency charges a fixed
+    cost per layer of each, and per routing layer.
     """
 
     parts: tuple[Work, ...]
     comm_bandwidth_s: float = 0.0
     comm_latency_s: float = 0.0
+    passes: int = 0
+    layers: int = 0
+    phase: str = "decode"
+    overlap: bool | None = None
+    moe_layers: int = 0
 
     @property
     def flops(self) -> float:
@@ -73,23 +96,33 @@ class StepCost:
         return sum(w.bytes for w in self.parts)
 
 
-def work_time(cost: StepCost, chip: Chip, chips: int = 1, compute: str = "bf16") -> float:
+def work_time(cost: StepCost, chip: Chip, chips: int = 1, compute: str = "bf16",
+              efficiency: Efficiency = IDEAL) -> float:
     """Σ over the parts of max(FLOPs / (chips·C), bytes / (chips·W)): the step's roofline,
-    without its communication."""
-    C = chips * peak_flops_per_s(chip, compute)
-    W = chips * chip.hbm_bytes_per_s
+    without its communication; C and W the fractions of the peaks `efficiency` achieves."""
+    C = chips * peak_flops_per_s(chip, compute) * efficiency.mfu(compute)
     total = 0.0
     for w in cost.parts:
-        total += max(w.flops / C, w.bytes / W)
+        W = chips * chip.hbm_bytes_per_s * efficiency.bandwidth(w.dequantized, w.cache)
+        total += max(w.flops / (C * (efficiency.experts_mfu if w.grouped else 1.0)),
+                     w.bytes / W)
     return total
 
 
-def step_time(cost: StepCost, chip: Chip, chips: int = 1, compute: str = "bf16") -> float:
-    """The time of one step: max(work, collectives' bandwidth time) + collectives' latency.
+def step_time(cost: StepCost, chip: Chip, chips: int = 1, compute: str = "bf16",
+              efficiency: Efficiency = IDEAL) -> float:
+    """The time of one step: max(work, collectives' bandwidth time) + collectives' latency
+    (work + bandwidth time + latency when the step does not overlap them), plus the fixed
+    cost of its layers under `efficiency` (none for the bare roofline, the default).
 
     `chips` chips share the work evenly (their FLOP/s and bandwidth add up); pass per-chip
     parts with `chips=1` when the chips' shares differ. `compute` picks the chip's bfloat16
-    ('bf16') or int8 ('int8') peak.
+    ('bf16'), fp8 ('fp8') or int8 ('int8') peak.
     """
-    return max(work_time(cost, chip, chips, compute), cost.comm_bandwidth_s) \
-        + cost.comm_latency_s
+    e = efficiency
+    work = work_time(cost, chip, chips, compute, e)
+    bandwidth = cost.comm_bandwidth_s / e.link
+    latency = cost.comm_latency_s + cost.passes * e.pass_overhead_s
+    overlap = e.overlaps(cost.phase) if cost.overlap is None else cost.overlap
+    joined = max(work, bandwidth) if overlap else work + bandwidth
+    return joined + latency + e.fixed_s(cost.phase, cost.layers, cost.moe_layers)

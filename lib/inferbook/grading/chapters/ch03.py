@@ -26,6 +26,7 @@ from ..questions import Exact, Function, Mistake, Numeric
 
 V5E, CTX, CHIPS = "TPU v5e", 8192, 8              # the LLaMA-2 13B tables
 E, TOP_K, P2_CONTEXT, SLICE = 16, 2, 128_000, 16   # worked problems 2-6
+WP6 = dict(X=1, Y=8, Z=16)     # problem 6's 8x16 slice: experts [E_Z, D, F_Y], the rest over Y
 WP7 = dict(batch=128, X=8, YZ=32)                   # problem 7 on 256 chips
 
 
@@ -113,6 +114,30 @@ def _p4_step() -> float:
 def _moe(experts: int) -> int:
     """Parameters with `experts` MLPs instead of one (all of them, or the active ones)."""
     return counts.param_count(_m18()) + (experts - 1) * counts.param_counts(_m18())["mlp"]
+
+
+def _wp6_per_chip(split: str = "layout") -> float:
+    """int8 weight bytes on one chip of problem 6's slice. "layout": the question's layout,
+    the experts over all Y·Z chips and every other weight as the 1D layout splits it over Y
+    (`moe_layouts.expert_parallel_param_bytes`); "even": every weight over all the chips;
+    "experts over Z": the experts over Z alone (each expert whole), the rest over Y."""
+    from inferbook.model.features import MoE
+    from inferbook.perf import moe_layouts
+    cfg = _m18().replace(moe=MoE(E=E, k=TOP_K, F=_m18().F))
+    chips = WP6["X"] * WP6["Y"] * WP6["Z"]
+    if split == "even":
+        return counts.param_bytes(cfg, 1) / chips
+    held = moe_layouts.expert_parallel_param_bytes(cfg, **WP6, bytes_per_param=1)
+    if split == "experts over Z":
+        experts = E * counts.param_counts(_m18())["mlp"]
+        held += experts / WP6["Z"] - experts / chips
+    return held
+
+
+_WP6_EVEN = ("that splits every weight 128 ways; in this layout only the experts are, and "
+             "attention and the embeddings are split over the 8 chips of Y alone")
+_WP6_Z = ("the experts are split over both axes: 16 groups of experts along Z, and each "
+          "expert's F over the 8 chips of Y")
 
 
 def _wp7_time() -> float:
@@ -233,10 +258,15 @@ QUESTIONS = [
     Numeric("ch03.wp5_active_params", "Worked problem 5: active parameters (k = 2)", 1,
             "k copies of the MLP are used per token", reference=lambda: _moe(TOP_K),
             rel_tol=0.005),
-    Numeric("ch03.wp5_bcrit", "Worked problem 5: tokens per step to be FLOP-bound", 1,
+    Numeric("ch03.wp5_bcrit", "Worked problem 5: tokens per step for the MoE layers to be "
+            "FLOP-bound", 1,
             "E/k times the dense B_crit: the bytes grow E-fold, the FLOPs k-fold (int8 "
             "weights and int8 math)",
-            reference=lambda: roofline.critical_batch(_v5e(), 1, "int8") * E / TOP_K, rel_tol=0.01),
+            reference=lambda: roofline.critical_batch(_v5e(), 1, "int8") * E / TOP_K, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: roofline.critical_batch(_v5e(), 1, "int8") * _moe(E)
+                              / _moe(TOP_K), "that is the whole step's (total over active "
+                              "parameters times the dense B_crit): its dense attention and "
+                              "embeddings bring it down; the question asks for the MoE layers")]),
     Numeric("ch03.wp5_kv_int8", "Worked problem 5: int8 cache bytes per token of the MoE", 1,
             "the experts replace the MLP; attention, and so the cache, is untouched",
             reference=lambda: counts.kv_bytes_per_token(_m18(), 1), rel_tol=0.005,
@@ -250,11 +280,20 @@ QUESTIONS = [
                                                        "p5_forward_flops_active_param_000"),
                               "the close translation's 32.2e9 contradicts its own count")]),
     Numeric("ch03.wp6_load_time", "Worked problem 6: weight load time on an 8×16 slice", 1,
-            "all int8 MoE weights split over 128 chips, read at each chip's bandwidth",
-            reference=lambda: _moe(E) / (128 * _v5e().hbm_bytes_per_s), rel_tol=0.01),
+            "each chip reads its own int8 weights at its bandwidth: 1/128 of the experts, "
+            "1/8 of everything else",
+            reference=lambda: _wp6_per_chip() / _v5e().hbm_bytes_per_s, rel_tol=0.01,
+            mistakes=[Mistake(lambda r: _wp6_per_chip("even") / _v5e().hbm_bytes_per_s,
+                              _WP6_EVEN),
+                      Mistake(lambda r: _wp6_per_chip("experts over Z")
+                              / _v5e().hbm_bytes_per_s, _WP6_Z)]),
     Numeric("ch03.wp6_free_hbm", "Worked problem 6: HBM left per chip on the 8×16 slice", 1,
-            "each chip's memory minus its 1/128 of the int8 weights",
-            reference=lambda: _v5e().hbm_bytes - _moe(E) / 128, rel_tol=0.005),
+            "each chip's memory minus its int8 weights: 1/128 of the experts, 1/8 of "
+            "everything else",
+            reference=lambda: _v5e().hbm_bytes - _wp6_per_chip(), rel_tol=0.005,
+            mistakes=[Mistake(lambda r: _v5e().hbm_bytes - _wp6_per_chip("even"), _WP6_EVEN),
+                      Mistake(lambda r: _v5e().hbm_bytes - _wp6_per_chip("experts over Z"),
+                              _WP6_Z)]),
     Numeric("ch03.wp6_min_chips", "Worked problem 6: fewest v5e chips that hold the MoE", 1,
             "int8 weights / 16 GB, rounded up (weights only)",
             reference=lambda: math.ceil(_moe(E) / _v5e().hbm_bytes), rel_tol=0),
@@ -298,7 +337,8 @@ ZH = {
         "例题 4：例题 2 的批次下步骤时间的下限",
     "Worked problem 5: parameters of the E = 16 MoE": "例题 5：E = 16 的 MoE 的参数量",
     "Worked problem 5: active parameters (k = 2)": "例题 5：激活参数量（k = 2）",
-    "Worked problem 5: tokens per step to be FLOP-bound": "例题 5：达到 FLOP 受限所需的每步词元数",
+    "Worked problem 5: tokens per step for the MoE layers to be FLOP-bound":
+        "例题 5：MoE 层达到 FLOP 受限所需的每步词元数",
     "Worked problem 5: int8 cache bytes per token of the MoE":
         "例题 5：这个 MoE 每个词元的 int8 缓存字节数",
     "Worked problem 5: forward FLOPs per token": "例题 5：每个词元前向计算的 FLOPs",
@@ -359,10 +399,22 @@ ZH = {
     "the experts replace the MLP; attention, and so the cache, is untouched":
         "专家替换的是 MLP；注意力不变，所以缓存也不变",
     "2 · active parameters (the 2P rule)": "2 · 激活参数量（2P 法则）",
-    "all int8 MoE weights split over 128 chips, read at each chip's bandwidth":
-        "全部 int8 MoE 权重分到 128 个芯片上，每个芯片以自己的带宽读取",
-    "each chip's memory minus its 1/128 of the int8 weights":
-        "每个芯片的内存，减去它分到的 1/128 的 int8 权重",
+    "each chip reads its own int8 weights at its bandwidth: 1/128 of the experts, 1/8 of "
+    "everything else":
+        "每个芯片以自己的带宽读取它自己的 int8 权重：专家的 1/128，其余一切的 1/8",
+    "each chip's memory minus its int8 weights: 1/128 of the experts, 1/8 of everything else":
+        "每个芯片的内存，减去它的 int8 权重：专家的 1/128，其余一切的 1/8",
+    "that is the whole step's (total over active parameters times the dense B_crit): its dense "
+    "attention and embeddings bring it down; the question asks for the MoE layers":
+        "那是整个步骤的（总参数与激活参数之比乘以稠密模型的 B_crit）：它稠密的注意力和嵌入"
+        "把它拉低了；题目问的是 MoE 层",
+    "that splits every weight 128 ways; in this layout only the experts are, and attention and "
+    "the embeddings are split over the 8 chips of Y alone":
+        "那是把每个权重都分成 128 份；在这种布局中只有专家是这样分的，注意力和嵌入只沿 Y 的"
+        " 8 个芯片切分",
+    "the experts are split over both axes: 16 groups of experts along Z, and each expert's F "
+    "over the 8 chips of Y":
+        "专家沿两个轴切分：沿 Z 分成 16 组专家，每个专家的 F 再沿 Y 的 8 个芯片切分",
     "int8 weights / 16 GB, rounded up (weights only)": "int8 权重 / 16 GB，向上取整（只算权重）",
     "2·B·D/(X·W_ici) + 4·B·F/(YZ·W_ici) for bf16, W_ici = comm_time.ici_bandwidth":
         "bf16 下为 2·B·D/(X·W_ici) + 4·B·F/(YZ·W_ici)，其中 W_ici = comm_time.ici_bandwidth",
