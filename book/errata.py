@@ -28,9 +28,9 @@
 # # 勘误：原文彼此不一致之处
 #
 # 本书的每个数字都由库计算，所以不会继承原文的任何笔误。本页列出原文彼此矛盾、或与其自身公式不符的
-# 地方，说明库算出的结果以及理由。原文中的数值取自 `book/data/scaling_book_published.json`（scaling
-# book，即 *All About Transformer Inference* {cite:p}`austin2025scaling`，包括它的直译本和较自由的
-# 译本）、`book/data/kipply_assumptions.json` 与 `book/data/kipply_fastertransformer.csv`
+# 地方，说明库算出的结果以及理由。原文中的数值取自 `book/data/scaling_book_published.json`（《How
+# to Scale Your Model》第 7 部分 *All About Transformer Inference* {cite:p}`austin2025scaling`，包括
+# 它的直译本和较自由的译本）、`book/data/kipply_assumptions.json` 与 `book/data/kipply_fastertransformer.csv`
 # （{cite:t}`chen2022arithmetic`），以及 `book/data/lienhart_kv_caching.json`
 # （{cite:t}`lienhart2023kvcache`）。每一条的代码都只需点一下就能看到，页面上的每一个论断都是一条
 # 在构建本书时运行过的断言。
@@ -182,7 +182,7 @@ Markdown("| KV heads | batch | published step time | library |\n|---|---:|---:|-
 #
 # ### H100 的临界批量大小
 #
-# Scaling book 把 H100 的临界批量大小定为“约 {glue:text}`err_h100_pub`”；较自由的译本在表格中把它
+# 《How to Scale Your Model》把 H100 的临界批量大小定为“约 {glue:text}`err_h100_pub`”；较自由的译本在表格中把它
 # 推导为“{glue:text}`err_h100_table`”。用 H100 SXM 稠密 bfloat16 的峰值除以它的带宽，得到
 # {glue:text}`err_h100_ours`。那张表的分子是稠密 bfloat16 峰值的 {glue:text}`err_h100_x`——那是
 # NVIDIA *带* 2:4 稀疏的 FP8 数值——由它得到的是 {glue:text}`err_h100_sparse`。

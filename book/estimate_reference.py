@@ -48,7 +48,7 @@
 # （`inferbook.perf.step_cost.step_time`）计算。本页定义它输出的每一个数字。第 3 章
 # 展示它的实际用法，并以一段完整的演示收尾：从下载的 `config.json` 一直走到一张延迟–吞吐量图。
 #
-# 它的时间有两种视角。默认情况下，每一步都按芯片的*校准效率*定价：对已发布的测量结果做最小二乘
+# 它的时间有两种视角。默认情况下，每一步的耗时都按芯片的*校准效率*估算：对已发布的测量结果做最小二乘
 # 拟合（`inferbook calibrate`；第 3 章的“估算有多准？”）得到的内存带宽与 FLOP/s 的达成比例，以及
 # 每层、每次集合通信的固定开销。`--ideal` 给出各章最先讲授的纯屋顶线：每个屋顶都达到，此外什么
 # 代价都不付。
@@ -101,7 +101,7 @@
 # | `--model PRESET` / `--config PATH` | 一个预设（`--list models`），或者一个 Hugging Face 的 `config.json`（或存放它的文件夹），模型家族可以是 Llama 1–3.x、Mistral、Mixtral、Qwen2/2.5/3、Qwen-MoE、Gemma/Gemma-2/Gemma-3（多模态配置中的语言模型）、Phi-2、Phi-3、DeepSeek-V2/V3、GPT-2、GPT-NeoX（Pythia）、OLMo-2、OLMoE、SmolLM3、StableLM、Granite、Cohere（Command-R）或 StarCoder2。不改变任何大小或 FLOP 的键（旋转位置编码的缩放规则、激活函数、词元 id、`quantization_config`）会被读取或忽略，但绝不会被拒绝；本书无法描述的模型家族会被拒绝，并用一行信息指出 `model_type` 及其值。 |
 # | `--hardware NAME` / `--hardware-config PATH` | 注册表中的一种芯片（`--list chips`，见[硬件表](hardware.py)），或者一个 JSON 文件，含 `hbm_bytes`、`hbm_bandwidth`（B/s）和 `flops`（FLOP/s），多芯片时还要有 `interconnect`（`"ICI"` 表示环面拓扑，其他任何值表示交换机）、`link_bytes_per_s`、`links`、`hop_latency_s`、`max_chips`，多主机时还要有 `dcn_bytes_per_s`、`dcn_latency_s`。每个数都必须是有限的正数。 |
 # | `--chips N` | 为一份模型副本服务的芯片数（默认为 1），最多为一个互连域所能连接的芯片数，除非用 `--chips-per-host` 把它们分布到多台主机上。 |
-# | `--chips-per-host H` | 每台主机 H 个芯片，每台主机是一个互连域（一块 HGX 板上的 8 块 GPU；对 TPU 而言，ICI 把一个切片内的各主机连在一起，所以是一个切片的芯片）；N 必须正好占满若干台主机，主机之间的集合通信按数据中心网络定价（见下文）。它可以与其他每个参数一起使用：效率对网络上的集合通信与对其他集合通信一样计价，`--breakdown` 给出它们所占的部分。 |
+# | `--chips-per-host H` | 每台主机 H 个芯片，每台主机是一个互连域（一块 HGX 板上的 8 块 GPU；对 TPU 而言，ICI 把一个切片内的各主机连在一起，所以是一个切片的芯片）；N 必须正好占满若干台主机，主机之间的集合通信按数据中心网络估算耗时（见下文）。它可以与其他每个参数一起使用：效率对网络上的集合通信与对其他集合通信一样适用，`--breakdown` 给出它们所占的部分。 |
 # | `--layout 1d-ws\|2d-ws\|expert-parallel` | 第 8–10 章的分片布局，或者对混合专家模型使用第 14 章的专家并行布局（Z 组中的每一组完整地持有 E/Z 个专家，以及按 1d-ws 方式在 Y = n / Z 个芯片上切分的其余一切的一份副本，并服务 B/Z 个序列）；默认选出解码步骤最快的布局及切分，并打印出来。 |
 # | `--batch B[,B...]` | 一起解码的序列数（默认为 1）。 |
 # | `--context S[,S...]` | 在解码步骤时，每个序列缓存中已有的词元数（默认：模型的位置数）。超出模型的位置数时给出警告；加上 `--strict` 时则报错。 |
@@ -160,7 +160,7 @@
 # | `layout`、`layout_x`、`layout_yz` | | n 个芯片的布局（单芯片时为 `null`）及其切分 X · YZ = n（一维布局和专家并行：X = 1） |
 # | `expert_chips` | | Z，专家并行布局中路由专家被完整切分到的芯片数（其余部分切分到 Y = n / Z 个芯片上）；其他情况为 1 |
 # | `compute` | | 矩阵乘法运行所用的格式 |
-# | `efficiency`、`mbu`、`mfu` | | 给时间定价所用的效率——`ideal`，或者 `calibrated`（对于没有已发布数据点的芯片，附上它借用数字的那款已拟合芯片）——以及它对内存带宽（用于权重）和该计算格式峰值的达成比例 |
+# | `efficiency`、`mbu`、`mfu` | | 估算时间所用的效率——`ideal`，或者 `calibrated`（对于没有已发布数据点的芯片，附上它借用数字的那款已拟合芯片）——以及它对内存带宽（用于权重）和该计算格式峰值的达成比例 |
 # | `batch`、`context`、`prompt` | 词元 | B、S 和 T |
 # | `weights`、`kv` | | 存储格式，例如 `int4:128`，使用 `--weight-bytes` 时则如 `2 bytes` |
 # | `weight_bytes` | 字节 | `param_bytes / params`：每个参数平均占用的字节数，缩放因子计算在内 |
@@ -244,8 +244,8 @@
 # | `experts_touched` | 专家数 | E · (1 − (1 − k/E)^B)：B 个词元均匀路由时，每个 MoE 层要读取的专家数（稠密模型为 `null`） |
 # | `weight_bytes_read` | 字节 | 一个解码步骤读取的权重字节数：`param_bytes` 减去批次中没有任何词元路由到的专家 |
 # | `comm_time_s` | 秒 | 一个解码步骤的集合通信（见下文） |
-# | `chips_per_host`、`dcn_time_s` | —、秒 | 每台主机的芯片数（`null`：只有一个互连域），以及 `comm_time_s` 中花在主机之间数据中心网络上的部分，按同一效率计价 |
-# | `step_time_lower_bound_s` | 秒 | (副本数 · `kv_bytes` + `weight_bytes_read`) / (n · W)：每个字节读取一次，不等待任何算术运算 |
+# | `chips_per_host`、`dcn_time_s` | —、秒 | 每台主机的芯片数（`null`：只有一个互连域），以及 `comm_time_s` 中花在主机之间数据中心网络上的部分，按同一效率估算 |
+# | `step_time_lower_bound_s` | 秒 | (副本数 · `kv_bytes` + `weight_bytes_read`) / (n · W)：每个字节读取一次，不等待任何计算 |
 # | `step_time_s` | 秒 | max(注意力 + 权重, 通信的带宽时间) + 通信延迟，其中注意力 = max(解码注意力的 FLOPs / nC, 副本数 · `kv_bytes` / nW)，权重 = max(2·B·`active_params` / nC, `weight_bytes_read` / nW) |
 # | `tokens_per_s` | 词元/秒 | B / `step_time_s`，总吞吐量 |
 # | `tokens_per_s_per_user` | 词元/秒 | 1 / `step_time_s`，每个序列看到的速度 |
@@ -302,7 +302,7 @@
 # | 字段 | 单位 | 定义 |
 # |---|---|---|
 # | `output` | 词元 | `--output` 的 N（不指定时为 `null`） |
-# | `generation_time_s` | 秒 | 整个批次的完整生成：预填充，然后是 N − 1 个解码步骤，第 i 步缓存中有 T + i 个词元（对至多 `MAX_STEP_SAMPLES` 段连续步骤求和，每段按它中间那一步定价：`perf.generation_time`） |
+# | `generation_time_s` | 秒 | 整个批次的完整生成：预填充，然后是 N − 1 个解码步骤，第 i 步缓存中有 T + i 个词元（对至多 `MAX_STEP_SAMPLES` 段连续步骤求和，每段按它中间那一步的耗时估算：`perf.generation_time`） |
 # | `output_tokens_per_s` | 词元/秒 | B · N / `generation_time_s`：整个生成过程（含预填充）的输出速率 |
 # | `price_per_chip_hour` | 美元 | `--price`（不指定时为 `null`） |
 # | `usd_per_million_tokens` | 美元 | 稳定解码时 10⁶ 个词元的成本：n · 价格 · `step_time_s` / 3600 / B，再乘以 10⁶ |
@@ -312,7 +312,7 @@
 # ### 步骤的时间花在哪里
 #
 # `breakdown`（由 `--breakdown` 打印）给出解码步骤每个组成部分*单独*所需的时间，按效率所达到的速率
-# 计算。它们相互重叠——在同一部分内，算术运算和内存访问取两者中较长的时间，集合通信与计算重叠时，
+# 计算。它们相互重叠——在同一部分内，计算和内存访问取两者中较长的时间，集合通信与计算重叠时，
 # 它的字节传输藏在计算后面——所以步骤时间不是它们的和（`perf.step_breakdown`）：
 #
 # | 字段 | 单位 | 定义 |
@@ -346,7 +346,7 @@
 # 布局）；不指定 group 时，fp8 和 int8 每个输出列保留一个缩放因子，int4 则每 128 行一组。嵌入、
 # 反嵌入、路由器、归一化和偏置保持 bf16，与常见的量化方案一致。`--kv int8|fp8` 是 KV 缓存一章的方案
 # （`memory.kv_quant`）：每个缓存向量一个 float32 缩放因子，每个数值 1 + 4/H 字节（潜在注意力为
-# 1 + 4/(R_kv + H_rope)）。算术运算仍然使用 bfloat16。
+# 1 + 4/(R_kv + H_rope)）。计算仍然使用 bfloat16。
 
 # %% [markdown]
 # **Many chips.** The layouts' collectives are the lists of `perf.collectives`, which the
@@ -392,12 +392,12 @@
 
 # %% [markdown] tags=["lang-zh"]
 # **多芯片。** 各布局的集合通信就是 `perf.collectives` 中的列表，测试逐字节地将它们与第 8–10 章
-# 编译出的程序核对；`perf.layout_comms` 用环形算法为每一项定价（在 g 个芯片上做一次全收集、规约散射
+# 编译出的程序核对；`perf.layout_comms` 用环形算法估算每一项的耗时（在 g 个芯片上做一次全收集、规约散射
 # 或全交换，发送数组的 (g − 1)/g，全规约再乘以 2）。带宽指单个芯片能投入这次集合通信的带宽：在 TPU
 # 环面上，是该组所跨的每个轴上环的两个方向（每轴 2 · 链路带宽；g 个芯片跨越 min(环面轴数, log₂ g)
 # 个轴，二维布局的 X 占一个轴）；通过 NVLink 或 PCIe 交换机时，则是该芯片的全部链路。延迟按趟计
 # （一次全规约要走两趟），并随组的大小增长，由一个函数（`comm_time.collective_pass_latency`）建模：
-# 在环面上，该组所跨的每个 m 芯片环走 m/2 跳，每跳 `hop_latency_s`（scaling book 的附录 C；4 × 4
+# 在环面上，该组所跨的每个 m 芯片环走 m/2 跳，每跳 `hop_latency_s`（《How to Scale Your Model》的附录 C；4 × 4
 # 环面上的 16 个芯片付 2 + 2 跳）；经过交换机时用 NCCL 的环形模型，即一个固定开销再加上每多一块
 # GPU 的一步（注册表中的 `pass_latency_s` 和 `step_latency_s`，见硬件表），注册表只给出消息延迟时
 # 则是一次消息延迟（kipply 的模型）。延迟从不藏在计算后面；字节传输在纯屋顶线中以及 TPU 的校准效率
@@ -414,7 +414,7 @@
 # 每台主机内做规约散射，再在主机之间对 1/h 的份额做全规约，最后在主机内做全收集；全收集或规约散射
 # 只对 1/h 的份额走网络那一半；全交换把其数组中发往其他主机的 (g − h)/g 经网络发送。于是每做一次
 # A 字节的全收集或规约散射，单个芯片经数据中心网络发送 (m − 1)/m · A/h 字节（全规约再乘以 2），主机内
-# 与网络上的字节数相加正好等于扁平环的 (g − 1)/g · A。各阶段依次进行：主机内的阶段按上文定价，网络
+# 与网络上的字节数相加正好等于扁平环的 (g − 1)/g · A。各阶段依次进行：主机内的阶段按上文估算，网络
 # 上的阶段按 `dcn_bytes_per_s`（单个芯片分得的服务器网卡带宽）计，每趟再加上同一个函数给出的主机间
 # 延迟 (m − 1) · `dcn_latency_s`（每一步是网络上的一次环形传递）。每个阶段的趟数都计入布局的趟数，
 # 所以效率对网络与对互连一样适用：链路比例作用于网络的带宽时间，软件开销作用于每一趟网络传输。二维

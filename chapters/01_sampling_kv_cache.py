@@ -30,7 +30,7 @@
 # %% [markdown] tags=["lang-zh"]
 # # 采样与 KV 缓存
 #
-# 训练好的语言模型只做一件事：给它一串词元，它为每一个位置返回下一个词元的概率分布。生成文本就是
+# 训练好的语言模型只做一件事：给它一串词元（token），它为每一个位置返回下一个词元的概率分布。生成文本就是
 # 绕着这个函数转的一个循环——读出最后一个位置的分布，选一个词元，把它接到末尾，再问一次。本章把
 # 这个循环写两遍。第一版是最直白的写法，每一步都把所有东西重新算一遍。第二版把过去词元的键和值
 # 保存在 **KV 缓存**里，只做新增的那部分工作。一路上我们会看到：为什么缓存是正确的（因果掩码）；
@@ -113,6 +113,193 @@ print(cfg)
 
 # %%
 show_source(decoder.transformer)
+
+# %% [markdown]
+# ### Text from a trained model
+#
+# Random weights answer cost questions, but they cannot show what sampling *does*. For that we
+# load a trained model: SmolLM2-135M-Instruct {cite:p}`allal2025smollm2`, a Llama of
+# {glue:text}`ch1_real_L` layers and width {glue:text}`ch1_real_D` with
+# {glue:text}`ch1_real_params` parameters, its tokenizer and its chat template (the library's
+# `load_pretrained`; the first run downloads it). We render one question with the chat template,
+# {glue:text}`ch1_real_prompt_tokens` tokens including the template's system prompt, and sample
+# an answer with several rules at once, one per row of a batch. Each step is the model's
+# forward pass (one prefill, then one decode step per token, explained below) followed by a
+# *sampler*: greedy takes the most likely token; **temperature** $\tau$ divides the logits by
+# $\tau$ before the softmax, sharpening the distribution below 1 and flattening it above; and
+# **top-p** (nucleus sampling) keeps the smallest set of tokens whose probabilities add up to
+# $p$ and draws among them only. The random draws are seeded, so the text below is the same
+# on every run of the same software.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 训练好的模型写出的文字
+#
+# 随机权重能回答代价的问题，却无法展示采样到底*做了*什么。为此我们加载一个训练好的模型：
+# SmolLM2-135M-Instruct {cite:p}`allal2025smollm2`，一个 {glue:text}`ch1_real_L` 层、宽度
+# {glue:text}`ch1_real_D` 的 Llama，参数共 {glue:text}`ch1_real_params`，连同它的分词器和对话模板
+# （库中的 `load_pretrained`；第一次运行时会下载它）。我们用对话模板渲染一个问题，连同模板里的系统
+# 提示词共 {glue:text}`ch1_real_prompt_tokens` 个词元，然后在一个批次里同时用几种规则采样回答，每种
+# 规则占一行。每一步先做模型的前向计算（一次预填充，然后每个词元一个解码步骤，下文会解释），再交给
+# *采样器*：贪心取最可能的词元；**温度** $\tau$ 在 softmax 之前把 logits 除以 $\tau$，小于 1 时分布
+# 变尖锐，大于 1 时变平坦；**top-p**（核采样）只保留概率之和达到 $p$ 的最小词元集合，只在其中抽取。
+# 随机抽取用的是固定的种子，所以只要软件相同，每次运行得到的文字都一样。
+
+# %%
+from inferbook.model.pretrained import load_pretrained
+from inferbook.model.sampling import GREEDY, Sampler, sample
+
+model = load_pretrained("smollm2-135m-instruct")
+real_cfg, real_params = model.cfg, model.params
+assert sum(w.size for w in jax.tree.leaves(real_params)) == counts.param_count(real_cfg)
+question = "Write one sentence about the sea."
+real_prompt = model.prompt(question, chat=True)
+print(model.chat_text([{"role": "user", "content": question}]))
+
+# %%
+samplers = {"greedy": GREEDY, "τ = 0.7": Sampler(0.7), "τ = 1.0": Sampler(1.0),
+            "τ = 1.0, top-p = 0.9": Sampler(1.0, top_p=0.9), "τ = 1.5": Sampler(1.5)}
+real_new = 32
+
+
+def sample_rows(params, cfg, prompt, samplers, n_new, seed=0):
+    """One prompt answered by several samplers at once: one batch row per sampler, a shared
+    prefill and decode steps, each row's next token drawn by its own rule."""
+    B = len(samplers)
+    tokens_BT, lengths_B = decode.pad_prompts([prompt] * B)
+    cache = kvcache.init_cache(cfg, B, tokens_BT.shape[1] + n_new)
+    logits_BV, cache = decode.prefill(params, cfg, jnp.asarray(tokens_BT),
+                                      jnp.asarray(lengths_B), cache)
+    keys = jax.random.split(jax.random.key(seed), (n_new, B))
+    rows = [[] for _ in range(B)]
+    for step in range(n_new):
+        next_B = jnp.concatenate([sample(logits_BV[b:b + 1], keys[step, b], s)
+                                  for b, s in enumerate(samplers)])
+        for row, t in zip(rows, next_B.tolist()):
+            row.append(t)
+        logits_BV, cache = decode.decode_step(params, cfg, next_B, cache)
+    return rows
+
+
+def until_eos(tokens, eos_ids):
+    """The tokens before the first end-of-sequence id."""
+    ends = [i for i, t in enumerate(tokens) if t in eos_ids]
+    return tokens[:ends[0]] if ends else tokens
+
+
+sampled = sample_rows(real_params, real_cfg, real_prompt, list(samplers.values()), real_new)
+answers = {name: model.decode(until_eos(row, model.eos_ids))
+           for name, row in zip(samplers, sampled)}
+for name, text in answers.items():
+    print(f"{name:>22s} | {text}")
+
+# %% tags=["hide-input"]
+glue("ch1_real_L", str(real_cfg.L)); glue("ch1_real_D", str(real_cfg.D))
+glue("ch1_real_params", fmt_count(counts.param_count(real_cfg)))
+glue("ch1_real_prompt_tokens", str(len(real_prompt)))
+glue("ch1_real_new", str(real_new))
+hot = max((s.temperature for s in samplers.values()))
+glue("ch1_real_hot", f"{hot:g}")
+glue("ch1_real_greedy", answers["greedy"])
+
+# %% [markdown]
+# Greedy decoding answers "{glue:text}`ch1_real_greedy`" — fluent, and the same on every run.
+# Moderate temperatures give other fluent answers: every row starts from the same
+# distribution, and a sampled token that is merely likely rather than the most likely sends
+# the rest of the text down another path. At $\tau =$ {glue:text}`ch1_real_hot` the tail of
+# the vocabulary gets enough probability to be drawn, and once an unlikely token is in the
+# text the model conditions on it, so the answer drifts into nonsense; top-p cuts exactly
+# that tail. None of this changes the cost of a step: the sampler reads one row of logits,
+# whatever its rule.
+#
+# The two loops of this chapter — `naive_generate`, which recomputes the whole sequence for
+# every token, and `generate`, which keeps the KV cache, both built below — give this model's
+# greedy answer token for token:
+
+# %% [markdown] tags=["lang-zh"]
+# 贪心解码的回答是“{glue:text}`ch1_real_greedy`”——通顺，而且每次运行都一样。适中的温度给出另外几个
+# 通顺的回答：每一行都从同一个分布出发，只要抽到一个“可能”但不是“最可能”的词元，后面的文字就走上了
+# 另一条路。在 $\tau =$ {glue:text}`ch1_real_hot` 时，词表尾部的词元得到了足以被抽中的概率；一个不太
+# 可能的词元一旦进入文本，模型就以它为条件继续，回答便滑向胡言乱语；top-p 截掉的正是这条尾巴。这些
+# 都不改变一步的代价：无论规则如何，采样器只读一行 logits。
+#
+# 本章的两个循环——`naive_generate` 为每个词元重新计算整个序列，`generate` 保留 KV 缓存，两者都在下文
+# 构建——对这个模型给出的贪心回答逐个词元完全相同：
+
+# %%
+cached_real = decode.generate(real_params, real_cfg, [real_prompt], real_new,
+                              eos_id=model.eos_ids)
+naive_real = decode.naive_generate(real_params, real_cfg, [real_prompt], real_new,
+                                   eos_id=model.eos_ids, bucket=128)    # one compilation
+assert cached_real.tokens == naive_real.tokens          # the same tokens, with or without a cache
+assert model.decode(cached_real.tokens[0]) == answers["greedy"]   # and the batched loop's
+print(model.decode(cached_real.tokens[0]))
+
+# %% [markdown]
+# How long should one of these decode steps take? Chapter 2's estimator predicts it from two
+# numbers of the device — how fast it reads memory and how fast it multiplies matrices — and
+# the bytes and FLOPs of the step. We measure both numbers here, predict the step of this model
+# (float32 weights and cache, batch 1) and time the step itself, as `generate` runs it,
+# alternating the measurements so that anything else the machine does touches all of them.
+
+# %% [markdown] tags=["lang-zh"]
+# 这样一个解码步骤应该花多长时间？第 2 章的估算器用设备的两个数——读内存有多快、做矩阵乘法有多快——
+# 加上这一步的字节数和 FLOPs 来预测它。我们在这里测出这两个数，预测这个模型一步的时间（float32 的
+# 权重和缓存，批次为 1），再按 `generate` 的方式为这一步本身计时；几项测量交替进行，让机器上的其他
+# 活动对它们的影响相同。
+
+# %%
+import os
+
+from inferbook.perf.estimator import estimate
+
+real_context = len(real_prompt) + real_new
+# The cache `generate` allocated above (the prompt padded to 16, then the new tokens), so
+# that the timed step is the very program it compiled.
+real_slots = decode.pad_prompts([real_prompt], 16)[0].shape[1] + real_new
+real_step_fn = timing.decode_step_timer(real_params, real_cfg, 1, real_slots, real_context)
+real_rounds = [(microbench.measure_bandwidth(1 << 28, repeats=3).best,
+                timing.time_fn(real_step_fn, repeats=7).median_s) for _ in range(3)]
+real_bw = float(np.median([bw for bw, _ in real_rounds]))
+real_step = float(np.median([s for _, s in real_rounds]))
+# The device's memory: what JAX reports for an accelerator, the machine's RAM for a CPU.
+memory = ((jax.devices()[0].memory_stats() or {}).get("bytes_limit")
+          or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+real_chip = microbench.measured_chip(real_bw, microbench.peak_matmul_flops(),
+                                     memory_bytes=memory)
+real_estimate = estimate(real_cfg, real_chip, batch=1, context=real_context,
+                         weight_bytes=4, kv_bytes=4)
+real_error = real_step / real_estimate.step_time_s
+
+# %% tags=["hide-input"]
+expect_measured(0.5 <= real_error <= 2, "the estimator predicts the trained model's decode "
+                "step on this device within a factor of two",
+                expected="measured / predicted between 0.5 and 2",
+                measured=f"{fmt_seconds(real_step)} measured, "
+                         f"{fmt_seconds(real_estimate.step_time_s)} predicted")
+glue("ch1_real_context", str(real_context)); glue("ch1_real_device", DEVICE)
+glue("ch1_real_bytes", fmt_bytes(real_estimate.total_bytes))
+glue("ch1_real_bw", fmt_rate(real_bw))
+glue("ch1_real_pred", fmt_seconds(real_estimate.step_time_s))
+glue("ch1_real_step", fmt_seconds(real_step))
+glue("ch1_real_ratio", fmt_ratio(real_error, 2))
+print(f"{DEVICE}: reads {fmt_rate(real_bw)}; predicted {fmt_seconds(real_estimate.step_time_s)}"
+      f", measured {fmt_seconds(real_step)} (medians), measured / predicted "
+      f"{fmt_ratio(real_error, 2)}")
+
+# %% [markdown]
+# With {glue:text}`ch1_real_context` tokens in the cache, a step reads
+# {glue:text}`ch1_real_bytes` of weights and cache. At the {glue:text}`ch1_real_bw` this device
+# reads, the estimator predicts {glue:text}`ch1_real_pred` per step; the step took
+# {glue:text}`ch1_real_step` on {glue:text}`ch1_real_device`, {glue:text}`ch1_real_ratio` the
+# prediction. The rest of the chapter explains why a step of a trained model costs what a step
+# of random weights of the same shape costs, and why that cost is a matter of bytes.
+
+# %% [markdown] tags=["lang-zh"]
+# 缓存中有 {glue:text}`ch1_real_context` 个词元时，一步要读 {glue:text}`ch1_real_bytes` 的权重和缓存。
+# 按这台设备 {glue:text}`ch1_real_bw` 的读取速率，估算器预测每步 {glue:text}`ch1_real_pred`；在
+# {glue:text}`ch1_real_device` 上这一步实际耗时 {glue:text}`ch1_real_step`，是预测的
+# {glue:text}`ch1_real_ratio`。本章余下的部分解释：为什么训练好的模型一步的代价，与形状相同的随机权重
+# 一步的代价一样；为什么这个代价取决于字节数。
 
 # %% [markdown]
 # ## Sampling, naively
@@ -237,7 +424,7 @@ print(f"largest change in any past key or value after appending a token: {change
 #   随后它的键和值被追加到缓存中。
 #
 # 在库中，`prefill` 和 `extend`（每个序列针对缓存输入一个或多个新词元）共用 `attend_cached`：它在两组
-# 键上计算注意力——缓存里的键和新来的键——再用两部分各自的对数和指数（log-sum-exp）把两个部分结果
+# 键上计算注意力——缓存里的键和新来的键——再用两部分各自的 LSE（log-sum-exp，指数和的对数）把两个部分结果
 # 合并起来。FlashAttention 和 Flash-Decoding 依赖的也正是这个恒等式（第 6 章和第 7 章）；在这里，它让
 # 一步计算只读缓存而不写缓存，新的键和值在之后才追加进去。
 
@@ -304,7 +491,7 @@ print(f"largest logit difference over {n_new} steps: {worst:.1e}; tokens identic
 #
 # 预填充和解码使用同样的权重，却是两个不同的问题。预填充把每个权重矩阵乘以一个 $[T, D]$ 的激活块：
 # 从内存读出的每个权重参与 $T$ 次乘加，即 $2T$ FLOPs。解码步骤把它乘以每个序列的一行：对 $B$ 个序列
-# 的批次，每个权重 $2B$ FLOPs。算术量与内存流量之比——**算术强度**，即每字节的 FLOPs——决定哪种资源
+# 的批次，每个权重 $2B$ FLOPs。计算量与内存流量之比——**算术强度**，即每字节的 FLOPs——决定哪种资源
 # 先耗尽；第 2 章会展开这个概念。这里我们从 XLA 对两个编译后程序的分析中读出这两个数：一次 512 个
 # 词元的预填充，和一个解码步骤，两者的批次都只有一个序列。
 
@@ -456,8 +643,8 @@ glue_figure("ch1_work_figure", fig, zh=dict(
 # ```
 #
 # 朴素地生成 1,024 个词元，FLOPs 是带缓存生成的 {glue:text}`ch1_flops_ratio_1024`。从 1,024 个词元
-# 增加到 2,048 个，朴素方法的工作量乘以 {glue:text}`ch1_growth_naive`，带缓存的只乘以
-# {glue:text}`ch1_growth_cached`：有了缓存，矩阵乘法在每一步的代价都相同，只有注意力随上下文线性增长。
+# 增加到 2,048 个，朴素方法的工作量变为原来的 {glue:text}`ch1_growth_naive`，带缓存的只变为
+# 原来的 {glue:text}`ch1_growth_cached`：有了缓存，矩阵乘法在每一步的代价都相同，只有注意力随上下文线性增长。
 #
 # ## 在这台设备上测量
 #

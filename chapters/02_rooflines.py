@@ -150,7 +150,7 @@ glue_figure("ch2_roofline_figure", fig, zh=dict(
 # ```
 #
 # 库中登记的每块芯片，都要每字节做 {glue:text}`ch2_ci_min` 到 {glue:text}`ch2_ci_max` 次 FLOP，
-# 算术才会成为它的瓶颈：TPU v5e 是 {glue:text}`ch2_ci_v5e`，A100 是 {glue:text}`ch2_ci_a100`，
+# 计算才会成为它的瓶颈：TPU v5e 是 {glue:text}`ch2_ci_v5e`，A100 是 {glue:text}`ch2_ci_a100`，
 # H100 是 {glue:text}`ch2_ci_h100`。（kipply 把 A100 的这个数叫作“flops to bandwidth ratio”，即
 # FLOPs 与带宽之比；第 4 章沿用了她的论证。）
 #
@@ -343,7 +343,7 @@ glue("ch2_prefill_attention_v5e", f"{prefill_threshold:,}");
 #
 # 在 TPU v5e 上，提示词的注意力从大约 {glue:text}`ch2_prefill_attention_v5e` 个词元起就是计算受限的。
 # 在生成过程中，批次越大，权重分摊到每个词元上就越便宜，缓存却不会：每增加一个序列，每一步要读的
-# 字节就多出它的一份缓存。一旦缓存比权重还重，批处理就收效甚微。两者一样重时的批次，等于权重的
+# 字节就多出它的一份缓存。一旦缓存比权重还重，批处理就收效甚微。两者一样大时的批次，等于权重的
 # 字节数除以一个序列的缓存：
 
 # %%
@@ -639,7 +639,7 @@ glue("ch2_valley_sentence", valley);
 # 相对照），所以资料可以只凭两个常数来推理。不过这一课照样适用：屋顶线是一个界限，与它的差距取决于
 # 内核、形状和设备——在要紧的地方，就去测量它。
 #
-# Scaling book 的附录在 TPU 上展示了同一类扫描：步骤时间几乎保持平坦，直到批次约为
+# 《How to Scale Your Model》的附录在 TPU 上展示了同一类扫描：步骤时间几乎保持平坦，直到批次约为
 # {glue:text}`ch2_bcrit_v5e`——即 v5e 的 $B_\text{crit}$——之后线性增长，吞吐量也在那之后趋于平稳
 # {cite:p}`austin2025scaling`。
 #

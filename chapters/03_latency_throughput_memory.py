@@ -95,7 +95,7 @@ from inferbook.book.present import (
 # ## 值得记住的步骤时间
 #
 # 取一个包含 $B$ 个序列的解码步骤。无论 $B$ 是多少，每个权重都只读一次；每个序列缓存的键和值也
-# 各读一次。如果没有任何东西在等算术运算，这一步的时间就是把这些全部读一遍的时间：
+# 各读一次。如果没有任何东西在等计算，这一步的时间就是把这些全部读一遍的时间：
 #
 # $$
 # T_\text{step} \ge \frac{B \cdot \text{每个序列的 KV 字节数} + \text{权重字节数}}
@@ -116,7 +116,7 @@ from inferbook.book.present import (
 # 其中 $P$ 是参数量，$W$ 和 $C$ 分别是共同承载这个模型的所有芯片的总带宽和总 FLOP/s。库只在一处
 # 写出步骤时间，即 `step_cost.step_time`：一个步骤是若干部分的列表，每部分按自己的屋顶线计时，
 # 再加上它要等待的集合通信。上面的公式是它的一个视图，分成注意力和权重两部分；下限则是不做任何
-# 算术的单独一部分：
+# 计算的单独一部分：
 
 # %%
 show_source(step_cost.work_time, step_cost.step_time, decode_roofline.decode_step_cost,
@@ -133,7 +133,7 @@ show_source(step_cost.work_time, step_cost.step_time, decode_roofline.decode_ste
 # %% [markdown] tags=["lang-zh"]
 # ### 快速估算
 #
-# Scaling book 出了一道题来检验这些公式 {cite:p}`austin2025scaling`：一个 300 亿参数的稠密模型，
+# 《How to Scale Your Model》出了一道题来检验这些公式 {cite:p}`austin2025scaling`：一个 300 亿参数的稠密模型，
 # 以 int8 存储（每个权重一个字节，用 bfloat16 运算），每个词元的 KV 缓存为 100 kB，上下文 8,192 个
 # 词元，部署在一个 TPU v5e 4×4 切片（16 个芯片）上。批次为 4 时，以及批次为 256 时，步骤时间的
 # 下限各是多少？
@@ -325,7 +325,7 @@ glue_figure("ch3_frontier_figure", fig, zh=dict(
 #
 # ## 内存用在了哪里
 #
-# 从这里开始，我们照 scaling book 的做法，给每个序列 8,192 个词元的上下文。
+# 从这里开始，我们照《How to Scale Your Model》的做法，给每个序列 8,192 个词元的上下文。
 #
 # LLaMA-2 13B {cite:p}`touvron2023llama2` 的各项维度如下：
 
@@ -502,7 +502,7 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 # 这个切片有 {glue:text}`ch3_v5e_hbm` 的内存、{glue:text}`ch3_v5e_bw` 的带宽和
 # {glue:text}`ch3_v5e_flops` 的 bfloat16 算力。批次为 1 时，一步至少要 {glue:text}`ch3_step_1`，即每秒
 # {glue:text}`ch3_tput_1` 个词元。更大的批次能提高吞吐量——批次为 8 时每秒 {glue:text}`ch3_tput_8`
-# 个——但回报急剧递减：批次为 64 时是 {glue:text}`ch3_tput_64`，批次变成 {glue:text}`ch3_batch_x`，
+# 个——但回报急剧递减：批次为 64 时是 {glue:text}`ch3_tput_64`，批次变成原来的 {glue:text}`ch3_batch_x`，
 # 词元数却远没有翻番，因为每多一个序列，就多一份 8,192 个词元的缓存要读。而且只有批次
 # {glue:text}`ch3_mha_max_batch` 及以下才放得下：批次为 16 时所需的内存就已超出切片所有。要达到
 # {glue:text}`ch3_bcrit_int` 的临界批量——权重矩阵乘法终于能让芯片忙起来的地方——需要
@@ -563,7 +563,7 @@ ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch3_gqa_figure", fig, zh=dict(
     title="LLaMA-2 13B，8 × TPU v5e，上下文 8,192（粗线：放得下；点线：最大批量）",
     xlabel="批量大小 B", ylabel="词元/秒（8 个芯片）",
-    legend=["K = 40（MHA）", "K = 8（GQA，缓存小 5×）"]))
+    legend=["K = 40（MHA）", "K = 8（GQA，缓存小 5 倍）"]))
 
 # %% [markdown]
 # ```{glue:figure} ch3_gqa_figure
@@ -661,7 +661,7 @@ glue("ch3_positions_13b", f"{llama.max_seq_len:,}")
 
 # %% [markdown] tags=["lang-zh"]
 # 这些列就是本章用过的那些，外加三个新列。估算器（在 stderr 上）警告说 LLaMA-2 训练时只用了
-# {glue:text}`ch3_positions_13b` 个位置——scaling book 那个 8,192 个词元的例子要的比模型支持的更多
+# {glue:text}`ch3_positions_13b` 个位置——《How to Scale Your Model》那个 8,192 个词元的例子要的比模型支持的更多
 # ——并指出哪些批次放不下。它的步骤时间比表中的略长：在八个芯片上，{glue:text}`ch3_cli_layout`
 # 布局（第 9 章）每层要加两次全规约，它们每一跳的延迟无法藏在计算后面；批次为 1 时，它们每步要花
 # {glue:text}`ch3_cli_comm_1`，占步骤时间的 {glue:text}`ch3_cli_comm_share`。它还给出首个词元延迟：
@@ -858,7 +858,7 @@ glue("ch3_dense_bcrit", f"{dense_bcrit:.0f}")
 #
 # 在这 {glue:text}`ch3_pub_points` 个数据点中，纯屋顶线对 {glue:text}`ch3_pub_optimistic` 个是
 # 乐观的，典型的偏差倍数为 {glue:text}`ch3_pub_bare_all`（max(预测/测量, 测量/预测) 的几何平均）。
-# 所以 `inferbook estimate` 默认按*校准效率*给一个步骤定价：每种芯片达到的带宽比例和 FLOP/s 比例、
+# 所以 `inferbook estimate` 默认按*校准效率*估算一个步骤的耗时：每种芯片达到的带宽比例和 FLOP/s 比例、
 # 每层的固定开销，以及集合通信的真实代价，通过对预测时间与测量时间之比的对数做最小二乘拟合得到
 # （`inferbook calibrate`）。拟合只看到一部分数据点：每个数据点名称的哈希值一劳永逸地把它分到*拟合*
 # 部分（{glue:text}`ch3_pub_fit` 个数据点）或*留出*部分（{glue:text}`ch3_pub_held` 个），留出的
@@ -1010,6 +1010,6 @@ glue("ch3_pub_verdict_worst", bilingual(
 #   而不是权重。缩小它（第 5 章）能同时在延迟、吞吐量和最大批次上获益。
 # - `inferbook estimate` 把这一切，再加上通信、预填充和量化，都放在一条命令后面，它能读取任何
 #   模型的 `config.json`。
-# - 纯屋顶线是真实系统达不到的界限；估算器默认按已发布部署实际达到的水平给每一步定价，它在从未
+# - 纯屋顶线是真实系统达不到的界限；估算器默认按已发布部署实际达到的水平估算每一步的耗时，它在从未
 #   参与拟合的测量结果上的误差已在上文给出。
 # ```

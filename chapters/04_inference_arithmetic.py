@@ -35,7 +35,7 @@
 # [errata](../book/errata.py) page sets her figures beside ours.
 
 # %% [markdown] tags=["lang-zh"]
-# # Transformer 推理算术
+# # Transformer 推理计算
 #
 # Transformer 生成文本*应该*有多快？Carol Chen 的《Transformer Inference Arithmetic》
 # {cite:p}`chen2022arithmetic` 从第一性原理回答了这个问题：不做实验，用到的最难的运算不过是乘法——
@@ -165,7 +165,7 @@ glue("ch4_a100_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3));
 # %% [markdown] tags=["lang-zh"]
 # 52B 模型每个词元要存 {glue:text}`ch4_kv_token` 的缓存，而算出一个词元的键和值需要
 # {glue:text}`ch4_kv_flops` FLOPs。一块 A100 的 bfloat16 算力是 {glue:text}`ch4_a100_flops`，读取速度是
-# {glue:text}`ch4_a100_bw`，所以载入这两个权重矩阵要 {glue:text}`ch4_kv_mem`，而一个词元的算术只要
+# {glue:text}`ch4_a100_bw`，所以载入这两个权重矩阵要 {glue:text}`ch4_kv_mem`，而一个词元的计算只要
 # {glue:text}`ch4_kv_compute`。
 #
 # ### FLOPs 对内存
@@ -173,8 +173,8 @@ glue("ch4_a100_bw", fmt_rate(a100.hbm_bytes_per_s, "B/s", 3));
 # 这两个时间有公因子 $2 \cdot 2 \cdot L \cdot D^2$，所以它们的比值与模型无关：它等于芯片的 FLOP/s
 # 除以它的 bytes/s，再乘以每个权重的字节数、除以每个权重对每个词元做的 2 FLOPs——对 A100 来说是
 # {glue:text}`ch4_ratio`。为不超过这么多个词元计算键和值，花的时间和只算一个词元一样：权重反正都要
-# 流进来，而算术与载入相互重叠。每步的词元数低于这个值时，工作是*内存受限*的（字节还在路上，算术
-# 单元闲着）；高于它时是*计算受限*的，即受 FLOP/s 限制（算术还没做完，内存闲着）。整个前向计算也是
+# 流进来，而计算与载入相互重叠。每步的词元数低于这个值时，工作是*内存受限*的（字节还在路上，计算
+# 单元闲着）；高于它时是*计算受限*的，即受 FLOP/s 限制（计算还没做完，内存闲着）。整个前向计算也是
 # 如此，它的 FLOPs 和字节数都是键/值部分的 {glue:text}`ch4_kv_times`。
 
 # %%
@@ -302,12 +302,12 @@ Markdown("| A100s | memory left for the cache | tokens that fit | sequences of 2
 # 仅权重就占 {glue:text}`ch4_w52`（{glue:text}`ch4_params52`个参数，每个两字节），所以光是放下它们，
 # 就至少需要 {glue:text}`ch4_min_gpus` 块 GPU。三块 GPU 给缓存留下 {glue:text}`ch4_free3`：可容纳
 # {glue:text}`ch4_cap3` 个词元，也就是 {glue:text}`ch4_batch3` 个 2,048 词元的序列。这个批次小得可怜：
-# 批量大小为 3 的一步严重内存受限，算术单元都闲着。第四块 GPU 让缓存空间变为原来的
+# 批量大小为 3 的一步严重内存受限，计算单元都闲着。第四块 GPU 让缓存空间变为原来的
 # {glue:text}`ch4_cap_gain`（{glue:text}`ch4_cap4` 个词元，{glue:text}`ch4_batch4` 个这样的序列），
 # 而且切分起来也更均匀：2 的幂能把头和隐藏维度切得整整齐齐。既然无论批次多大，权重的代价都一样，
 # 每个模型实例都希望在内存允许的范围内把批次做得尽量大。
 #
-# 这套算术并没有过时。以 bfloat16 的 Llama-3.1-70B {cite:p}`grattafiori2024llama3` 为例，放在每块
+# 这套计算并没有过时。以 bfloat16 的 Llama-3.1-70B {cite:p}`grattafiori2024llama3` 为例，放在每块
 # {glue:text}`ch4_h100_memory` 的 H100 上：
 
 # %%
@@ -495,7 +495,7 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 #   通信各自的固定延迟，因为每一层都要等它的消息——按她的估计，经 NVLink 每次约
 #   {glue:text}`ch4_hop`（注册表中的 `hop_latency_s`）；
 # - 在**大批次**下，这一步是计算受限的：$B \cdot 2P / (N A_f)$，同时集合通信要搬运
-#   $B \cdot 2 \cdot 4 L D / A_c$ 字节（把 $(N-1)/N$ 向上取整为 1）；这些传输与算术重叠，所以取两者中
+#   $B \cdot 2 \cdot 4 L D / A_c$ 字节（把 $(N-1)/N$ 向上取整为 1）；这些传输与计算重叠，所以取两者中
 #   较大的那个。
 #
 # 两者都没有计入读取 KV 缓存（它取决于上下文）和反嵌入带来的额外流量。她的例子是一个 Gopher 规模的
@@ -545,7 +545,7 @@ glue("ch4_gopher_lat_share", fmt_percent(small.comms_s / (large.total_s + small.
 # %% [markdown] tags=["lang-zh"]
 # 按预设的参数量 {glue:text}`ch4_gopher_params`，小批次下的一步要花 {glue:text}`ch4_gopher_small`
 # 载入权重，另加 {glue:text}`ch4_gopher_lat` 的消息延迟；批量大小为 1 时，这些消息所携带的字节只需
-# {glue:text}`ch4_gopher_b1_bytes`，所以略去这一项是安全的。批量大小为 512 时，算术要
+# {glue:text}`ch4_gopher_b1_bytes`，所以略去这一项是安全的。批量大小为 512 时，计算要
 # {glue:text}`ch4_gopher_large`，传输要 {glue:text}`ch4_gopher_large_comm`：这一步耗时
 # {glue:text}`ch4_gopher_large`，一次产出 512 个词元（每个词元 {glue:text}`ch4_gopher_large_per_token`）。
 # 消息延迟不随批次增长——一条消息就装下整个批次的激活——所以它保持为 {glue:text}`ch4_gopher_lat`；
@@ -626,7 +626,7 @@ glue("ch4_ex10_comms", fmt_seconds(ex10.comms_s))
 # %% [markdown] tags=["lang-zh"]
 # 计算 {glue:text}`ch4_ex10_compute`，通信 {glue:text}`ch4_ex10_comms`。
 #
-# 这些是下限，不是预测：它们假设带宽和算术都被完美利用，忽略 softmax 和其他逐元素的工作，并认为通信
+# 这些是下限，不是预测：它们假设带宽和计算都被完美利用，忽略 softmax 和其他逐元素的工作，并认为通信
 # 没有争用。它们的价值在于推理本身——哪一项占主导，一项优化能改变什么。
 #
 # ## 批量大小
@@ -762,11 +762,14 @@ assert rest[0] > rest[1] > rest[2]            # the vector work's share falls as
 
 # %% tags=["hide-input"]
 glue("ch4_rest_small", fmt_percent(rest[0], 1))
-glue("ch4_rest_big", fmt_percent(rest[-1], 1));
+glue("ch4_rest_big", fmt_percent(rest[-1], 1))
+glue("ch4_width_small", fmt_count(widths[0]))
+glue("ch4_width_big", fmt_count(widths[-1]));
 
 # %% [markdown]
 # The element-wise share falls from {glue:text}`ch4_rest_small` to
-# {glue:text}`ch4_rest_big` as the width quadruples; at the width of the 52B model it is
+# {glue:text}`ch4_rest_big` as the width grows from {glue:text}`ch4_width_small` to
+# {glue:text}`ch4_width_big`; at the width of the 52B model it is
 # negligible *as FLOPs*. As time it is another matter.
 #
 # ## Intermediate memory costs
@@ -782,7 +785,7 @@ glue("ch4_rest_big", fmt_percent(rest[-1], 1));
 # width, the matmuls' like $D^2$, so the share shrinks for a wider model:
 
 # %% [markdown] tags=["lang-zh"]
-# 宽度从 256 增加到 1,024，逐元素部分的占比从 {glue:text}`ch4_rest_small` 降到
+# 宽度从 {glue:text}`ch4_width_small` 增加到 {glue:text}`ch4_width_big`，逐元素部分的占比从 {glue:text}`ch4_rest_small` 降到
 # {glue:text}`ch4_rest_big`；到了 52B 模型的宽度，*就 FLOPs 而言*它可以忽略不计。就时间而言，则是
 # 另一回事。
 #
@@ -791,7 +794,7 @@ glue("ch4_rest_big", fmt_percent(rest[-1], 1));
 # 逐元素操作（偏置、激活函数、dropout）和归一化（softmax、layernorm）的 FLOPs 很少，但每一个都要读写
 # 它的全部输入：在 GPU 上它们是内存受限的，无论 FLOPs 多么少，耗时都是字节数除以带宽。不做融合的话，
 # 一个 softmax 可能要扫过内存四遍，而本来一读一写就够了；这些操作花多少时间，更多取决于软件——内核
-# 融合——而不是算术。根据 {cite:t}`ivanov2021datamovement` 在一个参数量为
+# 融合——而不是计算。根据 {cite:t}`ivanov2021datamovement` 在一个参数量为
 # {glue:text}`ch4_inter_params`（$D =$ {glue:text}`ch4_inter_D`）的模型上的测量，kipply 把内存受限的
 # 操作加总，算出它们在一步时间中所占的份额。它们的时间随宽度按 $D$ 增长，矩阵乘法的时间按 $D^2$
 # 增长，所以模型越宽，这个份额越小：

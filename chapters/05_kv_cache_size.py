@@ -32,7 +32,7 @@
 # 的每一种缩小缓存的办法——更少的键/值头、局部注意力、在层之间共享缓存、每个数用更少的位、忘掉不重要
 # 的词元、少浪费已分配的内存，以及到别处找更多的内存。每一种技术都在库中实现，与参照对照检查，并加以
 # 测量。本章依据 Pierre Lienhart 关于 KV 缓存的文章的后半部分 {cite:p}`lienhart2023kvcache`，以及
-# scaling book 推理一章中的“技巧”一节 {cite:p}`austin2025scaling`。
+# 《How to Scale Your Model》推理一章中的“技巧”一节 {cite:p}`austin2025scaling`。
 
 # %%
 import inspect
@@ -125,7 +125,7 @@ assert kvcache.cache_bytes(kvcache.init_cache(tiny, 3, 100)) == \
 #
 # 下面把这个公式用到 Lienhart 表格里的模型和几个更晚的模型上，它们的尺寸取自库中的预设（每个预设都注
 # 明了它的配置出处）。一切都按 bfloat16 计，每个数两个字节。最后一列是一个词元数：这么多词元的键和值，
-# 与模型的权重一样重。
+# 与模型的权重一样大。
 
 # %%
 table_models = ["llama-2-7b", "llama-2-13b", "llama-2-70b", "opt-13b", "opt-30b", "opt-66b",
@@ -433,7 +433,7 @@ glue("ch5_prompt_share", fmt_percent(prompt_kv / (a100.hbm_bytes - l7_weights), 
 # 查询头从不进入缓存。多查询注意力（MQA）{cite:p}`shazeer2019mqa` 保留全部 $N$ 个查询头，但只给它们
 # 一个键/值头；分组查询注意力（GQA）{cite:p}`ainslie2023gqa` 取其中间：$K$ 个 KV 头，每个由一组
 # $G = N/K$ 个查询头共用。多头注意力就是 $K = N$ 的 GQA，MQA 就是 $K = 1$ 的 GQA。缓存缩小为原来的
-# $1/G$，而 scaling book 指出，质量损失很小。库中的注意力从一开始就支持这种结构：它把 $N$ 个查询头看
+# $1/G$，而《How to Scale Your Model》指出，质量损失很小。库中的注意力从一开始就支持这种结构：它把 $N$ 个查询头看
 # 成 $K$ 组、每组 $G$ 个，从不复制任何一个键。以 LLaMA-2 70B 的形状为例：
 
 # %%
@@ -560,7 +560,7 @@ glue_figure("ch5_gqa_figure", fig, zh=dict(
 # {glue:text}`ch5_mqa_ceiling`，也少于介于两者之间的分组查询注意力）。步骤时间随读取的缓存字节数下降，正
 # 如内存受限的步骤所应有的那样（第 2 章），但并不成正比：每一步都有固定开销；而且 $G$ 个查询头共用每
 # 个键时，注意力的乘积变成了小矩阵乘法，运行这类乘法的速度远低于带宽所允许的，在 CPU 上尤其如此。这
-# 种共享正是 scaling book 指出的另一个效果：注意力每读一个字节，要做的算术多了 $G$ 倍。
+# 种共享正是《How to Scale Your Model》指出的另一个效果：注意力每读一个字节，要做的计算多了 $G$ 倍。
 #
 # ## 用一个窗口代替全部过去
 #
@@ -682,7 +682,7 @@ glue("ch5_w_mixed", fmt_bytes(mixed_32k)); glue("ch5_w_mixed_x", fmt_ratio(full_
 #
 # 模型可以这样训练：几个相邻的层使用同一组键和值 {cite:p}`brandon2024cla`——每组的第一层计算并缓存它
 # 们，其余各层用自己的查询去关注这份缓存。Character.AI 把这种做法与局部层结合了起来
-# {cite:p}`characterai2024inference`。缓存按组的大小成比例缩小。scaling book 补充了一个提醒：共享的
+# {cite:p}`characterai2024inference`。缓存按组的大小成比例缩小。《How to Scale Your Model》补充了一个提醒：共享的
 # 缓存仍要被每个使用它的层读一遍，所以一个解码步骤读取的字节和以前一样多，未必会变快。`kv_share` 实
 # 现了这种模式（它的测试把带缓存的解码与重新计算作比较）；这里我们在注意力占主导的那个配置中，让两层
 # 一组共用一份缓存，从 XLA 对编译后解码步骤的分析中数出一个步骤占用多少、读取多少：
@@ -734,7 +734,7 @@ glue("ch5_share_read", fmt_bytes(read[pair])); glue("ch5_share_read_own", fmt_by
 #
 # 只量化权重的方法（GPTQ、AWQ）不动缓存；连激活也量化的方法（LLM.int8()
 # {cite:p}`dettmers2022llmint8`、SmoothQuant {cite:p}`xiao2023smoothquant`）顺带得到了量化的缓存，但
-# 解码步骤是内存受限的，所以更快的 int8 算术帮不了多少。真正有用的是把缓存以 8 位存储，读取时再转换
+# 解码步骤是内存受限的，所以更快的 int8 计算帮不了多少。真正有用的是把缓存以 8 位存储，读取时再转换
 # 回来——TensorRT-LLM 和 vLLM 就是用 int8 或 fp8 这样做的。`kv_quant` 给每个键向量和值向量各配一个缩
 # 放因子（它的最大绝对值除以 127），因此不需要校准：
 
@@ -889,7 +889,7 @@ show_source(kv_quant.attend_per_head)
 # activity on the machine affects them alike, and report each one's median call.
 
 # %% [markdown] tags=["lang-zh"]
-# 现在看步骤时间。在 CPU 上，bfloat16 算术是模拟出来的，很慢，所以我们拿 int8 缓存与以下几种作比较：
+# 现在看步骤时间。在 CPU 上，bfloat16 计算是模拟出来的，很慢，所以我们拿 int8 缓存与以下几种作比较：
 # 由同样的逐头代码读取的 **float32** 缓存；库的标准解码步骤（`decode.extend`，对 float32 缓存做一次
 # 覆盖整个批次的乘积）；以及读取 int8 缓存最直白的办法，写在下面：先把每一层的整个缓存转换成浮点数，
 # 再照常做注意力。我们为步骤中读取缓存的部分计时（`extend`，即整个前向计算；随后的追加只写一个词元，
@@ -990,12 +990,11 @@ glue("ch5_t_naive_x", fmt_ratio(t_naive / t_i8))
 #   is good enough.
 #
 # `kv_evict` implements StreamingLLM and H2O per KV head, with a cache that holds exactly the
-# budget (its tests replay both policies in plain Python and compare the kept tokens). Our
-# models have random weights, so their attention has none of the structure these methods
-# exploit. We therefore build a stream of queries and keys with that structure — a sink at the
-# first position, {glue:text}`ch5_ev_heavy` heavy hitters, a preference for recent tokens under
-# RoPE — and check the
-# structure is there before measuring:
+# budget (its tests replay both policies in plain Python and compare the kept tokens). What each
+# rule can keep is easiest to see first on a stream of queries and keys built with the structure
+# they look for — a sink at the first position, {glue:text}`ch5_ev_heavy` heavy hitters, a
+# preference for recent tokens under RoPE — checking that the structure is there before
+# measuring; a trained model follows.
 
 # %% [markdown] tags=["lang-zh"]
 # 先全部转换的做法是所有方案中最慢的：{glue:text}`ch5_t_naive`，是逐头读取器所用时间的
@@ -1030,10 +1029,9 @@ glue("ch5_t_naive_x", fmt_ratio(t_naive / t_i8))
 #   高关注词元，或它们的组合——如果没有更便宜的策略够好，就退回到完整的缓存。
 #
 # `kv_evict` 按 KV 头实现了 StreamingLLM 和 H2O，缓存恰好容纳预算那么多词元（它的测试用纯 Python 重
-# 放两种策略，并比较保留下来的词元）。我们的模型权重是随机的，所以它们的注意力没有这些方法所利用的那
-# 种结构。因此我们构造一个具有这种结构的查询和键的流——第一个位置上有一个汇聚点，
-# {glue:text}`ch5_ev_heavy` 的词元是高关注词元，在 RoPE 下偏好最近的词元——并在测量之前先确认这种结构
-# 确实存在：
+# 放两种策略，并比较保留下来的词元）。每条规则能保留什么，先在一个按它们所找的结构构造出来的查询和键
+# 的流上最容易看清——第一个位置上有一个汇聚点，{glue:text}`ch5_ev_heavy` 的词元是高关注词元，在 RoPE
+# 下偏好最近的词元——并在测量之前先确认这种结构确实存在；随后再看一个训练好的模型。
 
 # %%
 T_ev, K_ev, G_ev, H_ev = 256, 2, 2, 64
@@ -1127,13 +1125,9 @@ glue("ch5_ev_window_32", f"{window_only[2]:.2f}")
 # {glue:text}`ch5_ev_stream_32`, and the window without sinks {glue:text}`ch5_ev_window_32`:
 # keeping the sinks helps a plain window, and keeping the tokens that have collected attention
 # helps more, because here the heavy hitters are scattered through the sequence. None of these
-# numbers says anything about a trained model's accuracy — the papers measure that — but they
-# show what each rule can and cannot keep. And the memory gain is real: the cache holds the
+# numbers says anything about a trained model's accuracy — the trained model below does — but
+# they show what each rule can and cannot keep. And the memory gain is real: the cache holds the
 # budget, not the sequence, so its size and the bytes a step reads stop growing with length.
-#
-# The same two policies run inside the library's model: `kv_evict.model_logits` decodes a
-# sequence token by token with every layer's cache under the budget. Here is the `tiny` model
-# (random weights) on 64 tokens, against its logits with the full cache:
 
 # %% [markdown] tags=["lang-zh"]
 # ```{glue:figure} ch5_evict_figure
@@ -1142,36 +1136,241 @@ glue("ch5_ev_window_32", f"{window_only[2]:.2f}")
 # 对每一种策略，误差都随预算增大而下降。在预算为 32（序列的八分之一）时，H2O 的误差是
 # {glue:text}`ch5_ev_h2o_32`，StreamingLLM 是 {glue:text}`ch5_ev_stream_32`，不带汇聚点的窗口是
 # {glue:text}`ch5_ev_window_32`：保留汇聚点对单纯的窗口有帮助，而保留那些积累了注意力的词元帮助更大，
-# 因为在这里高关注词元散布在整条序列中。这些数字都说明不了训练好的模型的准确率——那要看论文的测量——但
+# 因为在这里高关注词元散布在整条序列中。这些数字都说明不了训练好的模型的准确率——那要看下面训练好的模型——但
 # 它们显示了每条规则能保留什么、不能保留什么。而内存上的收益是实实在在的：缓存容纳的是预算，而不是整
 # 条序列，所以它的大小和一个步骤读取的字节都不再随长度增长。
-#
-# 同样两种策略也在库的模型内部运行：`kv_evict.model_logits` 逐个词元地解码一条序列，每一层的缓存都限
-# 制在预算之内。下面是 `tiny` 模型（随机权重）在 64 个词元上的结果，与它使用完整缓存时的 logits 作比
-# 较：
 
-# %%
-ev_tokens = jax.random.randint(jax.random.key(4), (2, 64), 0, tiny.V)
-ev_ref = decoder.forward(qm_params, tiny, ev_tokens)
-ev_budgets = [8, 16, 32, 64]
-model_err = {pol: [float(jnp.mean(jnp.abs(kv_evict.model_logits(
-    qm_params, tiny, ev_tokens, 64, b, pol, 4 if pol == "streaming" else 0,
-    0 if pol == "streaming" else b // 2) - ev_ref)) / jnp.mean(jnp.abs(ev_ref)))
-    for b in ev_budgets] for pol in kv_evict.POLICIES}
-for pol, e in model_err.items():
-    print(pol, " ".join(f"budget {b}: {x:.3f}" for b, x in zip(ev_budgets, e)))
-    assert e[-1] < 1e-5 and all(a > b for a, b in zip(e[:-1], e[1:]))   # exact with room
-
-# %% tags=["hide-input"]
-glue("ch5_ev_model_8", f"{model_err['h2o'][0]:.2f}")
-glue("ch5_ev_model_8s", f"{model_err['streaming'][0]:.2f}")
 
 # %% [markdown]
-# With room for all 64 tokens both are exact; at a budget of 8 the logits are off by
-# {glue:text}`ch5_ev_model_8` (H2O) and {glue:text}`ch5_ev_model_8s` (StreamingLLM) of their
-# typical size. Which policy wins here is of no consequence: this model's attention has no
-# sinks or heavy hitters to find.
+# ### On a trained model
 #
+# Whether any of this matters is a question about trained models, so we now load one: the
+# book's SmolLM2-135M-Instruct (chapter 1), {glue:text}`ch5_sm_L` layers, each with
+# {glue:text}`ch5_sm_K` KV heads for {glue:text}`ch5_sm_N` query heads. Its text is the opening
+# of Arthur Conan Doyle's "A Scandal in Bohemia" (1891, public domain, transcribed by Project
+# Gutenberg; the data file names its source), {glue:text}`ch5_story_tokens` tokens. First,
+# where its attention goes on the first {glue:text}`ch5_map_T` of them. On the left, one head's
+# attention map — layer {glue:text}`ch5_map_layer`, the layer whose first token draws most,
+# and its head {glue:text}`ch5_map_head`; on the right, for every layer, the share of attention
+# that lands on the first token, averaged over heads and over the queries from position
+# {glue:text}`ch5_map_from` on, against the share an even spread over the visible tokens would
+# give it.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 在训练好的模型上
+#
+# 这一切是否要紧，是关于训练好的模型的问题，所以我们现在加载一个：本书的 SmolLM2-135M-Instruct（第 1
+# 章），共 {glue:text}`ch5_sm_L` 层，每层 {glue:text}`ch5_sm_N` 个查询头配 {glue:text}`ch5_sm_K` 个
+# KV 头。给它的文本是 Arthur Conan Doyle《波希米亚丑闻》的开头（1891 年，属于公有领域，由 Project
+# Gutenberg 录入；数据文件注明了出处），共 {glue:text}`ch5_story_tokens` 个词元。先看它在前
+# {glue:text}`ch5_map_T` 个词元上把注意力放在哪里。左图是一个头的注意力图——第
+# {glue:text}`ch5_map_layer` 层（第一个词元在这一层得到的注意力最多）的第 {glue:text}`ch5_map_head`
+# 个头；右图对每一层给出落在第一个词元上的注意力份额，对各个头、对从位置 {glue:text}`ch5_map_from`
+# 起的各个查询取平均，并与注意力在可见词元上均匀分布时它应得的份额作比较。
+
+# %%
+from inferbook.memory import kv_quality
+from inferbook.model.pretrained import load_pretrained
+
+smol = load_pretrained("smollm2-135m-instruct")
+sm_cfg, sm_params = smol.cfg, smol.params
+story = bookdata.load("scandal_in_bohemia.json")
+story_ids = smol.tokenizer.encode("\n\n".join(story["paragraphs"]))
+print(story["source"])
+map_T, map_from = 48, 4
+map_probs = kv_quality.attention_probs(sm_params, sm_cfg, jnp.asarray([story_ids[:map_T]]))
+layer_sink = [kv_quality.sink_share(p, map_from)[0] for p in map_probs]     # [L, B, N, T, T]
+uniform_sink = kv_quality.sink_share(map_probs[0], map_from)[1]
+map_layer = int(np.argmax(layer_sink))
+map_head = int(jnp.argmax(map_probs[map_layer, 0, :, map_from:, 0].mean(-1)))
+sink_factor = 5
+sink_layers = sum(s > sink_factor * uniform_sink for s in layer_sink)
+assert layer_sink[map_layer] > 10 * uniform_sink     # the sink: far above an even spread ...
+assert sink_layers > sm_cfg.L // 2                   # ... in most layers, not in one
+first_word = smol.decode(story_ids[:1]).strip()
+assert first_word == story["paragraphs"][0].split()[0]
+
+# %% tags=["hide-input"]
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.8), layout="constrained")
+ax0.imshow(np.asarray(map_probs[map_layer, 0, map_head]), cmap="magma", vmin=0, vmax=1)
+ax0.set_xlabel("key position"); ax0.set_ylabel("query position")
+ax0.set_title(f"attention map, layer {map_layer}, head {map_head}")
+ax1.bar(range(sm_cfg.L), layer_sink)
+ax1.axhline(uniform_sink, color="black", ls="--", label="an even spread")
+ax1.set_xlabel("layer"); ax1.set_ylabel("attention on the first token")
+ax1.legend()
+glue_figure("ch5_sink_figure", fig, zh=[
+    dict(xlabel="键的位置", ylabel="查询的位置", title=f"注意力图，第 {map_layer} 层，第 {map_head} 个头"),
+    dict(xlabel="层", ylabel="落在第一个词元上的注意力", legend=["均匀分布"])])
+glue("ch5_sm_L", str(sm_cfg.L)); glue("ch5_sm_K", str(sm_cfg.K)); glue("ch5_sm_N", str(sm_cfg.N))
+glue("ch5_story_tokens", fmt_count(len(story_ids))); glue("ch5_map_T", str(map_T))
+glue("ch5_map_layer", str(map_layer)); glue("ch5_map_head", str(map_head))
+glue("ch5_map_from", str(map_from))
+glue("ch5_sink_top", fmt_percent(layer_sink[map_layer]))
+glue("ch5_sink_uniform", fmt_percent(uniform_sink, 1))
+glue("ch5_sink_ratio", fmt_ratio(layer_sink[map_layer] / uniform_sink, 0))
+glue("ch5_sink_layers", str(sink_layers))
+glue("ch5_sink_factor", fmt_ratio(sink_factor, 0)); glue("ch5_first_word", first_word)
+
+# %% [markdown]
+# ```{glue:figure} ch5_sink_figure
+# ```
+#
+# The bright left column is the attention sink: in layer {glue:text}`ch5_map_layer` the first
+# token, the word "{glue:text}`ch5_first_word`", collects {glue:text}`ch5_sink_top` of the attention on average, where
+# an even spread would give it {glue:text}`ch5_sink_uniform` — {glue:text}`ch5_sink_ratio` as
+# much — and {glue:text}`ch5_sink_layers` of the {glue:text}`ch5_sm_L` layers give it more than
+# {glue:text}`ch5_sink_factor` its even share. What the first token says does not matter; that it comes first
+# does. The second bright band, along the diagonal, is the recent tokens.
+#
+# Now the cheaper caches, each judged by what the model does with it. Two measures, on the
+# first {glue:text}`ch5_tm_T` tokens of the story: the *perplexity* of the text — the exponential
+# of the mean negative log-likelihood of each next token, counted from position
+# {glue:text}`ch5_tm_budget` on, where eviction has started — and the *greedy agreement*: the
+# full cache continues the first {glue:text}`ch5_tm_prompt` tokens greedily for
+# {glue:text}`ch5_tm_cont` tokens, and we feed that continuation to each cheaper cache and count
+# how often its most likely next token is the one the full cache chose. The evicting caches hold
+# {glue:text}`ch5_tm_budget` tokens per KV head in every layer: a window alone, the same window
+# with four sinks (StreamingLLM), and H2O with half its budget for recent tokens. The quantized
+# caches keep every token with int8 codes (one scale per vector, as above) or int4 codes (one
+# scale per 32 numbers). Sizes are at the last token, as a share of a full 16-bit cache.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch5_sink_figure
+# ```
+#
+# 左边那一列亮色就是注意力汇聚点：在第 {glue:text}`ch5_map_layer` 层，第一个词元（单词“{glue:text}`ch5_first_word`”）平均得到
+# {glue:text}`ch5_sink_top` 的注意力，而均匀分布只会给它 {glue:text}`ch5_sink_uniform`——是后者的
+# {glue:text}`ch5_sink_ratio`；{glue:text}`ch5_sm_L` 层中有 {glue:text}`ch5_sink_layers` 层给它的注意
+# 力超过其均匀份额的 {glue:text}`ch5_sink_factor`。第一个词元说了什么无关紧要，要紧的是它排在最前面。沿对角线的第二条亮带，是
+# 最近的词元。
+#
+# 现在来看更省的缓存，每一种都按模型用它做出的结果来评判。两个指标，都在故事的前
+# {glue:text}`ch5_tm_T` 个词元上计算：文本的*困惑度*——每个下一个词元的平均负对数似然的指数，从位置
+# {glue:text}`ch5_tm_budget` 起计算，淘汰从那里开始——以及*贪心一致率*：完整的缓存从前
+# {glue:text}`ch5_tm_prompt` 个词元出发，用贪心解码续写 {glue:text}`ch5_tm_cont` 个词元；我们把这段续
+# 写喂给每一种更省的缓存，数一数它最可能的下一个词元有多少次正是完整缓存选中的那个。做淘汰的缓存在每一
+# 层的每个 KV 头上保留 {glue:text}`ch5_tm_budget` 个词元：单纯的窗口、同样的窗口加四个汇聚点
+# （StreamingLLM），以及把一半预算留给最近词元的 H2O。量化的缓存保留全部词元，用 int8 编码（同上，每个
+# 向量一个缩放因子）或 int4 编码（每 32 个数一个缩放因子）。大小取最后一个词元处的值，以占完整 16 位
+# 缓存的比例表示。
+
+# %%
+tm_T, tm_prompt, tm_budget = 128, 48, 32
+tm_cont = smol.generate([story_ids[:tm_prompt]], tm_T - tm_prompt, stop_at_eos=False).tokens[0]
+tm_batch = jnp.asarray([story_ids[:tm_T], story_ids[:tm_prompt] + list(tm_cont)])
+
+
+def cache_quality(logits_BTV):
+    """(perplexity of the story past the budget, agreement with the full cache's greedy run)."""
+    return (kv_quality.perplexity(logits_BTV[:1], tm_batch[:1], tm_budget),
+            kv_quality.greedy_agreement(logits_BTV[1:], tm_batch[1:], tm_prompt - 1))
+
+
+def evicted(policy, n_sink, n_recent):
+    return kv_evict.model_logits(sm_params, sm_cfg, tm_batch, tm_budget, tm_budget, policy,
+                                 n_sink, n_recent)
+
+
+int4_group = 32
+tm_runs = {   # label: (logits, cache size as a share of a full 16-bit cache)
+    "full cache": (decoder.forward(sm_params, sm_cfg, tm_batch), 1.0),
+    "int8 codes": (kv_quality.forward_kv_bits(sm_params, sm_cfg, tm_batch, 8),
+                   kv_quant.bytes_per_element(sm_cfg.H) / BF16),
+    "int4 codes": (kv_quality.forward_kv_bits(sm_params, sm_cfg, tm_batch, 4, int4_group),
+                   kv_quality.kv_bits_bytes_per_element(4, int4_group) / BF16),
+    "window": (evicted("streaming", 0, 0), tm_budget / tm_T),
+    "sinks + window (StreamingLLM)": (evicted("streaming", 4, 0), tm_budget / tm_T),
+    "heavy hitters + recent (H2O)": (evicted("h2o", 0, tm_budget // 2), tm_budget / tm_T),
+}
+tm_quality = {label: cache_quality(logits) for label, (logits, _) in tm_runs.items()}
+for label, (ppl, agree) in tm_quality.items():
+    print(f"{label:32s} size {tm_runs[label][1]:6.1%}  perplexity {ppl:7.2f}  "
+          f"greedy agreement {agree:6.1%}")
+
+# %%
+q = {label.split(" (")[0]: v for label, v in tm_quality.items()}
+ppl_full, agree_full = q["full cache"]
+assert agree_full == 1.0                       # the full cache's logits are the greedy run's
+assert q["int8 codes"][0] < 1.02 * ppl_full and q["int8 codes"][1] >= 0.95
+assert q["int4 codes"][0] > q["int8 codes"][0]           # four bits cost more than eight
+assert q["window"][0] > 3 * ppl_full and q["window"][1] < 0.5   # no sinks: the model breaks
+for policy in ("sinks + window", "heavy hitters + recent"):
+    assert q[policy][0] < 1.5 * ppl_full and q[policy][0] < q["window"][0] / 3
+
+# %% tags=["hide-input"]
+Markdown("| cache | size | perplexity | greedy agreement |\n|---|---:|---:|---:|\n" + "\n".join(
+    f"| {label} | {fmt_percent(tm_runs[label][1])} | {ppl:.1f} | {fmt_percent(agree)} |"
+    for label, (ppl, agree) in tm_quality.items()))
+
+# %% tags=["hide-input"]
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.4), layout="constrained")
+tm_labels = list(tm_quality)
+tm_rows = np.arange(len(tm_labels))
+ax0.barh(tm_rows, [v[0] for v in tm_quality.values()])
+ax0.axvline(ppl_full, color="black", ls="--", lw=1)
+ax0.set_xscale("log"); ax0.set_xlabel("perplexity of the story (lower is better)")
+ax1.barh(tm_rows, [100 * v[1] for v in tm_quality.values()])
+ax1.set_xlabel("greedy agreement with the full cache (%)")
+for ax in (ax0, ax1):
+    ax.set_yticks(tm_rows, [""] * len(tm_rows)); ax.invert_yaxis()
+for row, label in zip(tm_rows, tm_labels):
+    ax0.text(-0.02, row, label, transform=ax0.get_yaxis_transform(), ha="right", va="center")
+tm_labels_zh = {"full cache": "完整缓存", "int8 codes": "int8 编码", "int4 codes": "int4 编码",
+                "window": "窗口", "sinks + window (StreamingLLM)": "汇聚点 + 窗口（StreamingLLM）",
+                "heavy hitters + recent (H2O)": "高关注词元 + 最近词元（H2O）"}
+glue_figure("ch5_quality_figure", fig, zh=[
+    dict(xlabel="故事的困惑度（越低越好）", texts=[tm_labels_zh[t] for t in tm_labels]),
+    dict(xlabel="与完整缓存的贪心一致率（%）")])
+glue("ch5_tm_T", str(tm_T)); glue("ch5_tm_prompt", str(tm_prompt))
+glue("ch5_tm_budget", str(tm_budget)); glue("ch5_tm_cont", str(tm_T - tm_prompt))
+glue("ch5_tm_ppl_full", f"{ppl_full:.1f}")
+glue("ch5_tm_ppl_window", f"{q['window'][0]:.0f}")
+glue("ch5_tm_agree_window", fmt_percent(q["window"][1]))
+glue("ch5_tm_ppl_stream", f"{q['sinks + window'][0]:.1f}")
+glue("ch5_tm_agree_stream", fmt_percent(q["sinks + window"][1]))
+glue("ch5_tm_ppl_h2o", f"{q['heavy hitters + recent'][0]:.1f}")
+glue("ch5_tm_agree_h2o", fmt_percent(q["heavy hitters + recent"][1]))
+glue("ch5_tm_ppl_int8", f"{q['int8 codes'][0]:.1f}")
+glue("ch5_tm_agree_int8", fmt_percent(q["int8 codes"][1]))
+glue("ch5_tm_ppl_int4", f"{q['int4 codes'][0]:.1f}")
+glue("ch5_tm_agree_int4", fmt_percent(q["int4 codes"][1]))
+glue("ch5_tm_size_evict", fmt_percent(tm_budget / tm_T))
+
+# %% [markdown]
+# ```{glue:figure} ch5_quality_figure
+# ```
+#
+# With the full cache the story's perplexity is {glue:text}`ch5_tm_ppl_full`. A window of the
+# last {glue:text}`ch5_tm_budget` tokens, {glue:text}`ch5_tm_size_evict` of the cache, sends it
+# to {glue:text}`ch5_tm_ppl_window` and agrees with the full cache's next token only
+# {glue:text}`ch5_tm_agree_window` of the time: once the first token leaves the cache, the
+# attention that the heads parked on it has to go somewhere, and the model falls apart — the
+# failure StreamingLLM was built to explain. Keeping four sink tokens in the same budget brings
+# the perplexity back to {glue:text}`ch5_tm_ppl_stream` ({glue:text}`ch5_tm_agree_stream`
+# agreement), and H2O, which keeps the sink because it has collected the most attention, to
+# {glue:text}`ch5_tm_ppl_h2o` ({glue:text}`ch5_tm_agree_h2o`). The int8 cache is almost free:
+# {glue:text}`ch5_tm_ppl_int8`, {glue:text}`ch5_tm_agree_int8` agreement; int4 costs more,
+# {glue:text}`ch5_tm_ppl_int4` and {glue:text}`ch5_tm_agree_int4`. A short text on a small
+# model is one data point, not a benchmark — the papers evaluate many models and tasks — but it
+# shows each effect they report, measured.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch5_quality_figure
+# ```
+#
+# 用完整的缓存时，故事的困惑度是 {glue:text}`ch5_tm_ppl_full`。只保留最近 {glue:text}`ch5_tm_budget`
+# 个词元的窗口——缓存的 {glue:text}`ch5_tm_size_evict`——把它推到 {glue:text}`ch5_tm_ppl_window`，与完
+# 整缓存的下一个词元只有 {glue:text}`ch5_tm_agree_window` 的时候一致：第一个词元一旦离开缓存，各个头
+# 原先停放在它身上的注意力就得另找去处，模型随之崩溃——StreamingLLM 正是为解释这种失败而提出的。在同样
+# 的预算里保留四个汇聚点，困惑度就回到 {glue:text}`ch5_tm_ppl_stream`（一致率
+# {glue:text}`ch5_tm_agree_stream`）；H2O 因为汇聚点积累的注意力最多而保留了它，困惑度为
+# {glue:text}`ch5_tm_ppl_h2o`（{glue:text}`ch5_tm_agree_h2o`）。int8 缓存几乎没有代价：
+# {glue:text}`ch5_tm_ppl_int8`，一致率 {glue:text}`ch5_tm_agree_int8`；int4 的代价更大，分别是
+# {glue:text}`ch5_tm_ppl_int4` 和 {glue:text}`ch5_tm_agree_int4`。一个小模型上的一段短文本只是一个数据
+# 点，不是基准测试——论文评估了许多模型和任务——但它把论文报告的每一种效应都实测了出来。
+
+# %% [markdown]
 # ## Wasting less of what is allocated: paging
 #
 # So far we assumed every allocated byte holds a token. Systems before vLLM
@@ -1185,10 +1384,6 @@ glue("ch5_ev_model_8s", f"{model_err['streaming'][0]:.2f}")
 # `BlockManager`, chapter 12). Its figures are in the book's data:
 
 # %% [markdown] tags=["lang-zh"]
-# 有空间容纳全部 64 个词元时，两种策略都是精确的；预算为 8 时，logits 偏离了它们典型大小的
-# {glue:text}`ch5_ev_model_8`（H2O）和 {glue:text}`ch5_ev_model_8s`（StreamingLLM）。在这里哪种策略
-# 胜出无关紧要：这个模型的注意力里根本没有汇聚点或高关注词元可找。
-#
 # ## 少浪费已分配的内存：分页
 #
 # 到目前为止，我们都假设每个分配出去的字节都存着一个词元。vLLM {cite:p}`kwon2023pagedattention` 之前
@@ -1451,14 +1646,16 @@ print(f"{fmt_bytes(baseline)} -> {fmt_bytes(combined)} per sequence "
 # - An int8 cache with per-vector scales halves a 16-bit cache with a small, bounded error; it
 #   only runs faster if the reader converts in small pieces.
 # - Eviction (StreamingLLM, H2O, Scissorhands, FastGen) keeps a fixed budget of tokens that
-#   matter; what it costs in accuracy depends on how concentrated attention is.
+#   matter; what it costs in accuracy depends on how concentrated attention is. On the trained
+#   model, a window that lets the first token go breaks it; keeping the attention sinks, or
+#   H2O's heavy hitters, keeps its perplexity close to the full cache's.
 # - Contiguous reservations waste most of the memory they hold; paging wastes a few percent.
 # - Offloading trades step time for capacity; more devices add memory, but split KV heads only as
 #   far as there are heads.
 
 # %% [markdown] tags=["lang-zh"]
 # 每条序列的 {glue:text}`ch5_all_base` 变成了 {glue:text}`ch5_all_comb`，缩小了
-# {glue:text}`ch5_all_ratio`——超过了 scaling book 所承诺的一个数量级——而这还没算上分页消除的周边浪费。
+# {glue:text}`ch5_all_ratio`——超过了《How to Scale Your Model》所承诺的一个数量级——而这还没算上分页消除的周边浪费。
 #
 # ## 小结
 #
@@ -1472,6 +1669,7 @@ print(f"{fmt_bytes(baseline)} -> {fmt_bytes(combined)} per sequence "
 # - 带有逐向量缩放因子的 int8 缓存把 16 位缓存减半，误差小且有界；只有读取器分小块转换时，它才会跑得
 #   更快。
 # - 淘汰（StreamingLLM、H2O、Scissorhands、FastGen）保留固定预算之内的重要词元；它在准确率上的代价，
-#   取决于注意力有多集中。
+#   取决于注意力有多集中。在训练好的模型上，放走第一个词元的窗口会让模型崩溃；保留注意力汇聚点，或 H2O
+#   的高关注词元，困惑度就与完整缓存的相差无几。
 # - 连续预留浪费了它所占内存的大部分；分页只浪费百分之几。
 # - 卸载用步骤时间换容量；更多设备带来更多内存，但按 KV 头切分，最多只能分到头数那么多份。

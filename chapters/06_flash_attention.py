@@ -34,7 +34,7 @@
 #
 # 教科书里写的注意力——分数 $QK^\top/\sqrt{H}$、一次 softmax、再与 $V$ 相乘——精确、简单，而在 GPU
 # 上基本上是一场内存基准测试。对一个 $T$ 个词元的提示词，它算出一个 $T \times S$ 的分数矩阵，写入
-# 内存，读回来求指数，写出概率，再读回来与 $V$ 相乘。与这些数据流量相比，算术运算很便宜，而这个矩阵
+# 内存，读回来求指数，写出概率，再读回来与 $V$ 相乘。与这些数据流量相比，计算很便宜，而这个矩阵
 # 随序列长度的平方增长。
 #
 # FlashAttention {cite:p}`dao2022flashattention` 算出同样的数，却从不写出那个矩阵。它不是近似：它
@@ -144,9 +144,9 @@ glue("ch6_a100_ridge", f"{a100.bf16_flops_per_s / a100.hbm_bytes_per_s:,.0f}")
 # 片上 SRAM 的速度是 HBM 的 {glue:text}`ch6_sram_speed`，而 HBM 的容量是 SRAM 的
 # {glue:text}`ch6_hbm_size`；SRAM 分成 {glue:text}`ch6_a100_sms` 份，每个 SM 一份，每份
 # {glue:text}`ch6_sram_per_sm`。GPU 运行的每个内核都从 HBM 把输入读进 SRAM，进行计算，再把输出写回
-# 去。内核快不快，取决于它每搬运一个字节做多少算术：A100 从 HBM 读一个字节的时间里，能完成
+# 去。内核快不快，取决于它每搬运一个字节做多少计算：A100 从 HBM 读一个字节的时间里，能完成
 # {glue:text}`ch6_a100_ridge` 次 bfloat16 浮点运算（第 2 章的*临界强度*）。低于这个值，内核在等
-# 内存；高于它，内核在等算术。
+# 内存；高于它，内核在等计算。
 #
 # ## 标准注意力受限于内存流量
 #
@@ -157,7 +157,7 @@ glue("ch6_a100_ridge", f"{a100.bf16_flops_per_s / a100.hbm_bytes_per_s:,.0f}")
 # 2. 读 $X$，逐行计算 $P = \mathrm{softmax}(X)$，写出 $P$（$T \times S$）；
 # 3. 读 $P$ 和 $V$，计算 $O = PV$，写出 $O$（$T \times H$）。
 #
-# 每个元素占 $b$ 字节时，它的 HBM 流量是 $b\,(2TH + 2SH + 4TS)$ 字节，而算术量是两次矩阵乘积，共
+# 每个元素占 $b$ 字节时，它的 HBM 流量是 $b\,(2TH + 2SH + 4TS)$ 字节，而计算量是两次矩阵乘积，共
 # $4TSH$ FLOPs。对预填充而言 $T = S = n$：$4n^2$ 项占主导，算术强度趋近 $4n^2H / 4bn^2 = H/b$。
 
 # %%
@@ -202,7 +202,7 @@ glue("ch6_n_ex", f"{n_ex:,}")
 # $H = 128$、bfloat16 时，在 $n =$ {glue:text}`ch6_n_ex` 处，这相当于每字节
 # {glue:text}`ch6_std_intensity` FLOPs，仅为 A100 临界强度
 # {glue:text}`ch6_a100_ridge` 的 {glue:text}`ch6_std_of_ridge`：对一个头来说，A100 搬运这些字节
-# 需要 {glue:text}`ch6_std_tmem`，而做算术只需 {glue:text}`ch6_std_tflop`。中间的 softmax 更糟——
+# 需要 {glue:text}`ch6_std_tmem`，而做计算只需 {glue:text}`ch6_std_tflop`。中间的 softmax 更糟——
 # 对一个要完整读写一遍的矩阵，每个元素只做几次浮点运算。
 #
 # 我们可以拿真实的编译器来核对这个流量计数。XLA 会报告一个编译后的程序中各条指令读写了多少字节。
@@ -245,7 +245,7 @@ glue("ch6_xla_vs_count", fmt_ratio(xla_bytes[2048] / standard_io_bytes(2048, 204
 # %% [markdown] tags=["lang-zh"]
 # 编译后的程序搬运的字节数是三内核计数的 {glue:text}`ch6_xla_vs_count`（为了掩码以及 softmax 的
 # 最大值和求和，它要多遍历几次分数矩阵），$n$ 每翻一番，它就翻两番；它每字节执行
-# {glue:text}`ch6_xla_intensity` FLOPs。让算术更快无济于事；少搬运些字节才有用。
+# {glue:text}`ch6_xla_intensity` FLOPs。让计算更快无济于事；少搬运些字节才有用。
 #
 # ## 一次一块地算 softmax
 #
@@ -328,7 +328,7 @@ print("two-block softmax equals the softmax of the whole row")
 # \ell' = e^{m - m'}\ell + \sum e^{x^{(j)} - m'}, \quad
 # o' = e^{m - m'}\,o + e^{x^{(j)} - m'}\, V^{(j)} .$$
 #
-# 最后一块处理完后，$O = o / \ell$；顺带地，$\log \ell + m$ 就是这一行的对数和指数（log-sum-exp），
+# 最后一块处理完后，$O = o / \ell$；顺带地，$\log \ell + m$ 就是这一行的 LSE（log-sum-exp，指数和的对数），
 # 即 $\log \sum_j e^{x_j}$。这就是 {cite:t}`milakov2018online` 的*在线 softmax*，用在了注意力上（另见
 # {cite:t}`rabe2021selfattention`）。下面用 numpy 为单个查询行从零写出它：
 
@@ -385,7 +385,7 @@ show_source(flash.online_softmax_step, flash.online_softmax_result, flash.flash_
 
 # %% [markdown] tags=["lang-zh"]
 # 有两个细节值得一提。遍历 KV 分块的循环从 `lo` 跑到 `hi`——只包括这一块中某个查询能看到的
-# 分块——所以因果的预填充大约只访问其中一半。另外，函数在输出旁边还返回对数和指数：有了它，对两组
+# 分块——所以因果的预填充大约只访问其中一半。另外，函数在输出旁边还返回 LSE：有了它，对两组
 # 键的注意力就能精确地合并（第 1 章的解码步骤已经这样做了；第 7 章以此为基础）。下面在一个带分组
 # 查询头和滑动窗口的参差批次上，与参考实现对照：
 
@@ -687,8 +687,8 @@ glue("ch6_R", str(R))
 # 在 A100 上，bfloat16 矩阵乘积的速度是 {glue:text}`ch6_a100_bf16`，其他一切只有
 # {glue:text}`ch6_a100_fp32`：一个非矩阵乘法 FLOP 的代价是一个矩阵乘法 FLOP 的
 # {glue:text}`ch6_nonmatmul_cost`。FlashAttention-1 在每个 KV 分块之后都让输出保持归一化（乘以旧的
-# 和，再除以新的和）；FlashAttention-2 让它保持未归一化，只在最后除一次，并且为反向传播只保存对数和
-# 指数，而不是同时保存 $m$ 和 $\ell$。为一个 {glue:text}`ch6_R` × {glue:text}`ch6_R` 的分数分块
+# 和，再除以新的和）；FlashAttention-2 让它保持未归一化，只在最后除一次，并且为反向传播只保存
+# LSE，而不是同时保存 $m$ 和 $\ell$。为一个 {glue:text}`ch6_R` × {glue:text}`ch6_R` 的分数分块
 # 编译后，XLA 统计出第一种更新的非矩阵乘法 FLOPs 共 {glue:text}`ch6_fa1_extra`，第二种共
 # {glue:text}`ch6_fa2_extra`。
 #
@@ -796,7 +796,7 @@ glue("ch6_exchange_head", fmt_bytes(per_head))
 # - 标准注意力要写出并读回 $T \times S$ 的矩阵；它的算术强度约为每字节 $H/b$ FLOPs，低于任何加速器
 #   的临界强度。它受限于内存流量，并需要 $O(TS)$ 的内存。
 # - 在线 softmax 为每个查询行保留三个数（累计最大值、累计和、未归一化的输出），最大值变大时就重新
-#   缩放它们，于是键可以分块遍历；结果及其对数和指数都是精确的。
+#   缩放它们，于是键可以分块遍历；结果及其 LSE 都是精确的。
 # - FlashAttention 对查询和键分块，让每个分块只被读进快速内存一次：HBM 流量从 $O(n^2)$ 降到
 #   $O(n^2H/b_q)$，内存从 $O(n^2)$ 降到 $O(n)$。在这台设备上，实测的最长预填充所需的内存以 MB
 #   计，而不是以 GB 计。

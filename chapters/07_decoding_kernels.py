@@ -94,7 +94,7 @@ glue("ch7_device", DEVICE)
 # %% [markdown] tags=["lang-zh"]
 # ## 为什么 FlashAttention 在解码时让芯片闲着
 #
-# 一个序列的一个解码步骤：每个头一个查询，共 $N$ 个，对着每个 KV 头的 $S$ 个缓存的键和值。算术量是
+# 一个序列的一个解码步骤：每个头一个查询，共 $N$ 个，对着每个 KV 头的 $S$ 个缓存的键和值。计算量是
 # $4NSH$ FLOPs（算分数，再按权重求和）；内存流量就是缓存，$2KSH$ 个元素。每个 KV 头对应
 # $G = N/K$ 个查询头、每个元素 $b$ 字节时，强度为每字节 $2G/b$ FLOPs——对任何模型都只有寥寥几个。
 # 批处理也帮不上忙：每个序列都有自己的缓存。
@@ -211,7 +211,7 @@ glue("ch7_P", str(P_fd)); glue("ch7_mistral_K", str(mistral.K))
 #
 # 1. **切分**——第 $p$ 块是槽位 $pS/P \ldots (p+1)S/P - 1$：只是缓存的一个视图，什么都不用搬；
 # 2. **计算注意力**——每个程序按 FlashAttention 的方式，只在自己那一块上计算它的查询的注意力，写出
-#    输出 $O_p$ 以及分数的对数和指数 $\lambda_p$；
+#    输出 $O_p$ 以及分数的 LSE $\lambda_p$；
 # 3. **合并**——一次小小的归约：$\lambda = \log \sum_p e^{\lambda_p}$，
 #    $O = \sum_p e^{\lambda_p - \lambda} O_p$。
 #
@@ -473,7 +473,7 @@ for record in gpu_records:
 # ## FlashDecoding++：所有块共用一个最大值
 #
 # 切分也有它自己的代价。每一块在求指数之前都减去*它自己的*最大值，所以各部分结果的尺度各不相同，
-# 合并时必须先读到每一块的最大值（或对数和指数），才能重新缩放任何东西：这是一次跨程序的同步，
+# 合并时必须先读到每一块的最大值（或 LSE），才能重新缩放任何东西：这是一次跨程序的同步，
 # FlashDecoding++ 的作者测得它占去注意力时间中相当可观的一部分。他们的观察是：softmax 减去*任意*
 # 常数都不变，而对一个给定的模型，分数落在一个可以预测的范围内。事先为模型选定一个数 $\varphi$，
 # 让每一块都计算 $e^{x - \varphi}$，各部分的和直接相加即可：
@@ -806,8 +806,8 @@ glue("ch7_cache_gain_lo", fmt_ratio(cache_gain[-1])); glue("ch7_cache_gain_hi", 
 # ```{glue:figure} ch7_cis_figure
 # ```
 #
-# 换上 Flash-Decoding 后，首个词元的延迟缩短了，前后之比在 {glue:text}`ch7_fd_gain_lo` 到
-# {glue:text}`ch7_fd_gain_hi` 之间，最大的模型缩短得最多；前缀缓存（重用先前请求的键和值）的帮助
+# 换上 Flash-Decoding 后，首个词元的延迟缩短了，原来的延迟是现在的 {glue:text}`ch7_fd_gain_lo`
+# 到 {glue:text}`ch7_fd_gain_hi`，最大的模型缩短得最多；前缀缓存（重用先前请求的键和值）的帮助
 # 大得多：从最小模型上的 {glue:text}`ch7_cache_gain_hi`，到最大模型上的
 # {glue:text}`ch7_cache_gain_lo`。网络往返至多占无缓存时延迟的 {glue:text}`ch7_network_share`。他们
 # 报告的吞吐量则是一个更让人冷静的数字：
@@ -900,7 +900,7 @@ glue_figure("ch7_share_figure", fig, zh=dict(
 # - 解码步骤的注意力每字节缓存做 $2G/b$ FLOPs：它就是对缓存的一次读取，速度取决于内核能拉动的
 #   带宽。
 # - FlashAttention 的网格在解码时每个序列、每个头只有一个程序，批次小时太少，无法让 GPU 的各个 SM
-#   都忙于读取。Flash-Decoding 把缓存切成块，并行地为每块算出部分输出和对数和指数，再把它们精确地
+#   都忙于读取。Flash-Decoding 把缓存切成块，并行地为每块算出部分输出和 LSE，再把它们精确地
 #   合并起来。
 # - FlashDecoding++ 用一个校准好的 $\varphi$ 代替各块自己的最大值，在本地检查每一行，一旦有行超出
 #   范围就重新计算；这种情况多久发生一次，是模型分数分布的一个性质。

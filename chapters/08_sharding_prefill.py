@@ -47,7 +47,7 @@
 # 唯一的区别是，预填充必须把键和值留下来，并按照随后的解码步骤所需要的方式摆放好。
 #
 # 我们构建两种布局，外加一个对照。**模型并行**把每个权重矩阵拆到多个设备上，每个块都要付出一次
-# 集合通信；在决定速度的是互连而不是算术之前，它都有帮助。**序列并行**转而拆分提示词，只在注意力
+# 集合通信；在决定速度的是互连而不是计算之前，它都有帮助。**序列并行**转而切分提示词，只在注意力
 # 中付出代价，因为那里的查询需要所有设备上的键。**权重收集**布局移动的是权重而不是激活值，只有在
 # 词元批次非常大时才划算。
 #
@@ -102,8 +102,8 @@ from inferbook.book.present import (
 # ## 一个模型、一个网格、一份计划
 #
 # 这个模型足够小，能在八个模拟设备上几秒钟跑完；又足够宽，矩阵乘法在它的 FLOPs 中占绝大部分。
-# 网格是排成一行的八个设备，只有一个名为 `x` 的轴。一份*计划*（plan）说明哪些网格轴拆分哪个维度；
-# 对于一维模型并行，每个轴都拆分注意力头和 MLP 的宽度。
+# 网格是排成一行的八个设备，只有一个名为 `x` 的轴。一份*计划*（plan）说明哪些网格轴切分哪个维度；
+# 对于一维模型并行，每个轴都切分注意力头和 MLP 的宽度。
 
 # %%
 cfg = ModelConfig(L=2, D=512, F=2048, N=8, K=8, H=64, V=1024, name="demo-512")
@@ -129,8 +129,8 @@ for name in ("wq", "wk", "wo", "w_gate", "w_down", "attn_norm"):
 # *that device's* block; every collective is written out.
 
 # %% [markdown] tags=["lang-zh"]
-# `wq` $[D, N \cdot H]$ 按头拆分（以 $H$ 列为一块），`w_gate` $[D, F]$ 按列拆分，`w_down`
-# $[F, D]$ 按行拆分：设备 $i$ 拥有第 $i$ 个头和隐藏层的第 $i$ 片，用原文的记法就是
+# `wq` $[D, N \cdot H]$ 按头切分（以 $H$ 列为一块），`w_gate` $[D, F]$ 按列切分，`w_down`
+# $[F, D]$ 按行切分：设备 $i$ 拥有第 $i$ 个头和隐藏层的第 $i$ 片，用原文的记法就是
 # $W_\text{in}[D, F_X]$ 和 $W_\text{out}[F_X, D]$。归一化的增益在每个设备上各有一份副本。这就是
 # Megatron-LM 的布局 {cite:p}`shoeybi2019megatron`。
 #
@@ -247,7 +247,7 @@ glue("ch8_comm_1d", fmt_bytes(comm_1d))
 #
 # ### 直到互连的极限
 #
-# 拆到 $M$ 个设备上，算术量除以 $M$，全规约却不会：每一次仍然作用于全部 $B \cdot T \cdot D$ 个
+# 拆到 $M$ 个设备上，计算量除以 $M$，全规约却不会：每一次仍然作用于全部 $B \cdot T \cdot D$ 个
 # 激活值。我们在 $M = 2, 4, 8$ 的编译后程序上验证这一点（只从形状编译；什么都不用运行）。
 
 # %%
@@ -288,7 +288,7 @@ assert rows[0][2] == rows[2][2]                              # ... the collectiv
 # %% [markdown] tags=["lang-zh"]
 # 从两个设备到八个设备，每个设备的 FLOPs 降为四分之一；集合通信的大小保持不变（用环形算法时，
 # 每个设备实际发送的量甚至还略有增长，按 $2(M-1)/M$ 变化）。迟早，通信所花的时间会超过它所服务的
-# 算术。
+# 计算。
 #
 # 什么时候？取一个 MLP 块。对每个权重矩阵，每个设备做 $2 \cdot T \cdot D \cdot F$ 除以 $M$ 的
 # FLOPs，速度为 $C$ FLOP/s；对 $T \cdot D$ 个 bfloat16 激活值的全规约，在互连的一个轴上耗时
@@ -296,8 +296,8 @@ assert rows[0][2] == rows[2][2]                              # ... the collectiv
 #
 # $$M^* = \frac{F \cdot W_\text{ici}}{C} = \frac{F}{\alpha}, \qquad \alpha = \frac{C}{W_\text{ici}},$$
 #
-# 而门控 MLP 有三个矩阵，算术量是它的 {glue:text}`ch8_gated_x`，所以极限也能放宽到
-# {glue:text}`ch8_gated_x`。我们用 TPU v5e 的常数，对 scaling book 的 18B 模型求出这个值，并与
+# 而门控 MLP 有三个矩阵，计算量是它的 {glue:text}`ch8_gated_x`，所以极限也能放宽到原来的
+# {glue:text}`ch8_gated_x`。我们用 TPU v5e 的常数，对《How to Scale Your Model》的 18B 模型求出这个值，并与
 # 整个前向计算（包括注意力）对照检验：后者由估算器的集合通信清单和它的 FLOP 计数算出。
 
 # %%
@@ -346,7 +346,7 @@ ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch8_mp_limit_figure", fig, zh=dict(
     title=f"{big.name}，{T_big} 个词元的预填充，bf16，{chip.name}（公式）",
     xlabel="模型并行的设备数 M", ylabel="每次预填充的时间（ms）",
-    legend=["每个设备的算术", "集合通信（全规约、全收集）", f"MLP 的极限 1.5·F/α ≈ {m_star:.0f}"]))
+    legend=["每个设备的计算", "集合通信（全规约、全收集）", f"MLP 的极限 1.5·F/α ≈ {m_star:.0f}"]))
 
 # %% [markdown]
 # ```{glue:figure} ch8_mp_limit_figure
@@ -380,7 +380,7 @@ glue_figure("ch8_mp_limit_figure", fig, zh=dict(
 # ```
 #
 # 在 {glue:text}`ch8_chip` 上，$\alpha =$ {glue:text}`ch8_alpha`，单位是每字节互连流量对应的
-# FLOPs：这就是 scaling book 里的“F / 2200”。取 $F =$ {glue:text}`ch8_F`，两矩阵 MLP 的极限是
+# FLOPs：这就是《How to Scale Your Model》里的“F / 2200”。取 $F =$ {glue:text}`ch8_F`，两矩阵 MLP 的极限是
 # {glue:text}`ch8_F_over_alpha` 个设备，门控 MLP 的极限是 {glue:text}`ch8_mstar` 个；对于
 # {glue:text}`ch8_T_big` 个词元的提示词，整个前向计算（包括注意力）大约在
 # {glue:text}`ch8_whole_star` 个设备处交叉。所以，在互连的一个轴上，模型并行在个位数到一二十个设备
@@ -389,13 +389,13 @@ glue_figure("ch8_mp_limit_figure", fig, zh=dict(
 #
 # ## 序列并行
 #
-# 过了这个极限，预填充就像训练那样做：拆分*序列*，相当于在位置上做数据并行。所有逐位置的
+# 过了这个极限，预填充就像训练那样做：切分*序列*，相当于在位置上做数据并行。所有逐位置的
 # 操作——归一化、投影、MLP——于是完全不需要通信。注意力则需要：一个设备上的查询需要之前每个位置的
 # 键和值，而它们存放在别的设备上。
 #
 # 环形注意力 {cite:p}`liu2023ring` 沿着一个环传递键块和值块。在第 $r$ 步，一个设备持有从它往回数
 # 第 $r$ 个设备出发的那个块，计算它自己的查询对这个块的注意力，再用 FlashAttention 合并块时所用的
-# 对数和指数规则（第 6 章）把结果并入它累计的输出。经过 $Q-1$ 步，每个查询都见过了每个键。
+# LSE 规则（第 6 章）把结果并入它累计的输出。经过 $Q-1$ 步，每个查询都见过了每个键。
 
 # %%
 show_source(sequence_parallel.ring_attention)
@@ -491,7 +491,7 @@ glue("ch8_sp_comm", fmt_bytes(sum(c.bytes for c in colls_sp)))
 #
 # 规模大了以后，环的代价有多大？每层中，一个设备把它的键块和值块发送 $Q - 1$ 次，共
 # $2 \cdot \frac{T}{Q} K H$ 个元素；与此同时，它为 $\frac{T}{Q}$ 个查询对全部 $T$ 个键计算
-# 注意力，在因果掩码下约为 $4 \frac{T}{Q} \cdot T \cdot N H / 2$ FLOPs。通信按 $T$ 增长，算术按
+# 注意力，在因果掩码下约为 $4 \frac{T}{Q} \cdot T \cdot N H / 2$ FLOPs。通信按 $T$ 增长，计算按
 # $T^2$ 增长：对于长提示词，环的通信藏在它所供给的注意力后面。以 TPU v5e 上的 LLaMA-3 70B 为例，
 # 内部做八路模型并行，再分成八个条带：
 
@@ -520,7 +520,7 @@ ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch8_ring_figure", fig, zh=dict(
     title=f"{llama.name}：Q = {Q} 个条带，M = {M}，bf16，{chip.name}（公式）",
     xlabel="提示词长度 T（词元）", ylabel="每个设备的时间（ms）",
-    legend=["环：传递 K、V 块（每层）", "因果注意力的算术（每层）"]))
+    legend=["环：传递 K、V 块（每层）", "因果注意力的计算（每层）"]))
 
 # %% [markdown]
 # ```{glue:figure} ch8_ring_figure
@@ -545,7 +545,7 @@ glue_figure("ch8_ring_figure", fig, zh=dict(
 # ```{glue:figure} ch8_ring_figure
 # ```
 #
-# 超过大约 {glue:text}`ch8_t_hidden` 个词元，一个条带的注意力算术就比传递环上的块耗时更长，所以只要
+# 超过大约 {glue:text}`ch8_t_hidden` 个词元，一个条带的注意力计算就比传递环上的块耗时更长，所以只要
 # 让两者重叠（每一步在计算当前块的同时发送下一个块），序列并行在长提示词上几乎不花代价——而长提示词
 # 恰恰是需要它的场合。GQA 在这里帮了忙：在环上传递的只有 $K$ 个键/值头，而不是 $N$ 个查询头。
 #
@@ -645,8 +645,8 @@ glue_figure("ch8_gather_figure", fig, zh=dict(
 #
 # ## 要点
 #
-# - 预填充像训练一样分片。模型并行拆分注意力头和 MLP 的宽度，每层付出两次对激活值的全规约；它们的
+# - 预填充像训练一样分片。模型并行切分注意力头和 MLP 的宽度，每层付出两次对激活值的全规约；它们的
 #   大小不随设备数减小，所以在每个互连轴上，它在大约 $F / \alpha$ 个设备以内划算。
-# - 超过这个数，就拆分序列。环形注意力在设备之间传递键/值块，通信随 $T$ 线性增长，藏在随 $T$
-#   平方增长的算术之下；条带化让因果掩码下的工作保持均衡，并把缓存留在解码将要读取它的地方。
+# - 超过这个数，就切分序列。环形注意力在设备之间传递键/值块，通信随 $T$ 线性增长，藏在随 $T$
+#   平方增长的计算之下；条带化让因果掩码下的工作保持均衡，并把缓存留在解码将要读取它的地方。
 # - 上文声称的每一次集合通信都在编译后的程序里，逐字节吻合。

@@ -46,11 +46,11 @@
 #   互连，方向就错了。我们要移动的是激活值，绝不是权重。
 # - **数据并行没有帮助。** 模型的每个副本每一步都要读取自己的全部权重，所以一步并不会变快；这不过是
 #   几台独立的服务器而已。
-# - **序列并行无可拆分。** 一个解码步骤中，每个序列只有一个新词元。
+# - **序列并行无可切分。** 一个解码步骤中，每个序列只有一个新词元。
 #
 # 剩下的就是模型并行——外加一个需要分片的新对象：KV 缓存，它在长上下文中比权重还大，而且绝不能被
 # 复制。本章把第 8 章的一维布局当作解码步骤来运行，找出它在互连占主导之前能走多远；用原文的算法先按
-# 头、再按批次对缓存分片；把长上下文的缓存按位置拆分；最后讲每一次小型集合通信都要付出的固定开销。
+# 头、再按批次对缓存分片；把长上下文的缓存按位置切分；最后讲每一次小型集合通信都要付出的固定开销。
 # 和之前一样，一切都在模拟设备上运行，所以我们报告字节数、FLOPs 和集合通信的调度；时间则来自代入
 # 真实芯片常数的公式。
 
@@ -212,7 +212,7 @@ print(f"1D step moves {fmt_bytes(step_bytes_1d)}; weight-gathered step {fmt_byte
 # 见下文），再加上 logits。权重收集的步骤
 # 移动 {glue:text}`ch9_step_bytes_wg`，是前者的 {glue:text}`ch9_wg_ratio`，处理的却是同样的八个词元。
 #
-# 放到真实部署的规模上——scaling book 的 18B 模型运行在十六个 TPU v5e 芯片上——在批次大小为 32 时
+# 放到真实部署的规模上——《How to Scale Your Model》的 18B 模型运行在十六个 TPU v5e 芯片上——在批量大小为 32 时
 # （int8 权重，不计缓存），三种策略给出的一步耗时下界如下：
 
 # %%
@@ -266,7 +266,7 @@ glue("ch9_t_fsdp", fmt_seconds(t_fsdp))
 #
 # ## 模型并行能走多远
 #
-# 在预填充中，一旦全规约的耗时超过*算术*，模型并行就不再划算（第 8 章）。解码步骤的算术几乎无关紧要；
+# 在预填充中，一旦全规约的耗时超过*计算*，模型并行就不再划算（第 8 章）。解码步骤的计算几乎无关紧要；
 # 要紧的是从 HBM 加载权重的时间。把权重拆到 $Y$ 个芯片上能缩短这段时间，而对 $B \cdot D$ 个激活值的
 # 全规约却纹丝不动。对于由两个 int8 矩阵组成的 MLP：
 #
@@ -302,7 +302,7 @@ ax.set_title(f"{big.name}, batch {batch}, int8, {chip.name} (formula)")
 ax.legend()
 ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch9_mp_limit_figure", fig, zh=dict(
-    title=f"{big.name}，批次大小 {batch}，int8，{chip.name}（公式）",
+    title=f"{big.name}，批量大小 {batch}，int8，{chip.name}（公式）",
     xlabel="模型并行的芯片数 Y", ylabel="每个 MLP 块的时间（µs）",
     legend=["从 HBM 加载 MLP 权重", "激活值的全规约", f"F / (B·β) = {y_star:.0f}"]))
 
@@ -335,20 +335,20 @@ glue_figure("ch9_mp_limit_figure", fig, zh=dict(
 # ```{glue:figure} ch9_mp_limit_figure
 # ```
 #
-# 在 {glue:text}`ch9_chip` 上 $\beta =$ {glue:text}`ch9_beta`；取 $F =$ {glue:text}`ch9_F`、批次大小
+# 在 {glue:text}`ch9_chip` 上 $\beta =$ {glue:text}`ch9_beta`；取 $F =$ {glue:text}`ch9_F`、批量大小
 # {glue:text}`ch9_batch`，直到 {glue:text}`ch9_ystar` 个芯片为止，权重的加载始终是瓶颈——远远超过预填充
-# 的极限，因为解码步骤几乎没有可以用来掩盖通信的算术。（原文把 $\beta$ 取整为
+# 的极限，因为解码步骤几乎没有可以用来掩盖通信的计算。（原文把 $\beta$ 取整为
 # {glue:text}`ch9_source_beta`，得到 {glue:text}`ch9_ystar_source`；上面的数字用的是注册表中的带宽。）
 # 批次越大，极限按比例越低。但这个论证假设 KV 缓存也拆成了 $Y$ 份，而单靠它自己，缓存做不到这一点。
 #
 # ## KV 缓存的分片：先按头，再按批次
 #
 # 每一步都要把缓存完整地读一遍，所以把它复制到多个设备上，就会成倍增加决定步骤时间的内存流量。Megatron
-# 按头拆分的做法很自然地推广到缓存——一个设备用它自己的头做注意力，所以只需要这些头的键和值——但最多
+# 按头切分的做法很自然地推广到缓存——一个设备用它自己的头做注意力，所以只需要这些头的键和值——但最多
 # 只能拆成 $K$ 份：多查询模型只有一个 KV 头可分。原文的答案 {cite:p}`pope2023esti,austin2025scaling`
 # 是：在 $K$ 允许的范围内，把 KV 头拆到尽可能多的设备上（轴 $Y$），再把*批次*拆到其余的设备上（$Z$），
-# 于是缓存为 $[B_Z, K_Y, S, H]$。查询从投影出来时，对每个序列都按头拆分，$[B, N_{YZ}, H]$，却要与按
-# 序列拆分的缓存相遇；在 $Z$ 上的一次全交换把一种拆分换成另一种，注意力之后再用第二次全交换换回来。
+# 于是缓存为 $[B_Z, K_Y, S, H]$。查询从投影出来时，对每个序列都按头切分，$[B, N_{YZ}, H]$，却要与按
+# 序列切分的缓存相遇；在 $Z$ 上的一次全交换把一种切分换成另一种，注意力之后再用第二次全交换换回来。
 
 # %%
 show_source(kv_sharding.attend_heads_then_batch)
@@ -414,7 +414,7 @@ glue("ch9_a2a_bytes", fmt_bytes(a2a[0].bytes))
 # `x`——即批次轴 $Z$——的设备组内进行，每次 {glue:text}`ch9_a2a_bytes`，也就是一个设备的那一片查询。
 #
 # 这与该布局省下的东西相比如何？对于运行在十六个芯片上的 18B 模型，它的 {glue:text}`ch9_K_big` 个
-# KV 头拆到不能再拆，其余的拆分交给批次。在批次大小 {glue:text}`ch9_batch`、上下文
+# KV 头拆到不能再拆，其余的切分交给批次。在批量大小 {glue:text}`ch9_batch`、上下文
 # {glue:text}`ch9_S_big` 个词元时，每层每步、以 int8 计：
 
 # %%
@@ -449,14 +449,14 @@ print(f"cache read per device {fmt_bytes(kv_read)}; AllToAlls {fmt_bytes(a2a_byt
 # Chapter 8's sequence-parallel prefill already left the keys in this striped layout.
 
 # %% [markdown] tags=["lang-zh"]
-# 每个设备每层每步读取 {glue:text}`ch9_kv_read` 的缓存；如果缓存只按头拆分（在批次轴上复制），它要读
+# 每个设备每层每步读取 {glue:text}`ch9_kv_read` 的缓存；如果缓存只按头切分（在批次轴上复制），它要读
 # {glue:text}`ch9_kv_copied`。避免复制的两次全交换只移动 {glue:text}`ch9_a2a_big`：激活值很小，缓存
 # 则不然。
 #
 # ## 长上下文：按位置对缓存分片
 #
-# 当批次太小、无法拆分，或者单个上下文对一个设备来说太长时，可以按*位置*拆分缓存。序列轴上的每个设备
-# 计算相同的查询，对它自己那一条带的位置做注意力，再借助各自的对数和指数合并部分结果——这就是跨设备
+# 当批次太小、无法切分，或者单个上下文对一个设备来说太长时，可以按*位置*切分缓存。序列轴上的每个设备
+# 计算相同的查询，对它自己那一条带的位置做注意力，再借助各自的 LSE 合并部分结果——这就是跨设备
 # 的 Flash-Decoding，而不是在一个设备的各个块之间做。第 8 章的序列并行预填充已经把键留在了这种条带
 # 布局中。
 
@@ -496,28 +496,29 @@ glue("ch9_seq_block", str(cache_seq.k[0].addressable_shards[0].data.shape))
 # $$T = \max\left(\frac{t_\text{hop} \cdot n}{2},\; \frac{\text{bytes}}{W_\text{ici}}\right),$$
 #
 # so below some size a collective costs the same whatever it carries. The sources state the
-# threshold two ways, and their figures differ by a factor of eight: seed 000 bounds the
-# *whole buffer*, bytes $< n \cdot W_\text{link} \cdot t_\text{hop}$; seed 002 bounds *one
-# shard*, $W_\text{link} \cdot t_\text{hop}$. They are the same condition, applied to
+# threshold two ways, and their figures differ by a factor of eight: the close Chinese
+# translation of that chapter (*关于 Transformer 推理的一切*) bounds the *whole buffer*, bytes
+# $< n \cdot W_\text{link} \cdot t_\text{hop}$; the freer one (*Transformer 推理全解*) bounds
+# *one shard*, $W_\text{link} \cdot t_\text{hop}$. They are the same condition, applied to
 # different quantities.
 
 # %% [markdown] tags=["lang-zh"]
 # 词元又一次相同。每个设备的缓存块为 {glue:text}`ch9_seq_block`：全部序列、它自己的头、一半的位置。
-# 合并每层只需一次取最大值和两次求和，共 {glue:text}`ch9_combine`：都是查询的 float32 输出和对数和
-# 指数，没有任何与缓存一样大的东西。代价在别处：权重在序列轴上是*复制*的，所以序列轴上的每个设备都
+# 合并每层只需一次取最大值和两次求和，共 {glue:text}`ch9_combine`：都是查询的 float32 输出和
+# LSE，没有任何与缓存一样大的东西。代价在别处：权重在序列轴上是*复制*的，所以序列轴上的每个设备都
 # 重复模型并行的那份工作，读取相同的权重切片——这就是为什么这种布局适用于缓存远大于权重的上下文。
 #
 # ## 延迟受限的集合通信
 #
 # 到目前为止，一次集合通信的代价就是它的字节数除以带宽。但它的每一跳还有固定开销，在 TPU 上大约
-# 一微秒。scaling book 的附录 C 把 $n$ 个设备组成的环上的一次全收集建模为
+# 一微秒。《How to Scale Your Model》的附录 C 把 $n$ 个设备组成的环上的一次全收集建模为
 #
 # $$T = \max\left(\frac{t_\text{hop} \cdot n}{2},\; \frac{\text{bytes}}{W_\text{ici}}\right),$$
 #
 # 所以低于某个大小时，集合通信不论搬运多少数据，代价都一样。原文用两种方式给出这个阈值，两者的数字
-# 相差一个因子 8：seed 000 限定的是*整个缓冲区*，字节数 $< n \cdot W_\text{link} \cdot t_\text{hop}$；
-# seed 002 限定的是*一个分片*，$W_\text{link} \cdot t_\text{hop}$。它们是同一个条件，只是应用在不同的
-# 量上。
+# 之比正是分片数 $n$：该章的直译本《关于 Transformer 推理的一切》限定的是*整个缓冲区*，字节数
+# $< n \cdot W_\text{link} \cdot t_\text{hop}$；较自由的译本《Transformer 推理全解》限定的是*一个分片*，
+# $W_\text{link} \cdot t_\text{hop}$。它们是同一个条件，只是用在不同的量上。
 
 # %%
 n8 = 8
@@ -563,7 +564,7 @@ ax.set_title(f"{big.name} decode step at batch {B_ex}, int8, {n8} × {chip.name}
 ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch9_latency_figure", fig, zh=dict(
-    title=f"{big.name} 的解码步骤，批次大小 {B_ex}，int8，{n8} × {chip.name}（公式）",
+    title=f"{big.name} 的解码步骤，批量大小 {B_ex}，int8，{n8} × {chip.name}（公式）",
     xlabel="集合通信中的字节数（整个缓冲区）", ylabel="时间（µs）",
     legend=[f"全收集，{n8} 个芯片（附录 C）", f"全规约，{n8} 个芯片（附录 C）",
             f"阈值，整个缓冲区（{fmt_bytes(whole)}）"]),
@@ -577,8 +578,8 @@ glue_figure("ch9_latency_figure", fig, zh=dict(
 # whole buffer, or {glue:text}`ch9_per_shard` for one shard. The sources' example — batch
 # {glue:text}`ch9_B_ex`, $D =$ {glue:text}`ch9_D_ex`, int8 — is a {glue:text}`ch9_example`
 # buffer of {glue:text}`ch9_example_shard` shards: latency-bound by either reading, provided
-# each is applied to its own quantity (seed 002 compares the whole buffer with the per-shard
-# figure). Every per-layer collective of the 18B model's decode step at that batch sits on the
+# each is applied to its own quantity (the freer translation compares the whole buffer with
+# the per-shard figure). Every per-layer collective of the 18B model's decode step at that batch sits on the
 # flat part of the curve. Put
 # differently, model parallelism over $Y$ chips makes the AllReduce latency-bound once the
 # shard $B D / Y$ drops below {glue:text}`ch9_per_shard`, here beyond
@@ -601,10 +602,10 @@ glue_figure("ch9_latency_figure", fig, zh=dict(
 # ```
 #
 # 在 {glue:text}`ch9_chip` 上，八个分片时，阈值对整个缓冲区是 {glue:text}`ch9_whole`，对一个分片是
-# {glue:text}`ch9_per_shard`。原文的例子——批次大小 {glue:text}`ch9_B_ex`、$D =$ {glue:text}`ch9_D_ex`、
+# {glue:text}`ch9_per_shard`。原文的例子——批量大小 {glue:text}`ch9_B_ex`、$D =$ {glue:text}`ch9_D_ex`、
 # int8——是一个 {glue:text}`ch9_example` 的缓冲区，每个分片 {glue:text}`ch9_example_shard`：按两种读法
-# 都是延迟受限的，前提是每种读法都用在它自己的量上（seed 002 拿整个缓冲区去和每个分片的数字比较）。
-# 在这个批次大小下，18B 模型解码步骤中每一次逐层的集合通信都落在曲线平坦的部分。换一种说法：在 $Y$
+# 都是延迟受限的，前提是每种读法都用在它自己的量上（较自由的译本拿整个缓冲区去和每个分片的数字比较）。
+# 在这个批量大小下，18B 模型解码步骤中每一次逐层的集合通信都落在曲线平坦的部分。换一种说法：在 $Y$
 # 个芯片上做模型并行，一旦分片 $B D / Y$ 小于 {glue:text}`ch9_per_shard`，全规约就变成延迟受限的——这里
 # 是超过 {glue:text}`ch9_y_latency` 个芯片的时候。这与小矩阵乘积的内存屋顶线如出一辙：一个小操作无法
 # 摊销的固定开销，也是又一个要凑成批次的理由。
@@ -613,6 +614,6 @@ glue_figure("ch9_latency_figure", fig, zh=dict(
 #
 # - 解码移动的是激活值，绝不是权重：FSDP 和数据并行都不会让一步变快。模型并行可以，而且远远超过
 #   预填充的极限，直到 $Y = F/(B\beta)$。
-# - 缓存在 $K$ 允许的范围内按 KV 头拆分，超出的部分按批次拆分，代价是每层两次对查询和输出的全交换；
-#   没有哪个设备复制另一个设备的缓存。对于非常长的上下文，还可以按位置拆分，再像 Flash 那样合并。
+# - 缓存在 $K$ 允许的范围内按 KV 头切分，超出的部分按批次切分，代价是每层两次对查询和输出的全交换；
+#   没有哪个设备复制另一个设备的缓存。对于非常长的上下文，还可以按位置切分，再像 Flash 那样合并。
 # - 小的集合通信是延迟受限的：整个缓冲区小于 $n \cdot W \cdot t_\text{hop}$ 时，它们的耗时是固定的。

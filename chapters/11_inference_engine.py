@@ -172,7 +172,7 @@ streams
 
 # %% [markdown] tags=["lang-zh"]
 # 其余的一切——哪个请求进哪个槽位，何时预填充、何时解码——都归编排器管。为了让它的决策看得见，我们先在一
-# 个玩具模型上运行它，这个模型的算术简单到可以写在页边：`MockEngine` 把上下文 $c$ 续写为词元
+# 个玩具模型上运行它，这个模型的计算简单到可以写在页边：`MockEngine` 把上下文 $c$ 续写为词元
 # $(\sum c + |c|) \bmod V$；一个成本模型（`LinearCost`）对每次预填充收取
 # {glue:text}`ch11_cost_prefill`，外加每个提示词词元 {glue:text}`ch11_cost_token`，对每个生成步骤收取
 # {glue:text}`ch11_cost_generate`。在 $V = 97$ 时，提示词 `[1, 2, 3]` 续写为 9、19、39：
@@ -579,7 +579,7 @@ glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
 # model. The event log shows each transfer on its own lane:
 
 # %% [markdown] tags=["lang-zh"]
-# 在用成本模型定价的 400 个词元的提示词下，一个输出流中两个词元之间的最长停顿：交错执行时为
+# 在按成本模型计时的 400 个词元的提示词下，一个输出流中两个词元之间的最长停顿：交错执行时为
 # {glue:text}`ch11_gap_inter`，分块预填充时为 {glue:text}`ch11_gap_chunk`，预填充在别处运行时为
 # {glue:text}`ch11_gap_disagg`——一个生成步骤加一次传输。
 #

@@ -424,7 +424,130 @@ print({c: fmt_seconds(v) for c, v in lookup_s.items()})
 # the radix tree on the host, negligible beside a prefill, so the difference between their
 # times to first token comes from the timing of this shared machine and the queueing it
 # perturbs, not from the designs.
+
+# %% [markdown] tags=["lang-zh"]
+# 不带缓存时，服务器预填充了 {glue:text}`ch12_prefill_none` 个提示词词元；带任一种缓存时，只有
+# {glue:text}`ch12_prefill_cached` 个，前者是后者的 {glue:text}`ch12_prefill_cut`：在第一个请求之后，
+# 只有问题是新的。在 {glue:text}`ch12_device` 上，平均首个词元延迟从 {glue:text}`ch12_ttft_none` 降到
+# {glue:text}`ch12_ttft_hash`（哈希链）和 {glue:text}`ch12_ttft_radix`（基数树），不带缓存时的延迟至少是带缓存时的
+# {glue:text}`ch12_ttft_cut`（本章检验至少为 {glue:text}`ch12_ttft_floor`）：每次预填充都更短了，而更短的预填充也缩短了排在它们后面的队列。两种设计找
+# 到的块完全相同；在主机上，查找一个提示词在哈希链中要 {glue:text}`ch12_lookup_hash`，在基数树中要
+# {glue:text}`ch12_lookup_radix`，与一次预填充相比可以忽略，所以两者首个词元延迟的差异来自这台共享机器
+# 上的计时以及受它扰动的排队，而不是来自设计本身。
+
+# %% [markdown]
+# ### Real conversations on a trained model
 #
+# The trace above is made of token ids. A chat server's shared prefixes come from somewhere
+# concrete: its chat template, which opens every conversation with the same system prompt. We
+# write a few questions, render each with the chat template of SmolLM2-135M-Instruct
+# {cite:p}`allal2025smollm2` (the trained model of chapter 1, whose template adds a default
+# system prompt) and tokenize them with its tokenizer. The conversations have a few dozen
+# tokens each, and {glue:text}`ch12_real_shared` of them are the same in all of them: the
+# system turn and the opening of the user's turn, {glue:text}`ch12_real_pages` full blocks of
+# {glue:text}`ch12_real_block` tokens. Only full blocks can be shared, so that is what a prefix
+# cache can give every conversation after the first.
+
+# %% [markdown] tags=["lang-zh"]
+# ### 训练好的模型上的真实对话
+#
+# 上面的轨迹由词元 ID 组成。而聊天服务器的共享前缀有具体的来源：它的对话模板，每段对话都以同一段系统
+# 提示词开头。我们写几个问题，用 SmolLM2-135M-Instruct {cite:p}`allal2025smollm2`（第 1 章里那个训练好的
+# 模型，它的模板会加上一段默认的系统提示词）的对话模板渲染每个问题，再用它的分词器切成词元。每段对话有
+# 几十个词元，其中 {glue:text}`ch12_real_shared` 个在所有对话中都相同：系统那一轮，加上用户那一轮的开头，
+# 也就是 {glue:text}`ch12_real_pages` 个满块，每块 {glue:text}`ch12_real_block` 个词元。只有满块才能共享，
+# 所以这就是前缀缓存能给第一段之后每段对话的部分。
+
+# %%
+import os
+
+from inferbook.model.pretrained import load_pretrained
+from inferbook.serving import Request
+
+model = load_pretrained("smollm2-135m-instruct")
+questions = ["What is the capital of France?", "Name three primary colours.",
+             "How many legs does a spider have?", "What is the boiling point of water?",
+             "Who wrote Hamlet?", "Give me a synonym for happy."]
+chats = [model.prompt(q, chat=True) for q in questions]
+shared = len(os.path.commonprefix(chats))
+REAL_BLOCK = 8
+shared_pages = shared // REAL_BLOCK
+print(f"{shared} tokens shared by every conversation "
+      f"({shared_pages} full blocks of {REAL_BLOCK}):")
+print(model.tokenizer.decode(chats[0][:shared], skip_special=False))
+assert shared_pages >= 1 and all(len(c) > shared for c in chats)
+
+# %% [markdown]
+# We serve the conversations through the engine of the previous sections, now holding the
+# trained weights, a few milliseconds apart, with greedy decoding, once without a prefix cache
+# and once with the radix tree, and count what each run prefilled.
+
+# %% [markdown] tags=["lang-zh"]
+# 我们让这些对话经过前几节的引擎，现在装的是训练好的权重；它们相隔几毫秒到达，用贪心解码；一次不带前缀
+# 缓存，一次带基数树，并统计每次运行预填充了多少词元。
+
+# %%
+real_trace = [Request(i, chat, 8, arrival_s=0.005 * i) for i, chat in enumerate(chats)]
+real_engine = ModelEngine(model.cfg, slots=4, max_len=128, min_bucket=32)
+real_runs = {}
+for cache in (None, "radix"):
+    warm_up(real_engine, model.params, real_trace, "continuous", block_size=REAL_BLOCK,
+            prefix_cache=cache)
+    real_runs[cache] = serve(real_engine, model.params, real_trace, "continuous",
+                             timer=MedianClock(), block_size=REAL_BLOCK, prefix_cache=cache)
+# The cache changes what is computed, never what is answered.
+assert real_runs[None].outputs() == real_runs["radix"].outputs()
+for i, tokens in real_runs["radix"].outputs().items():
+    print(f"{questions[i]:40s} -> {model.decode(tokens)!r}")
+
+prompt_tokens = sum(len(c) for c in chats)
+real_summ = {c: r.summary for c, r in real_runs.items()}
+hit_rate = real_summ["radix"].cached_tokens / prompt_tokens
+# The most a cache of full blocks can supply: each conversation's longest full-block match
+# with an earlier one (the shared system prompt at least).
+best = sum(max(len(os.path.commonprefix([c, e])) // REAL_BLOCK * REAL_BLOCK
+               for e in chats[:i]) for i, c in enumerate(chats) if i)
+assert real_summ[None].cached_tokens == 0
+assert real_summ[None].prefill_tokens == prompt_tokens
+assert 0 < real_summ["radix"].cached_tokens <= best
+assert real_summ["radix"].prefill_tokens + real_summ["radix"].cached_tokens == prompt_tokens
+
+# %% tags=["hide-input"]
+glue("ch12_real_shared", str(shared)); glue("ch12_real_pages", str(shared_pages))
+glue("ch12_real_block", str(REAL_BLOCK)); glue("ch12_real_n", str(len(chats)))
+glue("ch12_real_prompt_tokens", f"{prompt_tokens:,}")
+glue("ch12_real_cached", f"{real_summ['radix'].cached_tokens:,}")
+glue("ch12_real_best", f"{best:,}")
+glue("ch12_real_hit", fmt_percent(hit_rate))
+glue("ch12_real_saved", fmt_percent(1 - real_summ["radix"].prefill_tokens / prompt_tokens))
+glue("ch12_real_ttft_none", fmt_seconds(real_summ[None].ttft_mean_s))
+glue("ch12_real_ttft_radix", fmt_seconds(real_summ["radix"].ttft_mean_s))
+for c, s in real_summ.items():
+    print(f"{str(c):6s} prefilled {s.prefill_tokens:4d} of {prompt_tokens} prompt tokens, "
+          f"{s.cached_tokens:4d} from cache; TTFT mean {fmt_seconds(s.ttft_mean_s)} ({DEVICE})")
+
+# %% [markdown]
+# The {glue:text}`ch12_real_n` conversations hold {glue:text}`ch12_real_prompt_tokens` prompt
+# tokens. With the radix tree, {glue:text}`ch12_real_cached` of them came from the cache — a hit
+# rate of {glue:text}`ch12_real_hit`, out of at most {glue:text}`ch12_real_best` that full
+# blocks shared with an earlier conversation could supply — so the server prefilled
+# {glue:text}`ch12_real_saved` fewer tokens, and every answer is the one it gives without the
+# cache. The mean time to first token was {glue:text}`ch12_real_ttft_none` without the cache and
+# {glue:text}`ch12_real_ttft_radix` with it on {glue:text}`ch12_device`; prompts this short are
+# cheap to prefill, and a step's fixed costs and the queue weigh as much as its tokens; the
+# saving in time grows with the share of each prompt the cache covers, and deployed
+# assistants' system prompts are far longer than this model's.
+
+# %% [markdown] tags=["lang-zh"]
+# 这 {glue:text}`ch12_real_n` 段对话共有 {glue:text}`ch12_real_prompt_tokens` 个提示词词元。带基数树时，
+# 其中 {glue:text}`ch12_real_cached` 个来自缓存——命中率为 {glue:text}`ch12_real_hit`；与更早的对话共享的
+# 满块最多能提供 {glue:text}`ch12_real_best` 个——所以服务器少预填充了 {glue:text}`ch12_real_saved` 的
+# 词元，而每个回答都与不带缓存时的回答相同。在 {glue:text}`ch12_device` 上，平均首个词元延迟不带缓存时为
+# {glue:text}`ch12_real_ttft_none`，带缓存时为 {glue:text}`ch12_real_ttft_radix`；这么短的提示词预填充起来
+# 很便宜，一步的固定开销和排队与它的词元数同样重要；时间上的节省随缓存覆盖的提示词比例增长，而实际部署
+# 的助手的系统提示词比这个模型的长得多。
+
+# %% [markdown]
 # ## Eviction and cache-aware admission
 #
 # Memory is finite, so a cache must forget. Both designs evict the least recently used blocks
@@ -436,15 +559,6 @@ print({c: fmt_seconds(v) for c, v in lookup_s.items()})
 # templates arriving alternately and a pool with room for little more than one of them:
 
 # %% [markdown] tags=["lang-zh"]
-# 不带缓存时，服务器预填充了 {glue:text}`ch12_prefill_none` 个提示词词元；带任一种缓存时，只有
-# {glue:text}`ch12_prefill_cached` 个，前者是后者的 {glue:text}`ch12_prefill_cut`：在第一个请求之后，
-# 只有问题是新的。在 {glue:text}`ch12_device` 上，平均首个词元延迟从 {glue:text}`ch12_ttft_none` 降到
-# {glue:text}`ch12_ttft_hash`（哈希链）和 {glue:text}`ch12_ttft_radix`（基数树），不带缓存时的延迟至少是带缓存时的
-# {glue:text}`ch12_ttft_cut`（本章检验至少为 {glue:text}`ch12_ttft_floor`）：每次预填充都更短了，而更短的预填充也缩短了排在它们后面的队列。两种设计找
-# 到的块完全相同；在主机上，查找一个提示词在哈希链中要 {glue:text}`ch12_lookup_hash`，在基数树中要
-# {glue:text}`ch12_lookup_radix`，与一次预填充相比可以忽略，所以两者首个词元延迟的差异来自这台共享机器
-# 上的计时以及受它扰动的排队，而不是来自设计本身。
-#
 # ## 淘汰与缓存感知的接纳
 #
 # 内存是有限的，所以缓存必须遗忘。两种设计都淘汰没有被任何运行中请求持有的、最久未使用的块。当工作集超
@@ -623,6 +737,6 @@ glue("ch12_l4_recompute", fmt_seconds(phase_time.prefill_seconds(llama, l4, hist
 #   {glue:text}`ch12_model_waste`。
 # - 引用计数让块可以共享；前缀缓存保留过去请求的满块，以它们的整个前缀来标识（用哈希链或基数树），并驱
 #   逐最久未使用的块。
-# - 在少样本工作负载上，在这台设备上，不带缓存与带缓存相比，预填充的词元数之比为
-#   {glue:text}`ch12_prefill_cut`，首个词元延迟之比至少为 {glue:text}`ch12_ttft_cut`。
+# - 在少样本工作负载上，在这台设备上，不带缓存时预填充的词元数是带缓存时的
+#   {glue:text}`ch12_prefill_cut`，首个词元延迟至少是带缓存时的 {glue:text}`ch12_ttft_cut`。
 # - 缓存感知的接纳和亲和性路由，决定了缓存里的内容是不是接下来的请求所需要的。

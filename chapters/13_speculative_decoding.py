@@ -309,8 +309,8 @@ glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8]
 #
 # ## With a draft model, on this device
 #
-# We need a draft that agrees with the target more often than chance. Without trained
-# models at hand, we use *self-speculation*: the draft is the target's own first layer,
+# We need a draft that agrees with the target more often than chance. We start on random
+# weights, with *self-speculation*: the draft is the target's own first layer,
 # followed by its final norm and unembedding — early exit, as in LayerSkip and Draft & Verify
 # {cite:p}`elhoushi2024layerskip,zhang2023draftverify`. The target is the `small` preset.
 # First the correctness claim for greedy decoding:
@@ -328,7 +328,7 @@ glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8]
 #
 # ## 在本设备上，用草稿模型
 #
-# 我们需要一个与目标模型一致的次数多于碰运气的草稿模型。手头没有训练好的模型，我们就用
+# 我们需要一个与目标模型一致的次数多于碰运气的草稿模型。我们先在随机权重上用
 # *自推测*：草稿模型就是目标模型自己的第一层，后面接上它的最终归一化层和反嵌入——即提前退出，与
 # LayerSkip 和 Draft & Verify 的做法相同 {cite:p}`elhoushi2024layerskip,zhang2023draftverify`。目标模型
 # 是 `small` 预设。先验证贪心解码的正确性论断：
@@ -524,9 +524,194 @@ print(f"prompt lookup proposed something in {proposed} of {rounds} rounds; "
 # Prompt lookup leaves greedy output unchanged, as it must. On our random model it found
 # something to propose in only {glue:text}`ch13_lookup_frac` of the rounds: random weights do
 # not copy their prompts, so the context rarely repeats. Where it proposed, the acceptance rate
-# was {glue:text}`ch13_lookup_alpha`. On a trained model answering from a document, both
-# numbers are far higher; the estimator above says what they buy.
+# was {glue:text}`ch13_lookup_alpha`. A trained model does copy, so that is where we go next.
 #
+# ## On a trained model
+#
+# The book's trained model is SmolLM2-135M-Instruct (README, "A real model"). We give it a real
+# document — the first two paragraphs of *Alice's Adventures in Wonderland*, kept in
+# `book/data/ch13_passage.json` with its source — and ask for it back, the situation prompt
+# lookup was made for. Two drafters, each at several draft lengths $\gamma$: prompt lookup, and
+# early exit through the model's own first half of its layers, its final norm and its LM head.
+# Every speculative run must give greedy decoding's tokens, one for one:
+
+# %% [markdown] tags=["lang-zh"]
+# 提示词查找不会改变贪心解码的输出，这是理所当然的。在我们的随机模型上，它只在
+# {glue:text}`ch13_lookup_frac` 的轮次中找到了可以提议的东西：随机权重不会照抄提示词，所以上下文很少
+# 重复。在它提议的轮次中，接受率为 {glue:text}`ch13_lookup_alpha`。训练好的模型会照抄，所以我们接下来
+# 就去看它。
+#
+# ## 在训练好的模型上
+#
+# 本书的训练好的模型是 SmolLM2-135M-Instruct（见 README 的 “A real model” 一节）。我们给它一份真实的
+# 文档——《爱丽丝梦游仙境》的头两段，连同出处保存在 `book/data/ch13_passage.json` 中——并让它把文档
+# 照原样写回来：这正是提示词查找所针对的情形。两个起草者，各自取几种草稿长度 $\gamma$：提示词查找，
+# 以及提前退出——只经过模型自己前一半的层，再接上它的最终归一化层和语言模型头。每一次推测运行都必须
+# 逐个词元地给出贪心解码的结果：
+
+# %%
+from inferbook.book import bookdata
+from inferbook.model.pretrained import load_pretrained
+
+smol = load_pretrained("smollm2-135m-instruct")
+passage = bookdata.load("ch13_passage.json")
+# The user asks for the passage back; the answer is begun for the model, as a serving system
+# may prefill an assistant's first words.
+request = smol.chat_text([{"role": "user",
+                           "content": "Copy this passage exactly:\n\n" + passage["text"]}])
+ask = smol.tokenizer.encode(request + "Here is the passage, copied exactly:\n\n",
+                            special=False)
+N_REAL, REAL_GAMMAS = 48, (2, 4)
+reference = decode.generate(smol.params, smol.cfg, [ask], N_REAL).tokens[0]
+print(smol.decode(reference))
+
+EXIT_LAYERS = smol.cfg.L // 2
+drafters = {"prompt lookup": PromptLookup(),
+            f"first {EXIT_LAYERS} of {smol.cfg.L} layers": truncated_draft(smol.params, smol.cfg,
+                                                                         EXIT_LAYERS)}
+real_stats = {}
+for name, drafter in drafters.items():
+    for g in REAL_GAMMAS:
+        out, real_stats[name, g] = speculative_generate(smol.params, smol.cfg, ask, N_REAL,
+                                                        drafter, gamma=g)
+        assert out == reference, (name, g)              # greedy's tokens, one for one
+for (name, g), s in real_stats.items():
+    print(f"{name:>24}, γ = {g}: α = {s.acceptance_rate:.2f}, tokens per round "
+          f"{s.tokens_per_round:.2f} measured, "
+          f"{speculation.expected_tokens_per_step(s.acceptance_rate, g):.2f} by the formula")
+
+# %% tags=["hide-input"]
+LOOKUP, EXIT = drafters
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
+for ax, name in zip(axes, drafters):
+    a_hat = [real_stats[name, g].acceptance_rate for g in REAL_GAMMAS]
+    ax.plot(REAL_GAMMAS, [real_stats[name, g].tokens_per_round for g in REAL_GAMMAS], "ko",
+            label="measured")
+    ax.plot(REAL_GAMMAS, [speculation.expected_tokens_per_step(a, g)
+                          for a, g in zip(a_hat, REAL_GAMMAS)], "x", color="tab:blue", ms=9,
+            label="formula with measured α")
+    ax.set_title(name, fontsize=9); ax.set_xlabel("draft length γ")
+    ax.set_xticks(REAL_GAMMAS)
+axes[0].set_ylabel("tokens per target step"); axes[0].legend(fontsize=8)
+glue_figure("ch13_real_figure", fig, zh=[
+    dict(title="提示词查找", xlabel="草稿长度 γ", ylabel="每个目标步骤的词元数",
+         legend=["实测", "代入实测 α 的公式"]),
+    dict(title=f"{smol.cfg.L} 层中的前 {EXIT_LAYERS} 层", xlabel="草稿长度 γ")])
+G_SHOW = max(REAL_GAMMAS)
+glue("ch13_real_n", str(N_REAL)); glue("ch13_real_gmax", str(G_SHOW))
+glue("ch13_exit_layers", str(EXIT_LAYERS)); glue("ch13_real_L", str(smol.cfg.L))
+for key, name in (("lookup", LOOKUP), ("exit", EXIT)):
+    s = real_stats[name, G_SHOW]
+    glue(f"ch13_real_{key}_alpha", f"{s.acceptance_rate:.2f}")
+    glue(f"ch13_real_{key}_tpr", f"{s.tokens_per_round:.2f}")
+    glue(f"ch13_real_{key}_pred",
+         f"{speculation.expected_tokens_per_step(s.acceptance_rate, G_SHOW):.2f}")
+
+# %% [markdown]
+# ```{glue:figure} ch13_real_figure
+# ```
+#
+# All runs give greedy decoding's {glue:text}`ch13_real_n` tokens exactly. At
+# $\gamma =$ {glue:text}`ch13_real_gmax`, prompt lookup's guesses were accepted at
+# $\hat\alpha =$ {glue:text}`ch13_real_lookup_alpha`, and a round gave
+# {glue:text}`ch13_real_lookup_tpr` tokens, against {glue:text}`ch13_real_lookup_pred` from the
+# formula with that $\hat\alpha$. The first {glue:text}`ch13_exit_layers` of
+# {glue:text}`ch13_real_L` layers, read through the LM head they were never trained to feed,
+# agreed with the full model at $\hat\alpha =$ {glue:text}`ch13_real_exit_alpha`:
+# {glue:text}`ch13_real_exit_tpr` tokens per round, {glue:text}`ch13_real_exit_pred` by the
+# formula. (LayerSkip trains the model so that early layers predict well; ours was not.) Where
+# measurement and formula part, it is the formula's assumption that breaks: acceptances in a
+# copy are not independent coin flips — a draft is right for a whole run of copied words, then
+# wrong where the copy ends.
+#
+# What does that buy in time? As before, the formula needs this device's $c$ and $v$ for this
+# model, and then the two runs are timed in alternation with plain greedy decoding:
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch13_real_figure
+# ```
+#
+# 所有运行都与贪心解码的 {glue:text}`ch13_real_n` 个词元完全相同。在 $\gamma =$
+# {glue:text}`ch13_real_gmax` 时，提示词查找的猜测以 $\hat\alpha =$ {glue:text}`ch13_real_lookup_alpha`
+# 被接受，一轮产出 {glue:text}`ch13_real_lookup_tpr` 个词元，而把这个 $\hat\alpha$ 代入公式得到
+# {glue:text}`ch13_real_lookup_pred`。{glue:text}`ch13_real_L` 层中的前 {glue:text}`ch13_exit_layers`
+# 层，经过一个从未被训练来接收它们输出的语言模型头，与完整模型一致的比率为
+# $\hat\alpha =$ {glue:text}`ch13_real_exit_alpha`：每轮 {glue:text}`ch13_real_exit_tpr` 个词元，公式给出
+# {glue:text}`ch13_real_exit_pred`。（LayerSkip 会训练模型，让前面的层也能预测得好；我们的模型没有
+# 这样训练过。）实测与公式不一致的地方，是公式的假设不成立：照抄时的各次接受并不是相互独立的掷硬币——
+# 草稿会对一整段照抄的词都猜对，然后在照抄结束的地方猜错。
+#
+# 这在时间上能换来什么？和前面一样，公式需要本设备上这个模型的 $c$ 和 $v$；然后把两种推测运行与普通
+# 贪心解码交替计时：
+
+# %%
+ctx = len(ask) + N_REAL // 2
+S_REAL = 1 << (len(ask) + N_REAL).bit_length()
+exit_draft = drafters[EXIT]
+caches = {m.cfg.L: kvcache.init_cache(m.cfg, 1, S_REAL)._replace(
+    lengths=jnp.array([ctx], jnp.int32)) for m in (smol, exit_draft)}
+real_steps = {"target": (smol.params, smol.cfg, one, caches[smol.cfg.L]),
+              "draft": (exit_draft.params, exit_draft.cfg, one, caches[EXIT_LAYERS]),
+              "verify": (smol.params, smol.cfg, jnp.zeros((1, G_SHOW + 1), jnp.int32),
+                         caches[smol.cfg.L])}
+fastest = {name: np.inf for name in real_steps}
+for _ in range(3):
+    for name, args in real_steps.items():
+        fastest[name] = min(fastest[name], timing.time_fn(decode.extend, *args, repeats=3).min_s)
+c_real, v_real = fastest["draft"] / fastest["target"], fastest["verify"] / fastest["target"]
+real_pred = {LOOKUP: speculation.speculative_speedup(
+                 real_stats[LOOKUP, G_SHOW].acceptance_rate, G_SHOW, 0.0, v_real),
+             EXIT: speculation.speculative_speedup(
+                 real_stats[EXIT, G_SHOW].acceptance_rate, G_SHOW, c_real, v_real)}
+runs_real = [lambda: decode.generate(smol.params, smol.cfg, [ask], N_REAL).tokens] + [
+    (lambda d=d: speculative_generate(smol.params, smol.cfg, ask, N_REAL, d, gamma=G_SHOW)[0])
+    for d in drafters.values()]
+REAL_ROUNDS = 3
+plain_t, *spec_t = timing.time_alternating(runs_real, rounds=REAL_ROUNDS)
+real_meas = {name: plain_t.median_s / t.median_s for name, t in zip(drafters, spec_t)}
+for name in drafters:
+    print(f"{name}: predicted speedup {real_pred[name]:.2f}, measured {real_meas[name]:.2f} "
+          f"on {DEVICE}")
+
+# %% tags=["hide-input"]
+expect_measured(real_meas[LOOKUP] > 1.0,
+                "prompt lookup generates the copied passage faster than plain greedy decoding",
+                expected="a measured speedup above 1.00",
+                measured=f"{fmt_ratio(real_meas[LOOKUP], 2)} on {DEVICE}")
+glue("ch13_real_c", f"{c_real:.2f}"); glue("ch13_real_v", f"{v_real:.2f}")
+for key, name in (("lookup", LOOKUP), ("exit", EXIT)):
+    glue(f"ch13_real_{key}_speed_pred", fmt_ratio(real_pred[name], 2))
+    glue(f"ch13_real_{key}_speed_meas", fmt_ratio(real_meas[name], 2))
+glue("ch13_real_plain_s", fmt_seconds(plain_t.median_s)); glue("ch13_real_rounds", str(REAL_ROUNDS))
+
+# %% [markdown]
+# On {glue:text}`ch13_device`, for this model, the early-exit draft costs
+# $c =$ {glue:text}`ch13_real_c` of a target step and scoring
+# $\gamma + 1 =$ {glue:text}`ch13_real_gmax` + 1 tokens costs $v =$ {glue:text}`ch13_real_v`
+# steps: this model reads far more weights per step than the tiny preset did, so extra rows
+# come cheaper. With the measured $\hat\alpha$, the formula
+# predicts a speedup of {glue:text}`ch13_real_lookup_speed_pred` for prompt lookup ($c = 0$)
+# and {glue:text}`ch13_real_exit_speed_pred` for early exit; timed in alternation with plain
+# greedy decoding ({glue:text}`ch13_real_plain_s` for {glue:text}`ch13_real_n` tokens, median
+# of {glue:text}`ch13_real_rounds` runs), they measured {glue:text}`ch13_real_lookup_speed_meas` and
+# {glue:text}`ch13_real_exit_speed_meas`. A free drafter that is usually right is the case the
+# method was made for; a draft that costs a good share of the target and agrees with it less
+# often has far less to give, and the formula says how much before any timing. What it leaves
+# out — each round's trip to the host and its bookkeeping — is the rest of the gap.
+
+# %% [markdown] tags=["lang-zh"]
+# 在 {glue:text}`ch13_device` 上，对这个模型而言，提前退出草稿的代价是目标模型一步的
+# $c =$ {glue:text}`ch13_real_c`，给 $\gamma + 1 =$ {glue:text}`ch13_real_gmax` + 1 个词元打分的代价是
+# $v =$ {glue:text}`ch13_real_v` 步：这个模型每一步读取的权重比小预设多得多，所以多出来的几行更
+# 便宜。代入实测的 $\hat\alpha$，公式预测提示词查找（$c = 0$）的加速比为
+# {glue:text}`ch13_real_lookup_speed_pred`，提前退出为 {glue:text}`ch13_real_exit_speed_pred`；与普通
+# 贪心解码交替计时（生成 {glue:text}`ch13_real_n` 个词元用时 {glue:text}`ch13_real_plain_s`，
+# {glue:text}`ch13_real_rounds` 次运行的中位数），实测分别为 {glue:text}`ch13_real_lookup_speed_meas` 和
+# {glue:text}`ch13_real_exit_speed_meas`。一个免费且通常猜对的起草者，正是这个方法所针对的情形；一个
+# 代价占目标模型相当一部分、又较少与它一致的草稿模型，能给的就少得多，而公式在计时之前就说出了能给
+# 多少。公式没有计入的部分——每一轮与主机的往返和簿记——就是剩下的差距。
+
+# %% [markdown]
 # ## Summary
 #
 # - Scoring $\gamma + 1$ tokens costs about one decode step on memory-bound hardware, so a
@@ -538,13 +723,12 @@ print(f"prompt lookup proposed something in {proposed} of {rounds} rounds; "
 # - The speedup also depends on what drafting and verification cost; on this CPU verification
 #   is not free ($v =$ {glue:text}`ch13_v_cpu`), which the formula accounts for once $v$ is
 #   measured.
+# - On a trained model copying a document, prompt lookup's guesses were accepted at
+#   $\hat\alpha =$ {glue:text}`ch13_real_lookup_alpha`, with greedy decoding's tokens
+#   unchanged; measured speedup {glue:text}`ch13_real_lookup_speed_meas` against the
+#   formula's {glue:text}`ch13_real_lookup_speed_pred`.
 
 # %% [markdown] tags=["lang-zh"]
-# 提示词查找不会改变贪心解码的输出，这是理所当然的。在我们的随机模型上，它只在
-# {glue:text}`ch13_lookup_frac` 的轮次中找到了可以提议的东西：随机权重不会照抄提示词，所以上下文很少
-# 重复。在它提议的轮次中，接受率为 {glue:text}`ch13_lookup_alpha`。在一个依据文档作答的训练好的模型
-# 上，这两个数都会高得多；它们能换来什么，上面的估算器已经说明。
-#
 # ## 小结
 #
 # - 在内存受限的硬件上，给 $\gamma + 1$ 个词元打分的代价约等于一个解码步骤，所以起草者的猜测几乎可以
@@ -554,3 +738,6 @@ print(f"prompt lookup proposed something in {proposed} of {rounds} rounds; "
 #   预测为 {glue:text}`ch13_tpr_pred`。
 # - 加速比还取决于起草和验证的代价；在这台 CPU 上验证并不免费（$v =$ {glue:text}`ch13_v_cpu`），只要
 #   测出 $v$，公式就把它考虑进去了。
+# - 在一个照抄文档的训练好的模型上，提示词查找的猜测以 $\hat\alpha =$
+#   {glue:text}`ch13_real_lookup_alpha` 被接受，贪心解码的词元保持不变；实测加速比为
+#   {glue:text}`ch13_real_lookup_speed_meas`，公式给出 {glue:text}`ch13_real_lookup_speed_pred`。

@@ -44,7 +44,7 @@
 # {cite:p}`shazeer2017moe,fedus2022switch`。模型持有 $E$ 个专家的权重，却只在一个词元上花 $k$ 个专家
 # 的 FLOPs；今天最大的开放模型——Mixtral {cite:p}`jiang2024mixtral`、Qwen3 的 MoE 模型、DeepSeek-V3
 # {cite:p}`deepseekai2024v3`——正是这样在不增加每个词元代价的前提下增加参数的。对推理服务来说，模型
-# *拥有*的权重与一个词元*用到*的权重之间的这种分离，在三个地方改变了前面各章的算术，本章依次讨论：
+# *拥有*的权重与一个词元*用到*的权重之间的这种分离，在三个地方改变了前面各章的计算，本章依次讨论：
 #
 # - **屋顶线。** 一个解码步骤只读取它的词元被路由到的专家，所以它读取的字节数随批次增长。一个 MoE 层
 #   在约为稠密层临界批量的 $E/k$ 倍时变为计算受限；整个步骤的注意力和嵌入是稠密的，它约在总参数与激活
@@ -102,7 +102,7 @@ from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds,
 # %% [markdown] tags=["lang-zh"]
 # ## 总参数与激活参数
 #
-# scaling book {cite:p}`austin2025scaling` 的实例题 5 把它虚构的 18B 模型改成 16 个专家的混合，每个
+# 《How to Scale Your Model》 {cite:p}`austin2025scaling` 的实例题 5 把它虚构的 18B 模型改成 16 个专家的混合，每个
 # 词元用 2 个。旁边是读者如今实际部署的三个模型。*激活*参数是一个词元用到的参数：除路由专家之外的
 # 一切，再加上其中 $k$ 个专家。
 
@@ -517,7 +517,7 @@ glue_figure("ch14_twin_figure", fig, zh=[
 #
 # 第 8 章和第 9 章的一维布局会像切分稠密 MLP 那样，把每个专家的 $F$ 切分到 $M$ 块芯片上：即*张量
 # 并行*。这样每块芯片读取一步所触及的每个专家的 $1/M$ 切片，而每个 MoE 块都以一次对所有词元激活值的
-# 全规约（AllReduce）结束。专家提示了另一种切法 {cite:p}`lepikhin2021gshard`：给 $Z$ 块芯片中的每一块
+# 全规约（AllReduce）结束。GShard 的作者提出了另一种切法 {cite:p}`lepikhin2021gshard`：给 $Z$ 块芯片中的每一块
 # $E/Z$ 个完整的专家，然后把*词元*搬到它们那里。每块芯片为自己的词元做路由，把每个词元的一份副本写进
 # 一个每个专家 $C$ 个槽位的缓冲区，一次沿 $Z$ 的全交换（AllToAll）把每块芯片的专家要处理的词元送到
 # 这块芯片；专家运行之后，第二次全交换把结果送回原处，在那里每个词元用路由器给出的权重把它的 $k$ 个
@@ -701,7 +701,7 @@ print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 #
 # ## 实例题 6：专家沿 Z、D 沿 X、F 沿 Y
 #
-# scaling book 的实例题 6 把第一个专家矩阵 $[E, D, F]$ 分片为 $[E_Z, D_X, F_Y]$：专家沿 $Z$，每个专家
+# 《How to Scale Your Model》的实例题 6 把第一个专家矩阵 $[E, D, F]$ 分片为 $[E_Z, D_X, F_Y]$：专家沿 $Z$，每个专家
 # 的 $F$ 沿 $Y$，它的 $D$ 沿 $X$——在训练中，这个轴以 FSDP 的方式对权重分片。库的布局三者都支持
 # （`x=` 指定 FSDP 轴；这些轴上的芯片在使用前收集它们的专家，其余时候服务它们自己的序列）。在
 # $2 \times 2 \times 2$ 网格上，针对这道题自己的模型，只根据形状（用 float32：CPU 上的 XLA 用 float32
@@ -761,7 +761,7 @@ glue("ch14_wp6_received", fmt_bytes(received / short.L * wp5.L))
 # %% [markdown] tags=["lang-zh"]
 # 每块芯片持有 {glue:text}`ch14_wp6_held` 的 float32 权重，与公式一致
 # （`moe_layouts.expert_parallel_param_bytes`），而编译好的解码步骤除缓存和词元之外，正是以这些权重
-# 作为参数。它也说明了推理为什么让 $X$ 保持为一：每个解码步骤都要沿 $X$ 重新收集每块芯片的专家——对
+# 作为输入。它也说明了推理为什么让 $X$ 保持为一：每个解码步骤都要沿 $X$ 重新收集每块芯片的专家——对
 # 64 层的模型，每块芯片收集出的数组共 {glue:text}`ch14_wp6_gathered`，其中一半本就在这块芯片上，另外
 # {glue:text}`ch14_wp6_received` 要从别的芯片接收——这正是第 9 章为解码排除掉的 FSDP 模式。
 #
@@ -861,7 +861,7 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
 # （AllGather），各 $(n-1)/n$），一次全交换只发送其中的 $(n-1)/n$；而且张量并行在注意力之后每层还要再做
 # 一次全规约。专家并行的代价在别处：每块芯片都持有并读取完整的注意力。哪种代价更高取决于批次。按估算器的规则
 # （取屋顶线时间与集合通信的带宽时间中较大的那个，再加上它们的延迟；`moe_layouts.moe_decode_step`）在
-# 八块 H100 上定价：
+# 八块 H100 上估算一步的耗时：
 
 # %%
 grid = [8 * 2 ** i for i in range(12)]

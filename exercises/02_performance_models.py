@@ -40,8 +40,8 @@
 #
 # 这些练习配合讲性能模型的三章：[屋顶线](../chapters/02_rooflines.py)、
 # [延迟、吞吐量与内存](../chapters/03_latency_throughput_memory.py)和
-# [Transformer 推理算术](../chapters/04_inference_arithmetic.py)。第一部分问 Transformer 的每个部分何时是计算受限的；
-# 第二部分做 scaling book 推理一章中的步骤时间小测验、LLaMA-2 13B 的几张表，以及全部七道例题
+# [Transformer 推理计算](../chapters/04_inference_arithmetic.py)。第一部分问 Transformer 的每个部分何时是计算受限的；
+# 第二部分做《How to Scale Your Model》推理一章中的步骤时间小测验、LLaMA-2 13B 的几张表，以及全部七道例题
 # {cite:p}`austin2025scaling`；第三部分过一遍 kipply 的文章和她的练习 {cite:p}`chen2022arithmetic`。
 #
 # **怎么做。** 把每个 `...` 换成你的答案，把每个 `raise NotImplementedError` 换成你的代码，然后运行它
@@ -49,7 +49,7 @@
 # 从头运行到尾；每一部分末尾的 `summary` 会把你的得分加起来，并列出每道题的容差。
 #
 # **约定。** 芯片来自 `inferbook.perf.hardware`，模型来自 `inferbook.model.presets` 中的预设，单位一律
-# 是十进制（16 GB = 16e9 字节）。原始资料对其中一些数字的取整有所不同——scaling book 的小测验里
+# 是十进制（16 GB = 16e9 字节）。原始资料对其中一些数字的取整有所不同——《How to Scale Your Model》的小测验里
 # TPU v5e 是 8.1e11 B/s，kipply 的文章里 A100 是 1.5e12 B/s、参数是 52e9 个——它们的答案里也有几处
 # 笔误（本书的[勘误](../book/errata.py)页列出了这些）。检查使用注册表和精确的参数量；用原始资料的
 # 取整数字算出的答案会被识别出来，并给出解释。请用下面的对象算出答案，而不要手敲数字。
@@ -107,8 +107,8 @@ check("ch02.critical_intensity_v5e", ci_v5e)
 
 # %% [markdown] tags=["lang-zh"]
 # **1.2** 一个权重矩阵乘法 $[B, D] \cdot [D, F]$ 做 $2BDF$ FLOPs；当 $B \ll D, F$ 时，它的字节基本上
-# 就是权重。量化会同时改变两边。在 TPU v5e 上，权重为 int8、算术为 bfloat16 时，临界批量
-# $B_\text{crit}$——每步的词元数超过它，矩阵乘法就是计算受限的——是多少？权重*和*算术都是 int8
+# 就是权重。量化会同时改变两边。在 TPU v5e 上，权重为 int8、计算为 bfloat16 时，临界批量
+# $B_\text{crit}$——每步的词元数超过它，矩阵乘法就是计算受限的——是多少？权重*和*计算都是 int8
 # （`v5e.int8_ops_per_s`）时呢？
 
 # %%
@@ -126,7 +126,7 @@ check("ch02.bcrit_v5e_int8_both", bcrit_int8_both)
 # the *dense* peak; NVIDIA's headline numbers assume 2:4 sparsity.)
 
 # %% [markdown] tags=["lang-zh"]
-# **1.3** 同样的问题，换成 H100 SXM，权重和算术都是 bfloat16。（注册表存的是*稠密*峰值；NVIDIA
+# **1.3** 同样的问题，换成 H100 SXM，权重和计算都是 bfloat16。（注册表存的是*稠密*峰值；NVIDIA
 # 宣传的数字假设了 2:4 稀疏。）
 
 # %%
@@ -208,7 +208,7 @@ check("ch02.decode_attention_intensity_gqa", decode_intensity_g4)
 # 比权重还重，批处理就帮不上什么忙了。
 #
 # **1.7** 批量大小为多少时，LLaMA-2 13B 的缓存（每个序列 4,096 个词元，bfloat16）和它的 bfloat16
-# 权重一样重？（不一定是整数。）
+# 权重一样大？（不一定是整数。）
 
 # %%
 llama13 = get_preset("llama-2-13b")
@@ -249,7 +249,7 @@ check("ch02.critical_batch_fn", critical_batch)
 # chip to read its quarter of the layer's weights?
 
 # %% [markdown] tags=["lang-zh"]
-# **1.9 scaling book 的附录 A。** 它测量了一个由两次矩阵乘法组成的层，$D = 8{,}192$，$F = 32{,}768$，
+# **1.9 《How to Scale Your Model》的附录 A。** 它测量了一个由两次矩阵乘法组成的层，$D = 8{,}192$，$F = 32{,}768$，
 # bfloat16，分片到 4 块 TPU v5e 芯片上：直到批次大约为 $B_\text{crit}$，步骤时间几乎都不增长。下限是
 # 多少——也就是每块芯片读取这一层权重中属于它的四分之一所需的时间？
 
@@ -310,7 +310,7 @@ check("ch03.step_time_fn", step_time)
 # (16 chips). What is the step time at batch 4? At batch 256?
 
 # %% [markdown] tags=["lang-zh"]
-# **2.2 步骤时间小测验。** 一个 30e9 参数的稠密模型，以 int8 存储（bfloat16 算术），每个词元 100 kB
+# **2.2 步骤时间小测验。** 一个 30e9 参数的稠密模型，以 int8 存储（bfloat16 计算），每个词元 100 kB
 # 缓存，每个序列有 8,192 个词元的上下文，运行在 TPU v5e 4×4 切片（16 块芯片）上。批次中有 4 个序列
 # 时，步骤时间是多少？256 个序列时呢？
 
@@ -379,7 +379,7 @@ check("ch03.activation_8k", activation_8k)
 # %% [markdown] tags=["lang-zh"]
 # **2.4** 在 8 块 TPU v5e 芯片上部署它，上下文为 8,192 个词元。放得下（权重加缓存）的最大批次是多少？
 # 如果内存允许，批量大小为 64 时一步要多久？现在保持权重不变，但让缓存只有 8 个 KV 头而不是 40 个
-# （即 scaling book 所说的“缓存缩小到五分之一”）：求批量大小为 240 时的步骤时间，以及放得下的最大
+# （即《How to Scale Your Model》所说的“缓存缩小到五分之一”）：求批量大小为 240 时的步骤时间，以及放得下的最大
 # 批次。
 
 # %%
@@ -425,7 +425,7 @@ check("ch03.throughput_ceiling", tput_ceiling)
 # %% [markdown] tags=["lang-zh"]
 # ### 例题
 #
-# scaling book 为这些题目虚构了一个类似 LLaMA-2 13B 的模型，输入嵌入和输出嵌入共享权重；库中把它做成
+# 《How to Scale Your Model》为这些题目虚构了一个类似 LLaMA-2 13B 的模型，输入嵌入和输出嵌入共享权重；库中把它做成
 # 了一个预设。除非题目另有说明，一切都是 int8（每个权重、每个缓存的数都占一个字节），运行在由 16 块
 # 芯片组成的 TPU v5e 4×4 切片上。
 
@@ -523,7 +523,7 @@ check("ch03.wp4_step_floor", wp4_step)
 # %% [markdown] tags=["lang-zh"]
 # **题 5.** 把模型改成混合专家：每个 MLP 有 $E = 16$ 份副本，每个词元用其中 $k = 2$ 份。总共有多少
 # 参数，每个词元激活的参数又有多少？TPU v5e 每步的批次要有多少个词元，MoE 层才能达到计算受限（int8
-# 权重、int8 算术）？每个词元的 int8 缓存有多少字节？一次前向计算每个词元要花多少 FLOPs（用激活参数
+# 权重、int8 计算）？每个词元的 int8 缓存有多少字节？一次前向计算每个词元要花多少 FLOPs（用激活参数
 # 套 $2P$ 法则）？
 
 # %%
@@ -618,7 +618,7 @@ summary("ch03")
 # not give (65,536 for the 52B), and with it embedding parameters her counts leave out.
 
 # %% [markdown] tags=["lang-zh"]
-# ## 第三部分：Transformer 推理算术
+# ## 第三部分：Transformer 推理计算
 #
 # kipply 的文章用的是一个虚构的 52B 模型（64 层，宽度 8,192，普通 MLP 宽 $4D$），运行在 A100 40GB
 # GPU 上，另外还有一个 Gopher 规模的 260B 模型。预设补上了她没有给出的词表（52B 模型为 65,536），

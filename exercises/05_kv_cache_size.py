@@ -36,7 +36,7 @@
 # 这些练习配合[第 5 章](../chapters/05_kv_cache_size.py)。第一部分计算多头、分组查询和多查询模型的缓存
 # 大小，并问一块芯片上放得下多少；第二部分依次拉动决定缓存大小的每一根杠杆——滑动窗口、共享缓存的层、
 # int8 缓存、分页、分片、卸载——依据的是 Lienhart 关于 KV 缓存的文章的后半部分
-# {cite:p}`lienhart2023kvcache`，以及 scaling book 列出的各种技巧 {cite:p}`austin2025scaling`；第三部分
+# {cite:p}`lienhart2023kvcache`，以及《How to Scale Your Model》列出的各种技巧 {cite:p}`austin2025scaling`；第三部分
 # 请你写两个函数。（那篇文章最开始的几个数——Llama-2-7B 和 BLOOM-176B 每个词元的缓存、A10 的容量——在
 # [第 1 章的练习](01_sampling_kv_cache.py)里。）
 #
@@ -112,7 +112,7 @@ check("ch05.kv_per_token_falcon_7b", kv_falcon)
 # many whole sequences of 512 tokens have a cache no heavier than the weights?
 
 # %% [markdown] tags=["lang-zh"]
-# **1.2** Lienhart 指出，Llama-2-7B 的权重与“一个由 56 条 512 个词元的序列组成的批次”的缓存一样重。
+# **1.2** Lienhart 指出，Llama-2-7B 的权重与“一个由 56 条 512 个词元的序列组成的批次”的缓存一样大。
 # 用精确的计数（`counts.param_count`，每个权重 2 字节）算一算：缓存不比权重重的 512 个词元的序列，最多
 # 有多少条（只算整条）？
 
@@ -224,7 +224,7 @@ check("ch05.mixed_5_to_1_share", mixed_share)
 
 # %% [markdown] tags=["lang-zh"]
 # **2.3 跨层共享。** 让 LLaMA-3 8B 每 3 个相邻的层组成一组，共用一份缓存（每组的第一层计算它，另外
-# 两层读取它）。现在模型每个词元缓存多少字节？scaling book 提醒，这一步未必会变快：共享的缓存仍要被
+# 两层读取它）。现在模型每个词元缓存多少字节？《How to Scale Your Model》提醒，这一步未必会变快：共享的缓存仍要被
 # 每个使用它的层各读一遍。
 
 # %%

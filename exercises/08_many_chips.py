@@ -32,7 +32,7 @@
 #
 # 这些练习配合[第 8 章](../chapters/08_sharding_prefill.py)（预填充的分片）、
 # [第 9 章](../chapters/09_sharding_generation.py)（生成与 KV 缓存的分片）和
-# [第 10 章](../chapters/10_weight_stationary_2d.py)（二维权重驻留分片）。它们沿着 scaling book
+# [第 10 章](../chapters/10_weight_stationary_2d.py)（二维权重驻留分片）。它们沿着《How to Scale Your Model》
 # {cite:p}`austin2025scaling` 中分布式推理的各节及其实例题 7 展开，每一个常数都从库的硬件表和模型预设中
 # 读出。最后一个练习用 `shard_map`，在 `inferbook.setup()` 提供的八个模拟设备上真正运行二维算法。
 #
@@ -126,7 +126,7 @@ check("ch08.allreduce_same_on_two", same_on_two)
 # **1.3** Compute $\alpha$ for a TPU v5e.
 
 # %% [markdown] tags=["lang-zh"]
-# 所以增加设备能分摊算术，却分摊不了通信，在某个模型并行度上，全规约会比它所跟随的矩阵乘积耗时更长。
+# 所以增加设备能分摊计算，却分摊不了通信，在某个模型并行度上，全规约会比它所跟随的矩阵乘积耗时更长。
 # 对于一个 MLP 块，每个词元在每个权重矩阵上，每个设备做 $2 \cdot D \cdot F / M$ FLOPs，速度为 $C$
 # FLOP/s；而对 $D$ 个 bfloat16 激活值的全规约耗时 $2 \cdot 2D / W_\text{ici}$，其中 $W_\text{ici}$ 是互连
 # 一个轴的带宽——这个环同时向两个方向发送，所以等于一条链路的单向带宽乘以 2。比值 $\alpha = C / W_\text{ici}$
@@ -154,8 +154,8 @@ check("ch08.alpha", alpha)
 # many devices does its MLP block's arithmetic still hide the AllReduce on a TPU v5e?
 
 # %% [markdown] tags=["lang-zh"]
-# **1.4** 对于普通的两矩阵 MLP，算术与全规约在 $M^* = F / \alpha$ 时耗时相等。scaling book 的 18B 模型用
-# 的是*门控* MLP（三个矩阵）。在 TPU v5e 上，直到多少个设备为止，它的 MLP 块的算术仍能掩盖住全规约？
+# **1.4** 对于普通的两矩阵 MLP，计算与全规约在 $M^* = F / \alpha$ 时耗时相等。《How to Scale Your Model》的 18B 模型用
+# 的是*门控* MLP（三个矩阵）。在 TPU v5e 上，直到多少个设备为止，它的 MLP 块的计算仍能掩盖住全规约？
 
 # %%
 big = get_preset("scaling-book-18b")
@@ -209,7 +209,7 @@ check("ch08.ring_bytes_per_layer", ring_bytes)
 # %% [markdown] tags=["lang-zh"]
 # ## 第二部分：生成的分片
 #
-# 解码步骤的算术很少；它的时间就是从 HBM 加载权重的时间。把权重拆到 $Y$ 个芯片上，这段时间就除以 $Y$，
+# 解码步骤的计算很少；它的时间就是从 HBM 加载权重的时间。把权重拆到 $Y$ 个芯片上，这段时间就除以 $Y$，
 # 而对这一步 $B \cdot D$ 个激活值的全规约保持不变。对于由两个 int8 矩阵组成的 MLP，
 # $T_\text{HBM} = 2DF / (Y W_\text{hbm})$，$T_\text{ICI} = 2BD / W_\text{ici}$。
 #
@@ -228,7 +228,7 @@ check("ch09.beta", beta)
 # the 18B model decoding a batch of $B = 16$?
 
 # %% [markdown] tags=["lang-zh"]
-# **2.2** 对于以批次大小 $B = 16$ 解码的 18B 模型，芯片数 $Y$ 超过多少时，全规约会比加载权重耗时更长？
+# **2.2** 对于解码一个 $B = 16$ 的批次的 18B 模型，芯片数 $Y$ 超过多少时，全规约会比加载权重耗时更长？
 
 # %%
 # BEGIN SOLUTION
@@ -247,8 +247,8 @@ check("ch09.model_parallel_limit", y_limit)
 # bfloat16. How many bytes of cache does each chip hold?
 
 # %% [markdown] tags=["lang-zh"]
-# **2.3** KV 缓存也要拆分，但最多只能拆到 KV 头的个数：芯片比 KV 头多时，只按头拆分的布局会让不同芯片
-# 保存同一个头的副本。scaling book 把头拆到 $Y$ 个芯片上（在 $K$ 允许的范围内），把批次拆到其余 $Z$ 个
+# **2.3** KV 缓存也要切分，但最多只能拆到 KV 头的个数：芯片比 KV 头多时，只按头切分的布局会让不同芯片
+# 保存同一个头的副本。《How to Scale Your Model》把头拆到 $Y$ 个芯片上（在 $K$ 允许的范围内），把批次拆到其余 $Z$ 个
 # 芯片上，于是每层中键的缓存形状为 $[B_Z, K_Y, S, H]$，值也一样。Llama-3-70B 在 16 个芯片上以 bfloat16
 # 为一个由 32 个序列组成、每个序列 8,192 个词元的批次提供服务。每个芯片持有多少字节的缓存？
 
@@ -274,7 +274,7 @@ check("ch09.kv_bytes_per_chip", kv_per_chip)
 # latency-bound?
 
 # %% [markdown] tags=["lang-zh"]
-# **2.4** 小的集合通信根本不受带宽限制。在 scaling book 的模型中（附录 C），环上的每一跳至少花费
+# **2.4** 小的集合通信根本不受带宽限制。在《How to Scale Your Model》的模型中（附录 C），环上的每一跳至少花费
 # $t_\text{hop}$，它沿一条链路、朝一个方向搬运一个分片——缓冲区的字节数除以 $n$ 个设备。缓冲区（整个数组
 # 的字节数）小于多大时，在 $n = 8$ 个 TPU v5e 芯片上的集合通信是延迟受限的？
 
@@ -323,9 +323,9 @@ check("ch09.example_latency_bound", example_latency_bound)
 # %% [markdown] tags=["lang-zh"]
 # ## 第三部分：二维权重驻留
 #
-# 在二维布局中（scaling book 的附录 B，源自 {cite:t}`pope2023esti`），权重沿它们的两个维度拆分：在
+# 在二维布局中（《How to Scale Your Model》的附录 B，源自 {cite:t}`pope2023esti`），权重沿它们的两个维度切分：在
 # $n = X \cdot YZ$ 个芯片组成的网格上为 $W_\text{in}[D_X, F_{YZ}]$ 和 $W_\text{out}[F_{YZ}, D_X]$，块与块
-# 之间的激活值在所有芯片上按 $D$ 拆分。按实例题 7 的算法（bfloat16，$X$ 在三维环面的一个轴上，$YZ$ 在
+# 之间的激活值在所有芯片上按 $D$ 切分。按实例题 7 的算法（bfloat16，$X$ 在三维环面的一个轴上，$YZ$ 在
 # 另外两个轴上），它的 MLP 块代价为
 #
 # $$T_\text{2D} = \frac{2BD}{X\,W} + \frac{4BF}{YZ\,W}, \qquad
@@ -366,7 +366,7 @@ check("ch10.crossover_chips", crossover)
 # $n = 256$, with the best split into whole numbers of chips ($X$ dividing 256)?
 
 # %% [markdown] tags=["lang-zh"]
-# **3.3** 在 $n = 256$ 时，用整数个芯片的最优拆分（$X$ 整除 256），一维块花在通信上的时间是二维块的多少倍？
+# **3.3** 在 $n = 256$ 时，用整数个芯片的最优切分（$X$ 整除 256），一维块花在通信上的时间是二维块的多少倍？
 
 # %%
 # BEGIN SOLUTION
@@ -402,7 +402,7 @@ check("ch10.gain_at_256", gain)
 # 充当 $X$，轴 `y` 充当 $YZ$。你的单元后面那个单元会按表中的分片方式把它包装起来；在函数体内，每个数组都是
 # 一个设备的块：
 #
-# | 数组 | 全局形状 | 拆分 | 一个设备的块 |
+# | 数组 | 全局形状 | 切分 | 一个设备的块 |
 # |---|---|---|---|
 # | `x_Bd` | $[B, D]$ | $D$ 拆在 `x` 和 `y` 上 | $[B, D_{XY}]$ |
 # | `w_in_df` | $[D, F]$ | $D$ 拆在 `x` 上，$F$ 拆在 `y` 上 | $[D_X, F_Y]$ |

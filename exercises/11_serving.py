@@ -32,9 +32,9 @@
 #
 # 这些练习配合[第 11 章](../chapters/11_inference_engine.py)（推理引擎）、
 # [第 12 章](../chapters/12_paged_kv_prefix_caching.py)（分页 KV 内存与前缀缓存）和
-# [第 13 章](../chapters/13_speculative_decoding.py)（推测解码）。第一部分手动调度请求，并用估算器为分
-# 离式服务定价；第二部分数一数分页能省下多少 {cite:p}`kwon2023pagedattention`，并请你写出块表查找和前
-# 缀缓存匹配 {cite:p}`zheng2024sglang`；第三部分推演推测解码的算术及其接受规则
+# [第 13 章](../chapters/13_speculative_decoding.py)（推测解码）。第一部分手动调度请求，并用估算器估算分
+# 离式服务的成本；第二部分数一数分页能省下多少 {cite:p}`kwon2023pagedattention`，并请你写出块表查找和前
+# 缀缓存匹配 {cite:p}`zheng2024sglang`；第三部分推演推测解码的计算及其接受规则
 # {cite:p}`leviathan2023speculative`。
 #
 # **怎么做。** 把每个 `...` 换成你的答案，把每个 `raise NotImplementedError` 换成你的代码，然后运行它

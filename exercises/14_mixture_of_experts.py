@@ -30,7 +30,7 @@
 # %% [markdown] tags=["lang-zh"]
 # # 练习：混合专家
 #
-# 这些练习配合[第 14 章](../chapters/14_mixture_of_experts.py)：为稀疏模型提供服务。scaling book
+# 这些练习配合[第 14 章](../chapters/14_mixture_of_experts.py)：为稀疏模型提供服务。《How to Scale Your Model》
 # {cite:p}`austin2025scaling` 的实例题 5 和实例题 6，按原书的问法（总参数和激活参数、临界批量、缓存、
 # FLOPs；8 × 16 切片上的专家分片），是[性能模型练习](02_performance_models.py)的第 5 题和第 6 题；
 # 本页在它们的基础上继续，每个常数都从库的预设和硬件表中读取。最后一个练习是路由器——MoE 层计算的
@@ -219,7 +219,7 @@ check("ch14.capacity_drops", dropped)
 # %% [markdown] tags=["lang-zh"]
 # **2.4** 专家并行在每块芯片上都读取一份注意力权重的副本，但搬运的集合通信较小；张量并行（一维布局，
 # `"1d-ws"`）则把一切都切分。`moe_layouts.moe_decode_step(cfg, chip, chips, batch, layout,
-# capacity_factor=...)` 可以给两种方式的解码步骤定价。对于 8 块 H100 上的 Mixtral-8x7B、容量因子
+# capacity_factor=...)` 可以估算两种方式下一个解码步骤的耗时。对于 8 块 H100 上的 Mixtral-8x7B、容量因子
 # 1.25，找出专家并行不慢于张量并行的最小批次——它须是 8 的倍数，这样每块芯片服务的都是完整的序列。
 
 # %%

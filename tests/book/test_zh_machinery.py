@@ -137,9 +137,22 @@ def test_chinese_numbers_state_exactly_the_english_number(n):
 
 
 def test_units_chinese_writes_too_are_left_alone():
-    for text in ("12.3 ms", "1.5 GB", "820.0 GB/s", "26.0 TFLOPs", "3.1×", "73%", "cpu"):
+    for text in ("12.3 ms", "1.5 GB", "820.0 GB/s", "26.0 TFLOPs", "73%", "cpu", "4×4",
+                 "8× H100", "2·L·K·H × bytes", "v5e 8×16 slice"):
         assert to_chinese(text) == text
     assert to_chinese("n/a") == "不适用"
+
+
+@pytest.mark.parametrize("x", [0.5, 1.0, 3.14159, 25.0, 1234.5, 1.0e6])
+def test_a_ratio_reads_bei_in_chinese_with_the_english_number(x):
+    english = present.fmt_ratio(x)
+    chinese = to_chinese(english)
+    assert english.endswith("×") and chinese.endswith(" 倍") and "×" not in chinese
+    assert Decimal(chinese.removesuffix(" 倍").replace(",", "")) == \
+        Decimal(english.removesuffix("×").replace(",", ""))
+    present.glue("t_ratio", english)
+    assert prose.glued("t_ratio__zh") == chinese
+    assert to_chinese(f"{english} (measured)") == f"{chinese} (measured)"
 
 
 def test_an_edition_is_an_overlay_on_the_english_configuration():

@@ -266,5 +266,6 @@ def test_every_source_has_a_chinese_twin_that_starts_by_setting_the_language():
     from inferbook.book import notebooks
     for source in notebooks.sources(ROOT):
         nb = nbformat.read(notebooks.twin_path(source, "zh", ROOT), as_version=4)
-        assert nb.cells[0].source == notebooks.install_cell_source(ROOT, "zh")
+        assert nb.cells[0].source == notebooks.install_cell_source(
+            ROOT, "zh", notebooks.models_used(source))
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")

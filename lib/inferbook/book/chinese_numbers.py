@@ -4,7 +4,8 @@ English groups large numbers by thousands (million, billion, trillion); Chinese 
 thousands: 万 (10⁴), 亿 (10⁸), 万亿 (10¹²). "13.0 million parameters" is "1,300 万个参数",
 "1.2 billion" is "12 亿". `to_chinese` rewrites the text that `inferbook.book.present`'s
 formatters produce — a closed vocabulary: a number followed by thousand, million, billion or
-trillion, and the unit tokens/s — and leaves everything else (GB, ms, FLOPs, ×, %) as it is,
+trillion, a ratio ("3.1×", which Chinese writes "3.1 倍"), and the unit tokens/s — and
+leaves everything else (GB, ms, FLOPs, %, a mesh's 4×4, a count such as 8× H100) as it is,
 since Chinese technical writing uses those symbols too.
 
 The conversion only moves the decimal point (every scale is a power of ten) and drops the
@@ -41,9 +42,16 @@ def _amount(m: re.Match) -> str:
     return f"{text} {unit}".rstrip()
 
 
+# A ratio as `inferbook.book.present.fmt_ratio` writes it: a number, then ×, then no operand
+# (4×4 is a mesh, 8× H100 a count of chips).
+_RATIO = re.compile(r"(?<![\w.,])(?P<number>\d[\d,]*(?:\.\d+)?)×(?![ \t]*[A-Za-z0-9_$\\]|\()")
+
+
 def to_chinese(text: str) -> str:
-    """A formatted value (``"13.0 million"``, ``"2.50 million tokens/s"``) in Chinese."""
+    """A formatted value (``"13.0 million"``, ``"2.50 million tokens/s"``, ``"3.1×"``) in
+    Chinese (``"1,300 万"``, ``"250 万词元/秒"``, ``"3.1 倍"``)."""
     text = _AMOUNT.sub(_amount, text)
+    text = _RATIO.sub(lambda m: f"{m['number']} 倍", text)
     for english, chinese in WORDS.items():
         text = re.sub(rf"(?<![\w/]){re.escape(english)}(?![\w/])", chinese, text)
     return text

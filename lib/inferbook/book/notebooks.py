@@ -36,7 +36,8 @@ import re
 import sys
 from pathlib import Path
 
-__all__ = ["install_cell_source", "site", "colab_notebook", "sources", "twin_path", "sync",
+__all__ = ["install_cell_source", "models_used",
+           "site", "colab_notebook", "sources", "twin_path", "sync",
            "stale"]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,8 +45,17 @@ SOURCE_DIRS = ("book", "chapters", "exercises")
 EDITION_DIR = "zh"          # the Chinese twins: zh/<same path as the English twin>
 
 
-def install_cell_source(root: Path = ROOT, lang: str = "en") -> str:
-    """The first cell of every Colab notebook: pip-install the library on Colab only.
+def models_used(source: Path) -> tuple[str, ...]:
+    """The book's pretrained models (`model_store.PRETRAINED`) a page names, in order."""
+    from inferbook.model.model_store import PRETRAINED
+    text = source.read_text(encoding="utf-8")
+    return tuple(name for name in PRETRAINED if f'"{name}"' in text or f"'{name}'" in text)
+
+
+def install_cell_source(root: Path = ROOT, lang: str = "en", models: tuple[str, ...] = ()) -> str:
+    """The first cell of every Colab notebook: pip-install the library on Colab only, and
+    fetch the trained weights a page runs (`models`: the same pinned GGUF file the book is
+    built with, so a reader's numbers are the build's; `python -m inferbook.model.model_store`).
 
     A Chinese twin's cell also sets the kernel's language and installs a CJK font (Debian's
     Noto CJK) for the figures' labels on Colab."""
@@ -55,6 +65,9 @@ def install_cell_source(root: Path = ROOT, lang: str = "en") -> str:
     url = f"git+{repo['url'].rstrip('/')}@{repo.get('branch', 'main')}"
     pip = (f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", "
            f"\"inferbook @ {url}\"], check=True)")
+    for name in models:
+        pip += (f"\n    subprocess.run([sys.executable, \"-m\", \"inferbook.model.model_store\", "
+                f"\"fetch\", \"{name}\"], check=True)")
     if lang == "en":
         return (
             "# On Colab, install the book's library first; anywhere else this cell does nothing.\n"
@@ -144,7 +157,8 @@ def colab_notebook(source: Path, root: Path = ROOT, where=None, lang: str = "en"
         nb = student_notebook(nb, lang)
     page = source.relative_to(root).with_suffix("").as_posix()
     nb.cells = _colab_cells(nb, page, where or site(root, lang))
-    nb.cells.insert(0, nbformat.v4.new_code_cell(install_cell_source(root, lang)))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(install_cell_source(root, lang,
+                                                                     models_used(source))))
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i}"
         if cell.cell_type == "code":

@@ -258,7 +258,7 @@ ZH = {
     "KV-cache bytes per token, Llama-2-7B": "Llama-2-7B 每个词元的 KV 缓存字节数",
     "KV-cache bytes per token, BLOOM-176B": "BLOOM-176B 每个词元的 KV 缓存字节数",
     "Tokens of cache that fit on an A10": "A10 上放得下的缓存词元数",
-    "Tokens whose cache weighs as much as the weights": "缓存与权重一样重时的词元数",
+    "Tokens whose cache weighs as much as the weights": "缓存与权重一样大时的词元数",
     "Cache bytes of a 1,000-token prompt": "1,000 个词元的提示词的缓存字节数",
     "FLOPs to prefill a 1,000-token prompt (2P rule)":
         "预填充 1,000 个词元的提示词的 FLOPs（2P 法则）",
@@ -268,7 +268,7 @@ ZH = {
     "Is a batch-1 decode step memory-bound on an A10?":
         "批量大小为 1 的解码步骤在 A10 上是内存受限的吗？",
     "Write new keys at per-sequence positions": "把新的键写到各序列自己的位置",
-    "Merge two partial attentions by log-sum-exp": "用对数和指数合并两个部分注意力",
+    "Merge two partial attentions by log-sum-exp": "用 LSE 合并两个部分注意力",
     "Top-k, then top-p, filtering": "先 top-k、再 top-p 的过滤",
     # hints
     "2 · L · K · H elements per token, 2 bytes each; read L, K, H from the preset":

@@ -200,7 +200,7 @@ ZH = {
     "Decode attention's FLOPs per byte with G = 4 query heads per KV head, S = 8,192":
         "每个 KV 头对应 G = 4 个查询头、S = 8,192 时，解码注意力每字节的 FLOPs",
     "Batch where LLaMA-2 13B's caches weigh as much as its weights (4,096-token contexts, bf16)":
-        "LLaMA-2 13B 的缓存与权重一样重时的批次（上下文 4,096 个词元，bf16）",
+        "LLaMA-2 13B 的缓存与权重一样大时的批次（上下文 4,096 个词元，bf16）",
     "Write the critical batch": "写出临界批量",
     "Appendix A: floor on one layer's time, 4 TPU v5e chips":
         "附录 A：4 个 TPU v5e 芯片上一层时间的下限",

@@ -358,7 +358,7 @@ ZH = {
         "小批次：每个权重字节和每个缓存字节都读一次，除以 16 个芯片的带宽",
     "the caches are read at memory speed; the weight matmuls pay the larger of 2·B·P / C and "
     "weight bytes / W":
-        "缓存以内存的速度读取；权重矩阵乘法取 2·B·P / C 与 权重字节数 / W 中较大的那个",
+        "缓存以内存的速度读取；权重矩阵乘法取 2·B·P / C 与权重字节数 / W 中较大的那个",
     "MLP 3·D·F·L, attention (2·D·N·H + 2·D·K·H)·L, embedding and unembedding 2·V·D, norm "
     "gains (2L + 1)·D":
         "MLP 3·D·F·L，注意力 (2·D·N·H + 2·D·K·H)·L，嵌入和反嵌入 2·V·D，归一化增益 "

@@ -236,7 +236,7 @@ ZH = {
     "Cache bytes per token, LLaMA-2 70B (GQA)": "LLaMA-2 70B（GQA）每个词元的缓存字节数",
     "Cache bytes per token, Falcon-7B (MQA)": "Falcon-7B（MQA）每个词元的缓存字节数",
     "Sequences of 512 tokens whose cache equals Llama-2-7B's weights":
-        "缓存与 Llama-2-7B 的权重一样重时，512 个词元的序列有几条",
+        "缓存与 Llama-2-7B 的权重一样大时，512 个词元的序列有几条",
     "Requests of 4,096 tokens that fit on an A10 (Llama-2-7B)":
         "A10 上放得下几个 4,096 个词元的请求（Llama-2-7B）",
     "Longest context LLaMA-3 8B can hold on an A10": "LLaMA-3 8B 在 A10 上能容纳的最长上下文",

@@ -148,7 +148,7 @@ ZH = {
     # titles
     "FLOPs per byte of decode attention, Mistral-7B": "Mistral-7B 解码注意力每字节的 FLOPs",
     "Flash-Decoding chunks that give every SM work": "让每个 SM 都有活干的 Flash-Decoding 块数",
-    "Combine P partial attentions by log-sum-exp": "用对数和指数合并 P 个部分注意力",
+    "Combine P partial attentions by log-sum-exp": "用 LSE 合并 P 个部分注意力",
     "Gather a paged pool into contiguous caches": "把分页的池收集成连续的缓存",
     # hints
     "one query per head against S cached keys: 4·N·S·H FLOPs; the bytes are the cache, "

@@ -125,7 +125,8 @@ ZH = {
         "你用的是一条链路的单向带宽；环轴同时向两个方向发送，带宽是它的两倍",
     "that is F/α, the two-matrix MLP of the sources; a gated MLP has three matrices and so 1.5× "
     "the arithmetic to hide the same AllReduce behind":
-        "这是 F/α，即原文中两矩阵的 MLP；门控 MLP 有三个矩阵，因而有 1.5× 的算术来掩盖同样的全规约",
+        "这是 F/α，即原文中两矩阵的 MLP；门控 MLP 有三个矩阵，因而有 1.5 倍的计算"
+        "来掩盖同样的全规约",
     "Q − 1 steps, not Q: after Q − 1 passes every device has seen every block":
         "是 Q − 1 步，不是 Q 步：传递 Q − 1 次之后，每个设备都见过了每个块",
     "keys and values both travel": "键和值都要传递",

@@ -88,8 +88,9 @@ QUESTIONS = [
             "buffer (the bytes of the array)",
             reference=_latency_bytes, rel_tol=0.01,
             mistakes=[Mistake(lambda r: r / RING_SHARDS,
-                              "that is the threshold for one shard (seed 002's reading); the "
-                              "question asks for the whole buffer (seed 000's), n times more")]),
+                              "that is the threshold for one shard (the freer translation's "
+                              "reading); the question asks for the whole buffer (the close "
+                              "translation's), n times more")]),
     Exact("ch09.example_latency_bound", "Is an AllReduce of 16 × 8192 int8 latency-bound?", 1,
           "compare the buffer's bytes with the whole-buffer threshold of the question before",
           reference=_example_latency_bound, choices=(True, False)),
@@ -113,7 +114,7 @@ ZH = {
     "split the cache over the KV heads as far as they go (Y = K), and the batch over the "
     "remaining Z = 16 / Y chips: [B_Z, K_Y, S, H] for keys and for values, in every layer, 2 "
     "bytes each":
-        "把缓存尽量按 KV 头拆分（Y = K），再把批次拆到其余 Z = 16 / Y 个芯片上：每一层中键和值"
+        "把缓存尽量按 KV 头切分（Y = K），再把批次拆到其余 Z = 16 / Y 个芯片上：每一层中键和值"
         "各为 [B_Z, K_Y, S, H]，每个元素 2 字节",
     "a hop costs at least t_hop and moves one shard (bytes / n) over one link, one way: "
     "latency-bound while bytes / n / W_link < t_hop; answer for the whole buffer (the bytes of "
@@ -124,15 +125,15 @@ ZH = {
         "把缓冲区的字节数与上一题中整个缓冲区的阈值比较",
     # known mistakes
     "8 is the scaling book's round figure; compute it from the chip's own numbers":
-        "8 是 scaling book 取整后的数字；请用这个芯片自己的数据计算",
+        "8 是《How to Scale Your Model》取整后的数字；请用这个芯片自己的数据计算",
     "you used β = 8, the sources' round figure; use this chip's bandwidths":
         "你用了 β = 8，这是原文取整后的数字；请用这个芯片自己的带宽",
     "with 16 chips and 8 KV heads, a split over heads alone leaves two chips with copies of the "
     "same head; split the batch over them":
-        "16 个芯片、8 个 KV 头时，只按头拆分会让两个芯片保存同一个头的副本；应把批次拆到它们上面",
+        "16 个芯片、8 个 KV 头时，只按头切分会让两个芯片保存同一个头的副本；应把批次拆到它们上面",
     "keys and values both": "键和值都要算上",
-    "that is the threshold for one shard (seed 002's reading); the question asks for the whole "
-    "buffer (seed 000's), n times more":
-        "这是一个分片的阈值（seed 002 的读法）；题目问的是整个缓冲区（seed 000 的读法），"
-        "是它的 n 倍",
+    "that is the threshold for one shard (the freer translation's reading); the question asks "
+    "for the whole buffer (the close translation's), n times more":
+        "这是一个分片的阈值（较自由的译本《Transformer 推理全解》的读法）；题目问的是整个缓冲区"
+        "（直译本《关于 Transformer 推理的一切》的读法），是它的 n 倍",
 }

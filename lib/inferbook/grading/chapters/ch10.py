@@ -101,7 +101,7 @@ ZH = {
         "（a/X + b·X 的最小值是 2·sqrt(ab)）；令两者相等，解出 n",
     "use the integer split X · YZ = 256 (X a power of two) with the least 2D time; 1D is "
     "4BD/(3W); 2D is 2BD/(X·W) + 4BF/(YZ·W)":
-        "取二维时间最少的整数拆分 X · YZ = 256（X 为 2 的幂）；一维是 4BD/(3W)；二维是 "
+        "取二维时间最少的整数切分 X · YZ = 256（X 为 2 的幂）；一维是 4BD/(3W)；二维是 "
         "2BD/(X·W) + 4BF/(YZ·W)",
     "in the body: AllGather x over 'y' (axis 1, tiled) to get [B, D_X]; multiply by W_in and "
     "psum over 'x' (each device saw only its D_X slice); gelu; multiply by W_out; psum_scatter "
@@ -110,7 +110,7 @@ ZH = {
         "上做 psum（每个设备只看到了它自己的 D_X 片）；gelu；乘以 W_out；在 'y' 上沿 axis 1 做 "
         "psum_scatter（tiled），得到 [B, D_XY]",
     # known mistakes
-    "that is YZ = n / X, the other factor of the split": "这是 YZ = n / X，拆分的另一个因子",
+    "that is YZ = n / X, the other factor of the split": "这是 YZ = n / X，切分的另一个因子",
     "81 is the figure printed in worked problem 7, but its own expression 128·(3/4)² is 72":
         "81 是实例题 7 中印出的数字，但它自己的表达式 128·(3/4)² 等于 72",
 }

@@ -273,7 +273,7 @@ ZH = {
     "(moe_layouts.expert_parallel_param_bytes)":
         "专家 [E_Z, D, F_Y] 分布在全部 128 块芯片上；注意力、嵌入和反嵌入只沿 Y 切分"
         "（注意力头和 D），"
-        "W_K 和 W_V 沿 gcd(K, Y) 切分；归一化层和路由器保持完整"
+        "W_K 和 W_V 切成 gcd(K, Y) 份；归一化层和路由器保持完整"
         "（moe_layouts.expert_parallel_param_bytes）",
     "softmax of x·W over the E experts (in float32); take the k largest, in decreasing order; "
     "divide their probabilities by their sum. Return (weights [N, k], experts [N, k] as "
