@@ -581,8 +581,8 @@ net = sum(wire_bytes(k, b, g) for tier, k, b, g in
 assert net == 2 * (1 / 2) * A / per_host
 share = net / wire_bytes("all-reduce", A, 2 * per_host)
 nvlink, nic = h100.link_bytes_per_s * h100.links, h100.dcn_bytes_per_s
-bw, _, _, _ = dcn_comms.two_tier_time(Comm("x", "x", "all-reduce", 2 * per_host, A), h100,
-                                      per_host)
+bw = dcn_comms.two_tier_time(Comm("x", "x", "all-reduce", 2 * per_host, A), h100,
+                             per_host).bandwidth_s
 flat_bw = wire_bytes("all-reduce", A, 2 * per_host) / nvlink
 net_time = net / nic
 assert bw > flat_bw and net_time / bw > 4 * share    # a small share of the bytes, not of the time
@@ -602,7 +602,9 @@ glue("ch10_dcn_time_share", fmt_percent(net_time / bw))
 # {glue:text}`ch10_dcn_time_share` of the collective's bandwidth time, which comes to
 # {glue:text}`ch10_dcn_slowdown` that of a single NVLink domain of sixteen; and every pass
 # adds a network step of {glue:text}`ch10_dcn_lat` {cite:p}`nvidia2020nccl`. For a whole model: Llama-3 70B decoding one sequence on H100s,
-# eight to a server, against the same GPUs in one imaginary NVLink domain.
+# eight to a server, against the same servers joined by an imaginary network as fast as their
+# NVLink (its bandwidth, and NCCL's NVLink ring step for a message), both at the estimator's
+# calibrated efficiency.
 
 # %% [markdown] tags=["lang-zh"]
 # 在两台 DGX H100 服务器上，对全部十六块 GPU 做一次全规约，只有 {glue:text}`ch10_dcn_share` 的字节经过
@@ -610,15 +612,19 @@ glue("ch10_dcn_time_share", fmt_percent(net_time / bw))
 # {glue:text}`ch10_nvlink_bw`：这些字节占去这次集合通信带宽时间的 {glue:text}`ch10_dcn_time_share`，
 # 使它达到一个由十六块 GPU 组成的 NVLink 域的 {glue:text}`ch10_dcn_slowdown`；每一趟还要加上一个
 # {glue:text}`ch10_dcn_lat` 的网络步骤 {cite:p}`nvidia2020nccl`。对整个模型来说：在 H100 上对一个序列解码 Llama-3 70B，每台服务器八块，与
-# 同样的 GPU 放在一个假想的 NVLink 域中相比。
+# 同样的服务器用一个假想的、与其 NVLink 一样快的网络（它的带宽，以及 NCCL 在 NVLink 上一次环形传递的消息
+# 延迟）连起来相比，两者都按估算器校准后的效率计算。
 
 # %%
 big = get_preset("llama-3-70b")
-one_domain = dataclasses.replace(h100, max_chips=1024)     # as if NVLink joined every GPU
+# As if the servers were joined as fast as NVLink joins a server's GPUs.
+as_fast = dataclasses.replace(h100, dcn_bytes_per_s=h100.link_bytes_per_s * h100.links,
+                              dcn_latency_s=h100.step_latency_s)
 gpus = [2, 4, 8, 16, 32, 64]
 pod = [estimate(big, h100, batch=1, context=4096, chips=n, chips_per_host=per_host)
        for n in gpus]
-flat = [estimate(big, one_domain, batch=1, context=4096, chips=n) for n in gpus]
+flat = [estimate(big, as_fast, batch=1, context=4096, chips=n, chips_per_host=per_host)
+        for n in gpus]
 assert all(r.fits for r in pod)
 for r, f in zip(pod, flat):
     if r.chips <= per_host:              # inside one server the two are one model
@@ -627,14 +633,14 @@ for r, f in zip(pod, flat):
         assert r.step_time_s > f.step_time_s and r.dcn_time_s > 0
 best = min(pod, key=lambda r: r.step_time_s)
 assert per_host < best.chips < gpus[-1] and pod[-1].step_time_s > best.step_time_s
-assert flat[-1].step_time_s < best.step_time_s       # one domain keeps gaining
+assert flat[-1].step_time_s < best.step_time_s       # a network as fast as NVLink keeps gaining
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.plot(gpus, [r.step_time_s * 1e3 for r in pod], "o-", color="C3",
         label=f"{per_host} GPUs per server, data-centre network between")
 ax.plot(gpus, [r.step_time_s * 1e3 for r in flat], "s-", color="C0",
-        label="one NVLink domain (imaginary)")
+        label="servers joined as fast as NVLink (imaginary)")
 ax.plot(gpus, [r.comm_time_s * 1e3 for r in pod], "o--", color="C3", alpha=0.5,
         label="of which collectives, servers")
 ax.plot(gpus, [r.dcn_time_s * 1e3 for r in pod], ":", color="C3",
@@ -650,7 +656,7 @@ ax.grid(True, alpha=0.3)
 glue_figure("ch10_hosts_figure", fig, zh=dict(
     title=f"{big.name}，批量大小 1，上下文 4,096，{h100.name}", xlabel="GPU 数",
     ylabel="解码步骤，预测值（毫秒）",
-    legend=[f"每台服务器 {per_host} 块 GPU，其间为数据中心网络", "一个 NVLink 域（假想）",
+    legend=[f"每台服务器 {per_host} 块 GPU，其间为数据中心网络", "服务器之间与 NVLink 一样快（假想）",
             "其中集合通信，多台服务器", "其中服务器之间的网络"]))
 glue("ch10_best_gpus", str(best.chips))
 glue("ch10_best_step", fmt_seconds(best.step_time_s))
@@ -667,7 +673,7 @@ glue("ch10_64_dcn", fmt_percent(pod[-1].dcn_time_s / pod[-1].step_time_s))
 # decode step at batch 1 is a long chain of small AllReduces, mostly its latency: the step
 # stops improving at {glue:text}`ch10_best_gpus` GPUs ({glue:text}`ch10_best_step`), and at
 # sixty-four takes {glue:text}`ch10_64_step` — {glue:text}`ch10_64_dcn` of it on the network —
-# where one NVLink domain would take {glue:text}`ch10_64_flat`. Tensor parallelism wants
+# where servers joined as fast as NVLink would take {glue:text}`ch10_64_flat`. Tensor parallelism wants
 # one fast domain; across hosts, serving systems split the model by layers or replicate it
 # instead, which is why NVLink domains grow (a GB200 NVL72 joins seventy-two GPUs) and why a
 # TPU slice's ICI spans its hosts.
@@ -679,8 +685,8 @@ glue("ch10_64_dcn", fmt_percent(pod[-1].dcn_time_s / pod[-1].step_time_s))
 # 直到八块 GPU，两条线都是同一条：网格还没有离开它的服务器。越过服务器的边界（虚线）之后，模型的每一次集合
 # 通信都要为网络付出代价，而批量大小为 1 的解码步骤是一长串小的全规约，付出的主要是延迟：步骤时间在
 # {glue:text}`ch10_best_gpus` 块 GPU 时就不再改善（{glue:text}`ch10_best_step`），到六十四块时需要
-# {glue:text}`ch10_64_step`——其中 {glue:text}`ch10_64_dcn` 花在网络上——而一个 NVLink 域只需要
-# {glue:text}`ch10_64_flat`。张量并行需要一个快速的域；跨主机时，推理服务系统改为按层切分模型或者复制
+# {glue:text}`ch10_64_step`——其中 {glue:text}`ch10_64_dcn` 花在网络上——而服务器之间与 NVLink 一样快时
+# 只需要 {glue:text}`ch10_64_flat`。张量并行需要一个快速的域；跨主机时，推理服务系统改为按层切分模型或者复制
 # 模型，这正是 NVLink 域越做越大（一个 GB200 NVL72 连接七十二块 GPU）、TPU 切片的 ICI 跨越其各主机的原因。
 
 # %% [markdown]
