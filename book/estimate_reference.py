@@ -66,8 +66,9 @@
 # | flag | meaning |
 # |---|---|
 # | `--model PRESET` / `--config PATH` | a preset (`--list models`), or a Hugging Face `config.json` (or the folder holding it) of Llama 1–3.x, Mistral, Mixtral, Qwen2/2.5/3, Qwen-MoE, Gemma/Gemma-2/Gemma-3 (the language model of a multimodal config), Phi-2, Phi-3, DeepSeek-V2/V3, GPT-2, GPT-NeoX (Pythia), OLMo-2, OLMoE, SmolLM3, StableLM, Granite, Cohere (Command-R) or StarCoder2. Keys that change no size or FLOP (a rotary-scaling rule, an activation, token ids, `quantization_config`) are read or ignored, never refused; a family the book cannot describe is refused in one line naming `model_type` and its value. |
-# | `--hardware NAME` / `--hardware-config PATH` | a chip of the registry (`--list chips`, the [hardware table](hardware.py)) or a JSON file with `hbm_bytes`, `hbm_bandwidth` (B/s) and `flops` (FLOP/s), and for several chips `interconnect` (`"ICI"` for a torus, anything else for a switch), `link_bytes_per_s`, `links`, `hop_latency_s`, `max_chips`. Every number must be positive and finite. |
-# | `--chips N` | chips serving one copy of the model (default 1), at most the chips one interconnect domain joins. |
+# | `--hardware NAME` / `--hardware-config PATH` | a chip of the registry (`--list chips`, the [hardware table](hardware.py)) or a JSON file with `hbm_bytes`, `hbm_bandwidth` (B/s) and `flops` (FLOP/s), and for several chips `interconnect` (`"ICI"` for a torus, anything else for a switch), `link_bytes_per_s`, `links`, `hop_latency_s`, `max_chips`, and for several hosts `dcn_bytes_per_s`, `dcn_latency_s`. Every number must be positive and finite. |
+# | `--chips N` | chips serving one copy of the model (default 1), at most the chips one interconnect domain joins unless `--chips-per-host` spreads them over hosts. |
+# | `--chips-per-host H` | the chips are H to a host, each host one interconnect domain (an HGX board's 8 GPUs; for TPUs, whose ICI joins the hosts of a slice, the chips of one slice); N must fill whole hosts, and collectives between hosts are priced on the data-centre network (below). It combines with every other flag: the efficiency prices the network's collectives as the others, and `--breakdown` shows their share. |
 # | `--layout 1d-ws\|2d-ws\|expert-parallel` | the sharded layout of chapters 8–10, or for a mixture of experts the expert-parallel layout of chapter 14 (each of Z groups holds E/Z experts whole and a copy of everything else split over Y = n / Z as in 1d-ws, and serves B/Z of the sequences); by default the layout and split whose decode step is fastest, printed. |
 # | `--batch B[,B...]` | sequences decoded together (default 1). |
 # | `--context S[,S...]` | tokens each sequence holds in its cache at the decode step (default: the model's positions). Beyond the model's positions: a warning, or an error with `--strict`. |
@@ -98,8 +99,9 @@
 # | 参数 | 含义 |
 # |---|---|
 # | `--model PRESET` / `--config PATH` | 一个预设（`--list models`），或者一个 Hugging Face 的 `config.json`（或存放它的文件夹），模型家族可以是 Llama 1–3.x、Mistral、Mixtral、Qwen2/2.5/3、Qwen-MoE、Gemma/Gemma-2/Gemma-3（多模态配置中的语言模型）、Phi-2、Phi-3、DeepSeek-V2/V3、GPT-2、GPT-NeoX（Pythia）、OLMo-2、OLMoE、SmolLM3、StableLM、Granite、Cohere（Command-R）或 StarCoder2。不改变任何大小或 FLOP 的键（旋转位置编码的缩放规则、激活函数、词元 id、`quantization_config`）会被读取或忽略，但绝不会被拒绝；本书无法描述的模型家族会被拒绝，并用一行信息指出 `model_type` 及其值。 |
-# | `--hardware NAME` / `--hardware-config PATH` | 注册表中的一种芯片（`--list chips`，见[硬件表](hardware.py)），或者一个 JSON 文件，含 `hbm_bytes`、`hbm_bandwidth`（B/s）和 `flops`（FLOP/s），多芯片时还要有 `interconnect`（`"ICI"` 表示环面拓扑，其他任何值表示交换机）、`link_bytes_per_s`、`links`、`hop_latency_s`、`max_chips`。每个数都必须是有限的正数。 |
-# | `--chips N` | 为一份模型副本服务的芯片数（默认为 1），最多为一个互连域所能连接的芯片数。 |
+# | `--hardware NAME` / `--hardware-config PATH` | 注册表中的一种芯片（`--list chips`，见[硬件表](hardware.py)），或者一个 JSON 文件，含 `hbm_bytes`、`hbm_bandwidth`（B/s）和 `flops`（FLOP/s），多芯片时还要有 `interconnect`（`"ICI"` 表示环面拓扑，其他任何值表示交换机）、`link_bytes_per_s`、`links`、`hop_latency_s`、`max_chips`，多主机时还要有 `dcn_bytes_per_s`、`dcn_latency_s`。每个数都必须是有限的正数。 |
+# | `--chips N` | 为一份模型副本服务的芯片数（默认为 1），最多为一个互连域所能连接的芯片数，除非用 `--chips-per-host` 把它们分布到多台主机上。 |
+# | `--chips-per-host H` | 每台主机 H 个芯片，每台主机是一个互连域（一块 HGX 板上的 8 块 GPU；对 TPU 而言，ICI 把一个切片内的各主机连在一起，所以是一个切片的芯片）；N 必须正好占满若干台主机，主机之间的集合通信按数据中心网络估算耗时（见下文）。它可以与其他每个参数一起使用：效率对网络上的集合通信与对其他集合通信一样适用，`--breakdown` 给出它们所占的部分。 |
 # | `--layout 1d-ws\|2d-ws\|expert-parallel` | 第 8–10 章的分片布局，或者对混合专家模型使用第 14 章的专家并行布局（Z 组中的每一组完整地持有 E/Z 个专家，以及按 1d-ws 方式在 Y = n / Z 个芯片上切分的其余一切的一份副本，并服务 B/Z 个序列）；默认选出解码步骤最快的布局及切分，并打印出来。 |
 # | `--batch B[,B...]` | 一起解码的序列数（默认为 1）。 |
 # | `--context S[,S...]` | 在解码步骤时，每个序列缓存中已有的词元数（默认：模型的位置数）。超出模型的位置数时给出警告；加上 `--strict` 时则报错。 |
@@ -211,6 +213,7 @@
 # | `experts_touched` | experts | E · (1 − (1 − k/E)^B): the experts each MoE layer reads for B tokens routed uniformly (`null` for a dense model) |
 # | `weight_bytes_read` | bytes | weight bytes one decode step reads: `param_bytes`, less the experts no token of the batch was routed to |
 # | `comm_time_s` | s | one decode step's collectives (below) |
+# | `chips_per_host`, `dcn_time_s` | —, s | the chips per host (`null`: one interconnect domain), and the part of `comm_time_s` spent on the data-centre network between hosts, priced under the same efficiency |
 # | `step_time_lower_bound_s` | s | (copies · `kv_bytes` + `weight_bytes_read`) / (n · W): every byte read once, nothing waiting on arithmetic |
 # | `step_time_s` | s | max(attention + weights, comm bandwidth time) + comm latency, where attention = max(decode attention FLOPs / nC, copies · `kv_bytes` / nW) and weights = max(2·B·`active_params` / nC, `weight_bytes_read` / nW) |
 # | `tokens_per_s` | tokens/s | B / `step_time_s`, the aggregate throughput |
@@ -241,6 +244,7 @@
 # | `experts_touched` | 专家数 | E · (1 − (1 − k/E)^B)：B 个词元均匀路由时，每个 MoE 层要读取的专家数（稠密模型为 `null`） |
 # | `weight_bytes_read` | 字节 | 一个解码步骤读取的权重字节数：`param_bytes` 减去批次中没有任何词元路由到的专家 |
 # | `comm_time_s` | 秒 | 一个解码步骤的集合通信（见下文） |
+# | `chips_per_host`、`dcn_time_s` | —、秒 | 每台主机的芯片数（`null`：只有一个互连域），以及 `comm_time_s` 中花在主机之间数据中心网络上的部分，按同一效率估算 |
 # | `step_time_lower_bound_s` | 秒 | (副本数 · `kv_bytes` + `weight_bytes_read`) / (n · W)：每个字节读取一次，不等待任何计算 |
 # | `step_time_s` | 秒 | max(注意力 + 权重, 通信的带宽时间) + 通信延迟，其中注意力 = max(解码注意力的 FLOPs / nC, 副本数 · `kv_bytes` / nW)，权重 = max(2·B·`active_params` / nC, `weight_bytes_read` / nW) |
 # | `tokens_per_s` | 词元/秒 | B / `step_time_s`，总吞吐量 |
@@ -288,6 +292,7 @@
 # | `mlp_s` | s | the MLP's FLOPs (dense MLPs, experts, routers) / (n · `mfu` · C) |
 # | `logits_s` | s | the unembedding's FLOPs / (n · `mfu` · C) |
 # | `communication_s` | s | the collectives: bandwidth time plus latencies |
+# | `dcn_s` | s | of `communication_s`, the part spent between hosts (`dcn_time_s`; 0 in one interconnect domain) |
 # | `overhead_s` | s | the fixed costs per layer |
 # | `step_s` | s | the step, `step_time_s` |
 
@@ -318,6 +323,7 @@
 # | `mlp_s` | 秒 | MLP 的 FLOPs（稠密 MLP、专家、路由器）/ (n · `mfu` · C) |
 # | `logits_s` | 秒 | 反嵌入的 FLOPs / (n · `mfu` · C) |
 # | `communication_s` | 秒 | 集合通信：带宽时间加上延迟 |
+# | `dcn_s` | 秒 | `communication_s` 中花在主机之间的部分（即 `dcn_time_s`；只有一个互连域时为 0） |
 # | `overhead_s` | 秒 | 每层的固定开销 |
 # | `step_s` | 秒 | 步骤，即 `step_time_s` |
 
@@ -363,7 +369,26 @@
 # experts is split like a dense MLP, or over Z groups by the expert-parallel layout, whose
 # AllToAlls send each token to its experts and back; the automatic choice tries both. Latent
 # attention is split by heads (1D only): data-parallel attention, which serving systems use for
-# DeepSeek, is not modelled. One interconnect domain at most (an HGX board's 8 GPUs, a TPU pod).
+# DeepSeek, is not modelled. One interconnect domain at most (an HGX board's 8 GPUs, a TPU pod),
+# unless the chips are spread over hosts.
+#
+# **Many hosts.** With `--chips-per-host H` the mesh's chips are numbered row by row (its last
+# axis fastest) and each host holds H consecutive ones, as a multi-process JAX job lays them out
+# (chapter 10's "From one host to a pod"). A collective whose g chips span m hosts, h on each,
+# runs hierarchically (`perf.dcn_comms`): an AllReduce reduce-scatters inside each host,
+# all-reduces the 1/h share between hosts and all-gathers inside again; an AllGather or a
+# ReduceScatter does its network half on the 1/h share; an AllToAll sends the (g − h)/g of its
+# array bound for other hosts over the network. One chip then sends (m − 1)/m · A/h bytes over
+# the data-centre network per AllGather or ReduceScatter of A bytes (twice that per AllReduce),
+# and the in-host and network bytes add up to the flat ring's (g − 1)/g · A. The phases run one
+# after another: the in-host ones are priced as above, the network ones at `dcn_bytes_per_s`
+# (one chip's share of its server's NICs) plus, per pass, the latency the same function gives
+# between hosts, (m − 1) · `dcn_latency_s` (a ring step over the network each). Every phase's
+# passes count as the layout's passes, so the efficiency applies to the network as to the
+# interconnect: its link fraction to the network's bandwidth time, its software cost to each
+# network pass. The 2D layout's X axis comes first, and the expert-parallel layout's Z, so their
+# groups are the first to leave a host; only the layouts (and splits) that line up with whole
+# hosts are considered.
 
 # %% [markdown] tags=["lang-zh"]
 # **多芯片。** 各布局的集合通信就是 `perf.collectives` 中的列表，测试逐字节地将它们与第 8–10 章
@@ -381,7 +406,20 @@
 # 芯片上，要求 B 能被它整除。混合专家的切分方式与稠密 MLP 相同，或者由专家并行布局切分到 Z 组上，
 # 它的全交换把每个词元送到它的专家那里再送回来；自动选择两者都会尝试。潜在注意力按注意力头切分
 # （仅一维）：推理服务系统为 DeepSeek 使用的数据并行注意力没有建模。最多一个互连域（一块 HGX 板上的
-# 8 块 GPU，或一个 TPU pod）。
+# 8 块 GPU，或一个 TPU pod），除非把芯片分布到多台主机上。
+#
+# **多台主机。** 使用 `--chips-per-host H` 时，网格的芯片按行编号（最后一个轴变化最快），每台主机
+# 持有连续的 H 个芯片，这正是多进程 JAX 作业排布它们的方式（第 10 章的“从一台主机到一个 pod”）。
+# 一个跨越 m 台主机、每台 h 个芯片、共 g 个芯片的集合通信按层次执行（`perf.dcn_comms`）：全规约先在
+# 每台主机内做规约散射，再在主机之间对 1/h 的份额做全规约，最后在主机内做全收集；全收集或规约散射
+# 只对 1/h 的份额走网络那一半；全交换把其数组中发往其他主机的 (g − h)/g 经网络发送。于是每做一次
+# A 字节的全收集或规约散射，单个芯片经数据中心网络发送 (m − 1)/m · A/h 字节（全规约再乘以 2），主机内
+# 与网络上的字节数相加正好等于扁平环的 (g − 1)/g · A。各阶段依次进行：主机内的阶段按上文估算，网络
+# 上的阶段按 `dcn_bytes_per_s`（单个芯片分得的服务器网卡带宽）计，每趟再加上同一个函数给出的主机间
+# 延迟 (m − 1) · `dcn_latency_s`（每一步是网络上的一次环形传递）。每个阶段的趟数都计入布局的趟数，
+# 所以效率对网络与对互连一样适用：链路比例作用于网络的带宽时间，软件开销作用于每一趟网络传输。二维
+# 布局的 X 轴排在最前，专家并行布局的 Z 也是，所以它们的组最先离开主机；只考虑与整台主机对齐的布局
+# （以及切分）。
 
 # %% [markdown]
 # **Mixtures of experts.** Routing is taken as balanced: each token picks k distinct experts,

@@ -17,7 +17,8 @@
 # Every performance number in this book is computed from one table: the library's registry,
 # `inferbook.perf.hardware.CHIPS`. This page renders it. Each chip lists what the roofline model
 # needs — memory, memory bandwidth, peak *dense* bfloat16, int8 and 8-bit floating-point (fp8)
-# throughput, interconnect — and where the figure comes from. NVIDIA's datasheets lead with
+# throughput, interconnect, and each chip's share of the data-centre network between hosts
+# with the latency of one message over it — and where the figure comes from. NVIDIA's datasheets lead with
 # 2:4-sparse throughput, twice the dense figure; the registry keeps the dense one, because a
 # dense transformer gets no benefit from sparsity support.
 #
@@ -31,7 +32,7 @@
 #
 # 本书中的每一个性能数字都由同一张表算出：库中的注册表 `inferbook.perf.hardware.CHIPS`。本页把它
 # 呈现出来。每款芯片列出屋顶线模型需要的一切——内存、内存带宽、*稠密* bfloat16、int8 与 8 位浮点（fp8）
-# 的峰值吞吐量、互连——以及每个数字的出处。NVIDIA 的数据手册首先列出的是 2:4 稀疏下的吞吐量，是稠密数字翻一番的结果；
+# 的峰值吞吐量、互连，以及每个芯片分得的主机之间数据中心网络的带宽和其上一条消息的延迟——以及每个数字的出处。NVIDIA 的数据手册首先列出的是 2:4 稀疏下的吞吐量，是稠密数字翻一番的结果；
 # 注册表保留稠密的那个，因为稠密的 Transformer 从稀疏支持中得不到任何好处。
 #
 # 最后一列是芯片的*临界算术强度*：峰值 FLOP/s 除以内存带宽，即一个操作每读取一个字节至少要做多少
@@ -48,14 +49,18 @@ def fmt(value, scale, digits=0):
 
 
 rows = ["| Chip | Memory (GB) | Bandwidth (GB/s) | bf16 (TFLOP/s) | int8 (TOP/s) "
-        "| fp8 (TFLOP/s) | Interconnect (GB/s one way, per link × links) | FLOPs per byte |",
-        "|---|---|---|---|---|---|---|---|"]
+        "| fp8 (TFLOP/s) | Interconnect (GB/s one way, per link × links) "
+        "| Data-centre network (GB/s per chip, µs a message) | FLOPs per byte |",
+        "|---|---|---|---|---|---|---|---|---|"]
 for chip in CHIPS.values():
     link = ("—" if chip.link_bytes_per_s is None
             else f"{chip.interconnect}: {fmt(chip.link_bytes_per_s, 1e9)} × {chip.links}")
+    dcn = ("—" if chip.dcn_bytes_per_s is None
+           else f"{fmt(chip.dcn_bytes_per_s, 1e9, 2)}, {fmt(chip.dcn_latency_s, 1e-6, 1)}")
     rows.append(f"| {chip.name} | {fmt(chip.hbm_bytes, 1e9)} | {fmt(chip.hbm_bytes_per_s, 1e9)} "
                 f"| {fmt(chip.bf16_flops_per_s, 1e12, 1)} | {fmt(chip.int8_ops_per_s, 1e12, 1)} "
-                f"| {fmt(chip.fp8_flops_per_s, 1e12, 1)} | {link} | {chip.bf16_flops_per_s / chip.hbm_bytes_per_s:,.0f} |")
+                f"| {fmt(chip.fp8_flops_per_s, 1e12, 1)} | {link} | {dcn} "
+                f"| {chip.bf16_flops_per_s / chip.hbm_bytes_per_s:,.0f} |")
 Markdown("\n".join(rows))
 
 # %% [markdown]

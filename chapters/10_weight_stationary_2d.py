@@ -30,7 +30,9 @@
 #
 # To compile programs for meshes of up to 128 devices, this chapter asks for 128 emulated
 # devices. It runs computations on eight of them; the larger meshes are only compiled, from
-# shapes, to read their collectives.
+# shapes, to read their collectives. A last section takes the program across hosts: it runs
+# as two processes, as a pod's hosts run it, and what crosses between hosts is priced on the
+# data-centre network.
 
 # %% [markdown] tags=["lang-zh"]
 # # 二维权重驻留分片
@@ -46,7 +48,8 @@
 # 128 个芯片的编译后程序追踪字节数，直到二维超过一维的那一点。
 #
 # 为了给最多 128 个设备的网格编译程序，本章申请了 128 个模拟设备。计算只在其中八个上运行；更大的网格
-# 只从形状编译，用来读出它们的集合通信。
+# 只从形状编译，用来读出它们的集合通信。最后一节把程序带过主机的边界：它像 pod 的各台主机那样以两个进程
+# 运行，主机之间传递的内容则按数据中心网络估算耗时。
 
 # %%
 import inferbook
@@ -411,16 +414,6 @@ glue_figure("ch10_comm_figure", fig, zh=dict(
 # eventually — but at a far larger chip count, and a larger batch pushes that point further
 # out again. That is what lets very large models be served with low latency on very large
 # slices: more chips keep buying time, instead of buying collectives.
-#
-# ## Takeaways
-#
-# - 2D weight-stationary sharding splits weights over $D$ (on $X$) and $F$ or the heads (on
-#   $YZ$); activations travel as slices, through an AllGather and a ReduceScatter over $YZ$
-#   and an AllReduce over $X$.
-# - Its communication, $2BD/(XW) + 4BF/(YZ\,W)$, is least at $X = \sqrt{nD/2F}$ and then falls
-#   like $1/\sqrt{n}$; 1D's stays constant.
-# - By the sources' own formula 2D wins beyond $128 \cdot (3/4)^2 =$ {glue:text}`ch10_nstar`
-#   chips (not 81), and the compiled programs agree.
 
 # %% [markdown] tags=["lang-zh"]
 # ```{glue:figure} ch10_comm_figure
@@ -436,7 +429,282 @@ glue_figure("ch10_comm_figure", fig, zh=dict(
 # 固定的批次，它最终也会变成受通信限制的——但那要到大得多的芯片数才会发生，而更大的批次又会把这一点推得
 # 更远。正是这一点，让非常大的模型能够在非常大的切片上以低延迟提供服务：更多的芯片持续换来的是时间，
 # 而不是集合通信。
+
+# %% [markdown]
+# ## From one host to a pod
 #
+# Every mesh so far lived in one Python process. A pod does not: a TPU slice of several hosts,
+# or a few GPU servers of eight, runs JAX as a *multi-controller* program
+# {cite:p}`jax2024multiprocess`, one process per host. Each process joins the job
+# (`jax.distributed.initialize`, with the address of process 0, which serves as coordinator),
+# sees every device of the job in `jax.devices()`, and addresses only its own. It then runs the
+# *same* program — the same jitted prefill and decode step over a mesh of all the devices —
+# and the collectives cross hosts where the mesh does. What changes is at the edges:
+#
+# - **inputs**: an array on the mesh is assembled from what each process holds. A process
+#   places only the prompt rows its devices hold (`multihost.process_rows`, with
+#   `jax.make_array_from_process_local_data`) and reads only its blocks of each weight from
+#   the checkpoint (`checkpoint_shards`, safetensors' lazy slices under
+#   `jax.make_array_from_callback`);
+# - **output**: the sampled tokens leave the program replicated, so every process has them,
+#   and process 0 alone writes them.
+#
+# Here is one process of such a job, as the library runs it; between `join` and the report
+# it is the loop of the earlier sections, unchanged.
+
+# %% [markdown] tags=["lang-zh"]
+# ## 从一台主机到一个 pod
+#
+# 到目前为止，每个网格都活在一个 Python 进程里。pod 不是这样：一个由若干台主机组成的 TPU 切片，或者几台各有
+# 八块 GPU 的服务器，以*多控制器*程序的方式运行 JAX {cite:p}`jax2024multiprocess`，每台主机一个进程。每个进程
+# 加入作业（`jax.distributed.initialize`，给出进程 0 的地址，由它充当协调者），在 `jax.devices()` 中看到
+# 作业的每一个设备，但只寻址它自己的那些。然后它运行*同一个*程序——同样的经过 jit 的预填充和解码步骤，
+# 作用在由全部设备组成的网格上——网格跨越主机的地方，集合通信也就跨越主机。变化的只在边缘：
+#
+# - **输入**：网格上的一个数组由每个进程持有的部分拼成。一个进程只放置它的设备所持有的那些提示词行
+#   （`multihost.process_rows`，借助 `jax.make_array_from_process_local_data`），并且只从检查点读取每个
+#   权重中属于它的块（`checkpoint_shards`，在 `jax.make_array_from_callback` 中使用 safetensors 的惰性切片）；
+# - **输出**：采样得到的词元以复制的形式离开程序，所以每个进程都有它们，只由进程 0 写出。
+#
+# 下面是这样一个作业中的一个进程，即库运行它的方式；在 `join` 与报告之间，它就是前面各节的循环，
+# 没有任何改动。
+
+# %%
+from inferbook.parallel import multihost, multihost_report
+
+show_source(multihost_report.run_case)
+
+# %% [markdown]
+# On this machine the pod is two processes on loopback, each with four CPU devices, their
+# collectives over gloo: the $2 \times 4$ mesh of "Running it", its $X$ axis across the two
+# processes. The same prompts, the same weights; the job reports its tokens, what each
+# process holds, and the collectives of the prefill and decode step it compiled, which we
+# compare with the same programs compiled here, in one process. (As everywhere in this part,
+# the processes' wall-clock time measures nothing and is not shown.)
+
+# %% [markdown] tags=["lang-zh"]
+# 在这台机器上，pod 就是回环地址上的两个进程，每个进程有四个 CPU 设备，它们之间的集合通信走 gloo：
+# 也就是“运行它”一节中的 $2 \times 4$ 网格，它的 $X$ 轴横跨两个进程。同样的提示词，同样的权重；作业报告
+# 它生成的词元、每个进程持有的内容，以及它编译出的预填充和解码步骤中的集合通信，我们把它们与在这里、
+# 在一个进程中编译的同样的程序相比较。（与这一部分的其他地方一样，这些进程的挂钟时间什么也不衡量，
+# 因此不予展示。）
+
+# %%
+job_case = multihost_report.Case((2, 4), "2d-ws", tuple(tuple(p) for p in prompts), n_new,
+                                 model=cfg.name, seed=0, programs=True)
+job = multihost_report.run_cases([job_case], processes=2)[0]
+one_process = multihost_report.compiled_collectives(cfg, plan, B, tokens_BT.shape[1], S)
+assert job["tokens"] == reference                              # the single-device tokens
+assert job["collectives"] == one_process                       # the same programs
+# The decode program the job compiled holds the collectives tabulated above, one by one.
+assert [(c[0], c[1], c[2], c[3]) for c in job["collectives"]["decode"]] == \
+    [(c.kind, c.bytes, c.group_size, c.scope) for c in colls]
+held_here = multihost.addressable_bytes(sharded)               # all eight devices, here
+assert sum(job["held"]) == held_here and job["held"][0] == job["held"][1]
+
+# %% tags=["hide-input"]
+for p, held in enumerate(job["held"]):
+    print(f"process {p}: 4 devices, weights held {fmt_bytes(held)}")
+print(f"collectives: prefill {len(job['collectives']['prefill'])}, "
+      f"decode {len(job['collectives']['decode'])}, as compiled in one process")
+glue("ch10_job_held", fmt_bytes(job["held"][0]))
+glue("ch10_job_total", fmt_bytes(held_here))
+glue("ch10_job_prefill", str(len(job["collectives"]["prefill"])))
+glue("ch10_job_decode", str(len(job["collectives"]["decode"])))
+
+# %% [markdown]
+# The two processes generate the single-device tokens. Each holds
+# {glue:text}`ch10_job_held` of the weights, half of the {glue:text}`ch10_job_total` that
+# one process held for all eight devices. And the programs they compiled are the programs
+# compiled here: the same {glue:text}`ch10_job_prefill` collectives in the prefill and
+# {glue:text}`ch10_job_decode` in the decode step, of the same kinds, bytes, device groups and
+# labels — the decode step's are the table above. Nothing in the program knows how many
+# processes run it.
+#
+# The same job from the command line, as a reader types it on this machine, and on each of
+# two hosts of a pod (`--process-id 1` on the second); a process that dies or a coordinator
+# that does not answer ends every process of the job with one line, within the time set by
+# `--timeout` and `--heartbeat-timeout`:
+#
+# ```bash
+# inferbook generate --model demo-gqa --prompt-ids 1,2,3 --max-new-tokens 8 \
+#     --mesh 2x4 --layout 2d-ws --processes 2
+# inferbook generate --checkpoint ./model --prompt-ids 1,2,3 --max-new-tokens 8 \
+#     --mesh 2x4 --layout 2d-ws --coordinator 10.0.0.1:1234 --num-processes 2 --process-id 0
+# ```
+#
+# What does change across hosts is the network under the collectives. Inside a host the GPUs
+# of a server share NVLink (on a TPU slice, ICI joins the hosts too); between hosts, or
+# slices, the collectives run over the data-centre network, InfiniBand or Ethernet. The
+# estimator's second tier prices that (`--chips-per-host`, `perf.dcn_comms`): a collective
+# over $m$ hosts of $h$ chips runs hierarchically — an AllReduce reduce-scatters inside each
+# host, all-reduces the $1/h$ share between hosts, and all-gathers back — so one chip sends
+# $2 \frac{m-1}{m} \frac{A}{h}$ of an $A$-byte array over the network and the rest over its
+# host's links, the two adding up to the flat ring's $2\frac{n-1}{n}A$.
+
+# %% [markdown] tags=["lang-zh"]
+# 两个进程生成的正是单设备的词元。每个进程持有 {glue:text}`ch10_job_held` 的权重，是一个进程为全部八个
+# 设备持有的 {glue:text}`ch10_job_total` 的一半。而它们编译出的程序就是在这里编译出的程序：预填充中同样的
+# {glue:text}`ch10_job_prefill` 次集合通信，解码步骤中同样的 {glue:text}`ch10_job_decode` 次，种类、字节数、
+# 设备组和标签都相同——解码步骤的那些就是上面的表格。程序中没有任何东西知道有多少个进程在运行它。
+#
+# 同一个作业也可以从命令行运行：下面是读者在这台机器上，以及在一个 pod 的两台主机上各自输入的命令（第二台
+# 主机上用 `--process-id 1`）；一个进程死掉，或者协调者没有应答，都会在 `--timeout` 和
+# `--heartbeat-timeout` 设定的时间内，以一行信息结束作业的每一个进程：
+#
+# ```bash
+# inferbook generate --model demo-gqa --prompt-ids 1,2,3 --max-new-tokens 8 \
+#     --mesh 2x4 --layout 2d-ws --processes 2
+# inferbook generate --checkpoint ./model --prompt-ids 1,2,3 --max-new-tokens 8 \
+#     --mesh 2x4 --layout 2d-ws --coordinator 10.0.0.1:1234 --num-processes 2 --process-id 0
+# ```
+#
+# 跨主机时真正变化的，是集合通信底下的网络。在一台主机内，服务器的各块 GPU 共享 NVLink（在 TPU 切片上，
+# ICI 也把各主机连在一起）；在主机之间，或者切片之间，集合通信走数据中心网络，即 InfiniBand 或以太网。
+# 估算器的第二层估算这部分耗时（`--chips-per-host`，`perf.dcn_comms`）：跨越 $m$ 台主机、每台 $h$ 个芯片的
+# 集合通信按层次执行——全规约先在每台主机内做规约散射，再在主机之间对 $1/h$ 的份额做全规约，最后在主机内
+# 做全收集——于是对一个 $A$ 字节的数组，单个芯片经网络发送 $2 \frac{m-1}{m} \frac{A}{h}$，其余经主机内的
+# 链路发送，两者相加正好是扁平环的 $2\frac{n-1}{n}A$。
+
+# %%
+import dataclasses
+
+from inferbook.book.present import fmt_percent, fmt_rate
+from inferbook.perf import dcn_comms
+from inferbook.perf.collectives import Comm, wire_bytes
+from inferbook.perf.estimator import estimate
+
+h100 = get_chip("H100 SXM")
+per_host, A = 8, 2 ** 20
+net = sum(wire_bytes(k, b, g) for tier, k, b, g in
+          dcn_comms.host_phases("all-reduce", A, per_host, 2) if tier == "dcn")
+assert net == 2 * (1 / 2) * A / per_host
+share = net / wire_bytes("all-reduce", A, 2 * per_host)
+nvlink, nic = h100.link_bytes_per_s * h100.links, h100.dcn_bytes_per_s
+bw = dcn_comms.two_tier_time(Comm("x", "x", "all-reduce", 2 * per_host, A), h100,
+                             per_host).bandwidth_s
+flat_bw = wire_bytes("all-reduce", A, 2 * per_host) / nvlink
+net_time = net / nic
+assert bw > flat_bw and net_time / bw > 4 * share    # a small share of the bytes, not of the time
+
+# %% tags=["hide-input"]
+glue("ch10_dcn_share", fmt_percent(share, 1))
+glue("ch10_nvlink_bw", fmt_rate(nvlink))
+glue("ch10_nic_bw", fmt_rate(nic))
+glue("ch10_dcn_lat", fmt_seconds(h100.dcn_latency_s))
+glue("ch10_dcn_slowdown", fmt_ratio(bw / flat_bw))
+glue("ch10_dcn_time_share", fmt_percent(net_time / bw))
+
+# %% [markdown]
+# On two DGX H100 servers an AllReduce over all sixteen GPUs sends only
+# {glue:text}`ch10_dcn_share` of its bytes over the network, but each GPU's share of it is a
+# {glue:text}`ch10_nic_bw` NIC against {glue:text}`ch10_nvlink_bw` of NVLink: those bytes take
+# {glue:text}`ch10_dcn_time_share` of the collective's bandwidth time, which comes to
+# {glue:text}`ch10_dcn_slowdown` that of a single NVLink domain of sixteen; and every pass
+# adds a network step of {glue:text}`ch10_dcn_lat` {cite:p}`nvidia2020nccl`. For a whole model: Llama-3 70B decoding one sequence on H100s,
+# eight to a server, against the same servers joined by an imaginary network as fast as their
+# NVLink (its bandwidth, and NCCL's NVLink ring step for a message), both at the estimator's
+# calibrated efficiency.
+
+# %% [markdown] tags=["lang-zh"]
+# 在两台 DGX H100 服务器上，对全部十六块 GPU 做一次全规约，只有 {glue:text}`ch10_dcn_share` 的字节经过
+# 网络，但每块 GPU 在网络上分到的是一块 {glue:text}`ch10_nic_bw` 的网卡，而 NVLink 有
+# {glue:text}`ch10_nvlink_bw`：这些字节占去这次集合通信带宽时间的 {glue:text}`ch10_dcn_time_share`，
+# 使它达到一个由十六块 GPU 组成的 NVLink 域的 {glue:text}`ch10_dcn_slowdown`；每一趟还要加上一个
+# {glue:text}`ch10_dcn_lat` 的网络步骤 {cite:p}`nvidia2020nccl`。对整个模型来说：在 H100 上对一个序列解码 Llama-3 70B，每台服务器八块，与
+# 同样的服务器用一个假想的、与其 NVLink 一样快的网络（它的带宽，以及 NCCL 在 NVLink 上一次环形传递的消息
+# 延迟）连起来相比，两者都按估算器校准后的效率计算。
+
+# %%
+big = get_preset("llama-3-70b")
+# As if the servers were joined as fast as NVLink joins a server's GPUs.
+as_fast = dataclasses.replace(h100, dcn_bytes_per_s=h100.link_bytes_per_s * h100.links,
+                              dcn_latency_s=h100.step_latency_s)
+gpus = [2, 4, 8, 16, 32, 64]
+pod = [estimate(big, h100, batch=1, context=4096, chips=n, chips_per_host=per_host)
+       for n in gpus]
+flat = [estimate(big, as_fast, batch=1, context=4096, chips=n, chips_per_host=per_host)
+        for n in gpus]
+assert all(r.fits for r in pod)
+for r, f in zip(pod, flat):
+    if r.chips <= per_host:              # inside one server the two are one model
+        assert r.step_time_s == f.step_time_s and r.dcn_time_s == 0
+    else:                                # past it, the network costs
+        assert r.step_time_s > f.step_time_s and r.dcn_time_s > 0
+best = min(pod, key=lambda r: r.step_time_s)
+assert per_host < best.chips < gpus[-1] and pod[-1].step_time_s > best.step_time_s
+assert flat[-1].step_time_s < best.step_time_s       # a network as fast as NVLink keeps gaining
+
+# %% tags=["hide-input"]
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.plot(gpus, [r.step_time_s * 1e3 for r in pod], "o-", color="C3",
+        label=f"{per_host} GPUs per server, data-centre network between")
+ax.plot(gpus, [r.step_time_s * 1e3 for r in flat], "s-", color="C0",
+        label="servers joined as fast as NVLink (imaginary)")
+ax.plot(gpus, [r.comm_time_s * 1e3 for r in pod], "o--", color="C3", alpha=0.5,
+        label="of which collectives, servers")
+ax.plot(gpus, [r.dcn_time_s * 1e3 for r in pod], ":", color="C3",
+        label="of which the network between servers")
+ax.axvline(per_host, color="gray", ls=":")
+ax.set_xscale("log", base=2)
+ax.set_xticks(gpus, [str(n) for n in gpus])
+ax.set_xlabel("GPUs")
+ax.set_ylabel("decode step, predicted (ms)")
+ax.set_title(f"{big.name}, batch 1, context 4,096, {h100.name}")
+ax.legend(fontsize=8)
+ax.grid(True, alpha=0.3)
+glue_figure("ch10_hosts_figure", fig, zh=dict(
+    title=f"{big.name}，批量大小 1，上下文 4,096，{h100.name}", xlabel="GPU 数",
+    ylabel="解码步骤，预测值（毫秒）",
+    legend=[f"每台服务器 {per_host} 块 GPU，其间为数据中心网络", "服务器之间与 NVLink 一样快（假想）",
+            "其中集合通信，多台服务器", "其中服务器之间的网络"]))
+glue("ch10_best_gpus", str(best.chips))
+glue("ch10_best_step", fmt_seconds(best.step_time_s))
+glue("ch10_64_step", fmt_seconds(pod[-1].step_time_s))
+glue("ch10_64_flat", fmt_seconds(flat[-1].step_time_s))
+glue("ch10_64_dcn", fmt_percent(pod[-1].dcn_time_s / pod[-1].step_time_s))
+
+# %% [markdown]
+# ```{glue:figure} ch10_hosts_figure
+# ```
+#
+# Up to eight GPUs the two lines are one: the mesh has not left its server. Past the server
+# boundary (the dotted line) each of the model's collectives pays the network, and since a
+# decode step at batch 1 is a long chain of small AllReduces, mostly its latency: the step
+# stops improving at {glue:text}`ch10_best_gpus` GPUs ({glue:text}`ch10_best_step`), and at
+# sixty-four takes {glue:text}`ch10_64_step` — {glue:text}`ch10_64_dcn` of it on the network —
+# where servers joined as fast as NVLink would take {glue:text}`ch10_64_flat`. Tensor parallelism wants
+# one fast domain; across hosts, serving systems split the model by layers or replicate it
+# instead, which is why NVLink domains grow (a GB200 NVL72 joins seventy-two GPUs) and why a
+# TPU slice's ICI spans its hosts.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch10_hosts_figure
+# ```
+#
+# 直到八块 GPU，两条线都是同一条：网格还没有离开它的服务器。越过服务器的边界（虚线）之后，模型的每一次集合
+# 通信都要为网络付出代价，而批次为 1 的解码步骤是一长串小的全规约，付出的主要是延迟：步骤时间在
+# {glue:text}`ch10_best_gpus` 块 GPU 时就不再改善（{glue:text}`ch10_best_step`），到六十四块时需要
+# {glue:text}`ch10_64_step`——其中 {glue:text}`ch10_64_dcn` 花在网络上——而服务器之间与 NVLink 一样快时
+# 只需要 {glue:text}`ch10_64_flat`。张量并行需要一个快速的域；跨主机时，推理服务系统改为按层切分模型或者复制
+# 模型，这正是 NVLink 域越做越大（一个 GB200 NVL72 连接七十二块 GPU）、TPU 切片的 ICI 跨越其各主机的原因。
+
+# %% [markdown]
+# ## Takeaways
+#
+# - 2D weight-stationary sharding splits weights over $D$ (on $X$) and $F$ or the heads (on
+#   $YZ$); activations travel as slices, through an AllGather and a ReduceScatter over $YZ$
+#   and an AllReduce over $X$.
+# - Its communication, $2BD/(XW) + 4BF/(YZ\,W)$, is least at $X = \sqrt{nD/2F}$ and then falls
+#   like $1/\sqrt{n}$; 1D's stays constant.
+# - By the sources' own formula 2D wins beyond $128 \cdot (3/4)^2 =$ {glue:text}`ch10_nstar`
+#   chips (not 81), and the compiled programs agree.
+# - A pod runs the same program, one process per host: only joining the job, the inputs
+#   each process places and the output process 0 writes change, and the compiled
+#   collectives are the same. What crosses hosts pays the data-centre network, which at
+#   small batch ends the gains of tensor parallelism at the server's edge.
+
+# %% [markdown] tags=["lang-zh"]
 # ## 要点
 #
 # - 二维权重驻留分片把权重按 $D$（在 $X$ 上）以及 $F$ 或头（在 $YZ$ 上）切分；激活值以切片的形式传递，
@@ -445,3 +713,6 @@ glue_figure("ch10_comm_figure", fig, zh=dict(
 #   则保持不变。
 # - 按原文自己的公式，二维在超过 $128 \cdot (3/4)^2 =$ {glue:text}`ch10_nstar` 个芯片后胜出（不是 81），
 #   编译后的程序也证实了这一点。
+# - 一个 pod 运行的是同一个程序，每台主机一个进程：变化的只有加入作业、每个进程放置的输入以及进程 0
+#   写出的输出，编译出的集合通信完全相同。跨主机的部分要为数据中心网络付出代价，在小批次下，它让
+#   张量并行的收益止步于服务器的边界。

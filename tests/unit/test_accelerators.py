@@ -94,6 +94,23 @@ def test_a_dgx_gives_each_gpu_one_nic(chip, gbits):
     assert CHIPS[chip].dcn_bytes_per_s == gbits * 1e9 / 8
 
 
+@pytest.mark.parametrize("chip, host_chips", [("TPU v4", 4), ("TPU v5p", 4), ("TPU v5e", 8),
+                                              ("TPU v6e", 8)])
+def test_a_tpu_hosts_network_is_shared_by_its_chips(chip, host_chips):
+    # The scaling book, part 2: about 2.5e10 B/s of data-centre network per host; a host
+    # holds a 2x2x1 tray of v4 / v5p chips, a 4x2 of v5e / v6e. No latency is given.
+    assert CHIPS[chip].dcn_bytes_per_s == 2.5e10 / host_chips
+    assert CHIPS[chip].dcn_latency_s is None
+
+
+def test_a_message_between_gpu_servers_costs_nccls_network_step():
+    # NCCL's cost model: 2.7 µs per ring step over the network (LL protocol).
+    for name in ("H100 SXM", "H200", "B200", "A100 80GB", "A100 40GB"):
+        assert CHIPS[name].dcn_latency_s == 2.7e-6 and CHIPS[name].dcn_bytes_per_s
+    for name in ("L4", "A10", "GB200", "MI300X", "Gaudi 3"):       # no source gives one
+        assert CHIPS[name].dcn_latency_s is None
+
+
 def test_the_nvlink_pass_latency_is_nccls_ring_over_eight_gpus():
     # NCCL's ring/LL model: 3.6 µs a collective + 0.47 µs per step, 7 steps over 8 GPUs
     # (6.89 µs, kept to the tenth of a microsecond).

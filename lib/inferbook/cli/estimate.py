@@ -34,6 +34,7 @@ examples:
   inferbook estimate --model llama-3.1-8b --hardware "H100 SXM"
   inferbook estimate --model llama-3.1-70b --hardware H100 --chips 8 --batch 1,8,64 --context 8192
   inferbook estimate --model deepseek-v3 --hardware H200 --chips 8 --weights fp8 --kv int8 --json
+  inferbook estimate --model llama-3.1-70b --hardware H100 --chips 32 --chips-per-host 8
   inferbook estimate --model llama-3.1-8b --hardware H100 --batch 32 --context 4096 \
       --prompt 2048 --output 512 --price 2.50 --breakdown
   inferbook estimate --model llama-3.1-70b --hardware H100 --chips 4 --ideal   # bare roofline
@@ -72,6 +73,10 @@ def add_parser(subparsers: Any) -> None:
                         "optionally interconnect, link_bytes_per_s, links, hop_latency_s")
     p.add_argument("--list", choices=("models", "chips"), help="list the presets or the chips")
     p.add_argument("--chips", default="1", metavar="N", help="chips serving one copy (default 1)")
+    p.add_argument("--chips-per-host", metavar="H",
+                   help="spread the chips over hosts of H, each one interconnect domain (an "
+                        "HGX board's 8 GPUs; a TPU slice): collectives between hosts go over "
+                        "the data-centre network (default: every chip in one domain)")
     p.add_argument("--layout", choices=ESTIMATE_LAYOUTS,
                    help="the sharded layout (default: the faster one for the shape, printed; "
                         "expert-parallel for mixtures of experts)")
@@ -175,6 +180,8 @@ def estimate_rows(args: argparse.Namespace) -> list:
 
 def _checked_rows(args: argparse.Namespace) -> list:
     chips = inputs.parse_whole("chips", args.chips, inputs.MAX_CHIPS)
+    per_host = None if args.chips_per_host is None else \
+        inputs.parse_whole("chips_per_host", args.chips_per_host, inputs.MAX_CHIPS)
     batches = _wholes("batch", args.batch)
     contexts = None if args.context is None else _wholes("context", args.context)
     if contexts is not None and len(batches) * len(contexts) > MAX_SWEEP:
@@ -197,7 +204,8 @@ def _checked_rows(args: argparse.Namespace) -> list:
     for S in contexts or [None]:                # every row checked before any is estimated
         for B in batches:
             inputs.check_setting(cfg, chip, batch=B, context=S, prompt=prompt, chips=chips,
-                                 layout=args.layout, output=output, strict=args.strict)
+                                 layout=args.layout, output=output, strict=args.strict,
+                                 chips_per_host=per_host)
     contexts = contexts or [cfg.max_seq_len]
     rows = []
     for S in contexts:
@@ -208,7 +216,8 @@ def _checked_rows(args: argparse.Namespace) -> list:
                                      weight_bytes=wb, kv_bytes=kvb, compute=compute,
                                      efficiency="ideal" if args.ideal else "calibrated",
                                      mbu=mbu, mfu=mfu, prefill_overlap=overlap, output=output,
-                                     price_per_chip_hour=price, strict=args.strict))
+                                     price_per_chip_hour=price, strict=args.strict,
+                                     chips_per_host=per_host))
             except EstimateInputError:
                 raise
             except (ValueError, OverflowError) as err:

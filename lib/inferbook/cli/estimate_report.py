@@ -49,6 +49,8 @@ _FIELDS = [
     ("experts_touched", "experts read per MoE layer",
      lambda r: "—" if r.experts_touched is None else f"{r.experts_touched:,.1f}"),
     ("comm_time_s", "collectives per step", lambda r: fmt_seconds(r.comm_time_s, 3)),
+    ("dcn_time_s", "of which between hosts", lambda r: fmt_seconds(r.dcn_time_s, 3)
+     if _spans_hosts(r) else "—"),
     ("step_time_lower_bound_s", "step time, memory-bound bound",
      lambda r: fmt_seconds(r.step_time_lower_bound_s, 3)),
     ("step_time_s", "decode step time", lambda r: fmt_seconds(r.step_time_s, 3)),
@@ -84,8 +86,10 @@ _BREAKDOWN = {"weights_s": "reading the weights", "kv_cache_s": "reading the KV 
 
 def _head(r, layout_given: bool) -> str:
     how = "" if r.layout is None or layout_given else ", the faster layout for this shape"
-    return (f"{r.model} on {r.chips} × {r.hardware} ({_layout(r)}{how}); weights {r.weights}, "
-            f"KV cache {r.kv}, compute {r.compute}")
+    hosts = ("" if r.chips_per_host is None or r.chips <= r.chips_per_host else
+             f" in {r.chips // r.chips_per_host} hosts of {r.chips_per_host}")
+    return (f"{r.model} on {r.chips} × {r.hardware}{hosts} ({_layout(r)}{how}); weights "
+            f"{r.weights}, KV cache {r.kv}, compute {r.compute}")
 
 
 def _efficiency(r) -> str:
@@ -95,8 +99,13 @@ def _efficiency(r) -> str:
             f"(`inferbook calibrate` shows the fit; --ideal for the bare roofline)")
 
 
+def _spans_hosts(r) -> bool:
+    return r.chips_per_host is not None and r.chips > r.chips_per_host
+
+
 def breakdown_report(r: Estimate) -> str:
-    """Where the decode step's time goes: each component alone, and its share of the step."""
+    """Where the decode step's time goes: each component alone, and its share of the step
+    (with the collectives' share between hosts when the chips span hosts)."""
     b = r.breakdown
     width = max(len(label) for label in _BREAKDOWN.values())
     lines = ["  decode step, each component alone (they overlap; the step is not their sum):"]
@@ -104,6 +113,10 @@ def breakdown_report(r: Estimate) -> str:
         value = getattr(b, key)
         lines.append(f"    {_BREAKDOWN[key]:<{width}}  {fmt_seconds(value, 3):>10}  "
                      f"{value / b.step_s:>6.0%} of the step")
+        if key == "communication_s" and _spans_hosts(r):
+            label = "  of which between hosts"
+            lines.append(f"    {label:<{width}}  {fmt_seconds(b.dcn_s, 3):>10}  "
+                         f"{b.dcn_s / b.step_s:>6.0%} of the step")
     lines.append(f"    {'the step':<{width}}  {fmt_seconds(b.step_s, 3):>10}")
     return "\n".join(lines)
 
@@ -128,6 +141,8 @@ def sweep_report(rows: Sequence, layout_given: bool = False, breakdown: bool = F
             f" weights {_bytes(r0.param_bytes)}, device memory {_bytes(r0.hbm_bytes)}"]
     gen, price = r0.output is not None, r0.price_per_chip_hour is not None
     parts = list(BREAKDOWN_PARTS) if breakdown else []
+    if breakdown and _spans_hosts(r0):
+        parts.insert(parts.index("communication_s") + 1, "dcn_s")
     cols = (["batch", "context", "fits", "KV cache GB", "step ms", "tok/s/user", "tok/s",
              "tok/s/chip", "TTFT s"] + (["generation s"] if gen else [])
             + (["$/M tokens"] if price else []) + [f"{k[:-2]} ms" for k in parts]

@@ -22,12 +22,17 @@ With --mesh the same tokens come from a model sharded over a device mesh (emulat
 devices when there are not enough accelerators; the command sets them up itself):
 
     inferbook generate --model tiny --prompt-ids 1,2,3 --mesh 2x4 --layout 2d-ws --json
+
+and from a multi-process JAX job over that mesh, as on the hosts of a pod (`cli.launch`):
+
+    inferbook generate --model tiny --prompt-ids 1,2,3 --mesh 2x2 --layout 2d-ws --processes 2
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 from typing import Any
 
 from inferbook.model.config import ModelConfig
@@ -37,7 +42,7 @@ from inferbook.parallel.devices import DeviceSetupError, setup
 from inferbook.parallel.mesh import MeshError, named_mesh, parse_mesh_shape
 from inferbook.perf import counts
 
-from . import UsageError
+from . import UsageError, launch
 from . import args as types
 from .resources import require_memory
 
@@ -128,6 +133,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--layout", choices=MESH_LAYOUTS,
                    help="with --mesh: 1D or 2D weight-stationary, weight-gathered, or (a "
                         "mixture of experts) expert-parallel sharding (default 1d-ws)")
+    launch.add_job_arguments(p)      # --processes N | --coordinator HOST:PORT ... (cli.launch)
     p.set_defaults(run=run)
 
 
@@ -185,9 +191,29 @@ def _check_text_flags(args: argparse.Namespace) -> None:
         raise UsageError("--keep-quantized needs a GGUF checkpoint")
 
 
+def _check_job_flags(args: argparse.Namespace) -> None:
+    """A multi-process job (`cli.launch`) runs token ids on a preset's random weights or a
+    safetensors checkpoint directory, read block by block; text and the pretrained models'
+    other formats run in one process."""
+    text = [flag for flag, given in (("--prompt", args.prompt is not None),
+                                     ("--chat", args.chat),
+                                     ("--keep-quantized", args.keep_quantized),
+                                     (f"--model {args.model}", args.model in PRETRAINED))
+            if given]
+    if args.checkpoint is not None and not Path(args.checkpoint).is_dir():
+        text.append(f"--checkpoint {args.checkpoint} (not a directory)")
+    if text:
+        raise UsageError(f"--processes/--coordinator run --prompt-ids on a preset or a "
+                         f"safetensors checkpoint directory; {', '.join(text)} runs in one "
+                         "process")
+
+
 def run(args: argparse.Namespace) -> int:
     sampler = _sampler(args)
     _check_text_flags(args)
+    if launch.requested(args):       # a multi-process JAX job: cli.launch supervises it
+        _check_job_flags(args)
+        return launch.run(args)
     if args.checkpoint is not None or args.model in PRETRAINED:
         from .generate_text import run_pretrained
         return run_pretrained(args, sampler)

@@ -43,8 +43,8 @@ from inferbook.model.safetensors_io import (
 )
 
 __all__ = ["CheckpointError", "read_safetensors", "write_safetensors", "load_checkpoint",
-           "read_checkpoint_config", "save_checkpoint", "hf_to_params", "params_to_hf",
-           "SUPPORTED_ARCHITECTURES"]
+           "read_checkpoint_config", "read_checkpoint_family", "weight_files", "save_checkpoint",
+           "hf_to_params", "params_to_hf", "SUPPORTED_ARCHITECTURES"]
 
 SUPPORTED_ARCHITECTURES = tuple(FAMILY_ARCHITECTURES.values())
 
@@ -119,7 +119,8 @@ def params_to_hf(cfg: ModelConfig, params: Params) -> dict[str, np.ndarray]:
 
 # Directories --------------------------------------------------------------------------------
 
-def _weight_files(directory: Path) -> list[Path]:
+def weight_files(directory: Path) -> list[Path]:
+    """The checkpoint's .safetensors files: those its index lists, or model.safetensors."""
     index = directory / "model.safetensors.index.json"
     if index.is_file():
         try:
@@ -178,6 +179,13 @@ def read_checkpoint_config(directory: str | Path) -> ModelConfig:
     return _read_config(Path(directory))[0]
 
 
+def read_checkpoint_family(directory: str | Path) -> tuple[ModelConfig, str]:
+    """The config of a checkpoint directory and its family (``model_type``), checked as
+    `load_checkpoint` checks them, without reading a weight (`parallel.checkpoint_shards`
+    reads the weights block by block with the family's name rules)."""
+    return _read_config(Path(directory))
+
+
 def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConfig, Params]:
     """Load a checkpoint directory of a supported family: (config, params).
 
@@ -187,7 +195,7 @@ def load_checkpoint(directory: str | Path, dtype: Any = None) -> tuple[ModelConf
     directory = Path(directory)
     cfg, family = _read_config(directory)
     tensors: dict[str, np.ndarray] = {}
-    for f in _weight_files(directory):
+    for f in weight_files(Path(directory)):
         tensors.update(read_safetensors(f))
     return cfg, hf_to_params(cfg, tensors, dtype, family)
 

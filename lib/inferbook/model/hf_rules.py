@@ -25,19 +25,30 @@ __all__ = ["Rule", "linear", "same", "split", "per_head_qkv", "stacked_heads", "
 
 @dataclass(frozen=True)
 class Rule:
-    """Checkpoint tensors `sources` -> library `leaves`, by `build(arrays) -> {leaf: array}`."""
+    """Checkpoint tensors `sources` -> library `leaves`, by `build(arrays) -> {leaf: array}`.
+
+    `mapping` says the same as `build` in a form that a reader of *part* of a leaf can
+    follow (`parallel.checkpoint_shards` reads only a process's blocks): "transpose" (the
+    leaf is the source transposed), "same", "split" (leaf `name` is columns
+    [start, start + width) of the source, transposed first when `transposed`; `parts` lists
+    (name, width) in order), "stack" (leaf[e] is sources[e] transposed), or "" where only
+    `build` knows.
+    """
 
     sources: tuple[str, ...]
     leaves: tuple[str, ...]
     build: Callable[[list[np.ndarray]], dict[str, np.ndarray]]
+    mapping: str = ""
+    parts: tuple[tuple[str, int], ...] = ()
+    transposed: bool = False
 
 
 def linear(src: str, lib: str) -> Rule:                 # [out, in] -> [in, out]
-    return Rule((src,), (lib,), lambda ws: {lib: ws[0].T})
+    return Rule((src,), (lib,), lambda ws: {lib: ws[0].T}, "transpose")
 
 
 def same(src: str, lib: str) -> Rule:                   # vectors, and GPT-2's Conv1D
-    return Rule((src,), (lib,), lambda ws: {lib: ws[0]})
+    return Rule((src,), (lib,), lambda ws: {lib: ws[0]}, "same")
 
 
 def split(src: str, parts: dict[str, int], transpose: bool) -> Rule:
@@ -50,7 +61,7 @@ def split(src: str, parts: dict[str, int], transpose: bool) -> Rule:
             return {name: w for name in parts}           # the shape check will name it
         edges = np.cumsum(list(parts.values()))[:-1]
         return dict(zip(parts, np.split(w, edges, axis=-1)))
-    return Rule((src,), tuple(parts), build)
+    return Rule((src,), tuple(parts), build, "split", tuple(parts.items()), transpose)
 
 
 def per_head_qkv(src: str, N: int, H: int, names: tuple[str, str, str]) -> Rule:
@@ -84,7 +95,7 @@ def experts(pattern: str, E: int, lib: str) -> Rule:
                 raise CheckpointError(f"tensor {name!r} has shape {shape}, unlike the other "
                                       f"experts' {common}")
         return {lib: np.stack([w.T for w in ws])}
-    return Rule(sources, (lib,), build)
+    return Rule(sources, (lib,), build, "stack")
 
 
 def latent_attention_rules(cfg: ModelConfig, a: str) -> list[Rule]:

@@ -10,6 +10,7 @@ model's from the source that defines it; the comment above each entry says which
 from __future__ import annotations
 
 from inferbook.model.config import ConfigError, ModelConfig
+from inferbook.model.features import MoE
 from inferbook.model.presets_families import family_presets
 
 __all__ = ["PRESETS", "get_preset"]
@@ -94,6 +95,9 @@ PRESETS: dict[str, ModelConfig] = {
                             name="tiny-mha"),
     "tiny-mqa": ModelConfig(L=2, D=64, F=192, N=4, K=1, H=16, V=256, max_seq_len=512,
                             name="tiny-mqa"),
+    # tiny with each MLP a mixture of 4 experts, 2 per token: expert parallelism on a laptop.
+    "tiny-moe": ModelConfig(L=2, D=64, F=192, N=4, K=2, H=16, V=256, max_seq_len=512,
+                            name="tiny-moe", moe=MoE(E=4, k=2, F=64)),
     "small": ModelConfig(L=4, D=256, F=768, N=8, K=4, H=32, V=2048, max_seq_len=2048,
                          name="small"),
     # The many-chips chapters' model: one grouped-query layer (eight query heads on four KV

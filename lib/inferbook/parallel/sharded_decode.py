@@ -18,6 +18,11 @@ out whole on every device, so sampling is the unsharded `sampling.sample`; gener
 therefore produces exactly the tokens of `decode.generate` (the tests check it). (Where the
 model runs data-parallel, expert-parallel, each device's logits are its own sequences' rows
 of the whole [B, V] array.)
+
+`generate` is also the loop of a multi-controller job (`multihost`): its prompts enter the
+mesh as rows each process supplies for its own devices (`multihost.process_rows`), and the
+sampled tokens leave it replicated, so that any process, process 0 in particular, can read
+them. In one process the same calls place and read whole arrays.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from inferbook.model.kvcache import KVCache
 from inferbook.model.sampling import GREEDY, Sampler, sample
 from inferbook.parallel.layout_steps import last_hidden, steps_of
 from inferbook.parallel.mesh import shard_map
+from inferbook.parallel.multihost import process_rows
 from inferbook.parallel.sequence_parallel import stripe_order
 from inferbook.parallel.sharding import (
     LayoutError,
@@ -51,8 +57,8 @@ from inferbook.parallel.sharding import (
     shard_params,
 )
 
-__all__ = ["batch_multiple", "init_cache", "abstract_inputs",
-           "prefill", "decode_step", "generate", "prefill_program", "decode_program"]
+__all__ = ["batch_multiple", "init_cache", "abstract_inputs", "prefill", "decode_step",
+           "next_tokens", "generate", "prefill_program", "decode_program"]
 
 
 def batch_multiple(plan: Plan) -> int:
@@ -174,6 +180,15 @@ def decode_step(params: dict, cfg: ModelConfig, plan: Plan, tokens_B: jax.Array,
     return logits, KVCache(k, v, cache.lengths + 1)
 
 
+@partial(jax.jit, static_argnames=("plan", "sampler", "B"))
+def next_tokens(logits: jax.Array, key: jax.Array, plan: Plan, sampler: Sampler,
+                B: int) -> jax.Array:
+    """Sample the first B rows' next tokens, replicated on every device of the mesh (and so
+    readable in every process of a multi-controller job, whatever split the logits had)."""
+    tok_B = sample(logits[:B], key, sampler)
+    return jax.lax.with_sharding_constraint(tok_B, NamedSharding(plan.mesh, P()))
+
+
 def generate(params: dict, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
              max_new_tokens: int, *, plan: Plan | None = None, mesh: Any = None,
              layout: str = "1d-ws",
@@ -195,13 +210,15 @@ def generate(params: dict, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
     mult = batch_multiple(plan)
     rows = list(prompts) + [prompts[0]] * (-B % mult)
     tokens_BT, lengths_B = pad_prompts(rows, math.lcm(pad_multiple, Q))
+    row_sharding = NamedSharding(plan.mesh, rows_spec(plan))
+    tokens_BT, lengths_B = (process_rows(row_sharding, a) for a in (tokens_BT, lengths_B))
     S = -(-(tokens_BT.shape[1] + max_new_tokens) // Q) * Q
     params = shard_params(params, cfg, plan)
     cache = init_cache(cfg, plan, len(rows), S, params["embed"].dtype)
     keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
     eos = -1 if eos_id is None else eos_id
     logits, cache = prefill(params, cfg, plan, tokens_BT, lengths_B, cache)
-    tok_B = sample(logits[:B], keys[0], sampler)
+    tok_B = next_tokens(logits, keys[0], plan, sampler, B)
     done_B = tok_B == eos
     emitted = [tok_B]
     for step in range(1, max_new_tokens):
@@ -209,7 +226,7 @@ def generate(params: dict, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
             break
         feed = jnp.concatenate([tok_B, jnp.zeros((len(rows) - B,), jnp.int32)])
         logits, cache = decode_step(params, cfg, plan, feed, cache)
-        tok_B = sample(logits[:B], keys[step], sampler)
+        tok_B = next_tokens(logits, keys[step], plan, sampler, B)
         emitted.append(jnp.where(done_B, eos, tok_B))
         done_B = done_B | (tok_B == eos)
     out = []

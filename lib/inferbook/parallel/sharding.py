@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -238,10 +239,21 @@ def logits_spec(plan: Plan) -> Any:
 
 
 def shard_params(params: dict[str, Any], cfg: ModelConfig, plan: Plan) -> dict[str, Any]:
-    """The weights placed on the mesh as the plan says (each device holds only its blocks)."""
+    """The weights placed on the mesh as the plan says (each device holds only its blocks).
+
+    In a job of several processes each passes the same weights and keeps its devices'
+    blocks; its own copies are placed from host memory there, because JAX's `device_put` of an array
+    already on a process's only device makes a replicated array whose shards cannot be
+    listed (`addressable_shards` raises).
+    """
     specs = param_specs(cfg, plan)
-    return jax.tree.map(lambda w, s: jax.device_put(w, NamedSharding(plan.mesh, s)),
-                        params, specs)
+    several = jax.process_count() > 1
+
+    def place(w: Any, spec: Any) -> jax.Array:
+        local = not isinstance(w, jax.Array) or w.is_fully_addressable
+        return jax.device_put(np.asarray(w) if several and local else w,
+                              NamedSharding(plan.mesh, spec))
+    return jax.tree.map(place, params, specs)
 
 
 # Helpers for shard_map bodies ---------------------------------------------------------------

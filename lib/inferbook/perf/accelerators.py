@@ -16,7 +16,16 @@ __all__ = ["ACCELERATORS"]
 
 _TPU_DOCS = "Google Cloud TPU system architecture docs (cloud.google.com/tpu/docs/{v})"
 _SCALING_ICI = ("; ICI one-way bandwidth per link and ~1 µs per hop from the scaling book, "
-                "part 2 (Austin et al. 2025); pod size ({pod} chips) from the same docs")
+                "part 2 (Austin et al. 2025); pod size ({pod} chips) from the same docs; "
+                "data-centre network (between slices): ~2.5e10 B/s per host over its {host} "
+                "chips, from the same part of the scaling book, which gives no latency")
+# The scaling book (part 2) puts a TPU host's data-centre network at about 2.5e10 B/s; a host
+# holds 4 chips of TPU v4 and v5p (2x2x1) and 8 of v5e and v6e (4x2).
+_TPU_HOST_DCN = 2.5e10
+# NCCL's cost model (src/graph/tuning.cc) charges each ring step that crosses the network
+# 2.7 µs (ring, LL protocol): the latency of one message between hosts over InfiniBand.
+_NET_STEP = ("; one message between servers 2.7 µs: NCCL's cost model (src/graph/tuning.cc, "
+             "a ring step over the network, LL protocol)")
 # NVIDIA publishes no per-message latency. NCCL's own cost model (src/graph/tuning.cc, the
 # ring algorithm with its low-latency "LL" protocol used for small messages) charges 3.6 µs per
 # collective plus 0.47 µs per ring step over NVLink, 1.0 µs per step over PCIe: a pass over 8
@@ -40,20 +49,20 @@ _A100 = ("NVIDIA A100 Tensor Core GPU datasheet (SXM4 {v}); 8 GPUs per NVLink do
 ACCELERATORS: tuple[Chip, ...] = (
     Chip("TPU v4", hbm_bytes=32e9, hbm_bytes_per_s=1.2e12, bf16_flops_per_s=2.75e14,
          int8_ops_per_s=2.75e14, interconnect="ICI", link_bytes_per_s=4.5e10, links=6,
-         hop_latency_s=1e-6, max_chips=4096,
-         source=_TPU_DOCS.format(v="v4") + _SCALING_ICI.format(pod=4096)),
+         hop_latency_s=1e-6, max_chips=4096, dcn_bytes_per_s=_TPU_HOST_DCN / 4,
+         source=_TPU_DOCS.format(v="v4") + _SCALING_ICI.format(pod=4096, host=4)),
     Chip("TPU v5e", hbm_bytes=16e9, hbm_bytes_per_s=8.19e11, bf16_flops_per_s=1.97e14,
          int8_ops_per_s=3.94e14, interconnect="ICI", link_bytes_per_s=4.5e10, links=4,
-         hop_latency_s=1e-6, max_chips=256,
-         source=_TPU_DOCS.format(v="v5e") + _SCALING_ICI.format(pod=256)),
+         hop_latency_s=1e-6, max_chips=256, dcn_bytes_per_s=_TPU_HOST_DCN / 8,
+         source=_TPU_DOCS.format(v="v5e") + _SCALING_ICI.format(pod=256, host=8)),
     Chip("TPU v5p", hbm_bytes=95e9, hbm_bytes_per_s=2.765e12, bf16_flops_per_s=4.59e14,
          int8_ops_per_s=9.18e14, interconnect="ICI", link_bytes_per_s=9e10, links=6,
-         hop_latency_s=1e-6, max_chips=8960,
-         source=_TPU_DOCS.format(v="v5p") + _SCALING_ICI.format(pod=8960)),
+         hop_latency_s=1e-6, max_chips=8960, dcn_bytes_per_s=_TPU_HOST_DCN / 4,
+         source=_TPU_DOCS.format(v="v5p") + _SCALING_ICI.format(pod=8960, host=4)),
     Chip("TPU v6e", hbm_bytes=32e9, hbm_bytes_per_s=1.64e12, bf16_flops_per_s=9.18e14,
          int8_ops_per_s=1.836e15, interconnect="ICI", link_bytes_per_s=9e10, links=4,
-         hop_latency_s=1e-6, max_chips=256,
-         source=_TPU_DOCS.format(v="v6e") + _SCALING_ICI.format(pod=256)),
+         hop_latency_s=1e-6, max_chips=256, dcn_bytes_per_s=_TPU_HOST_DCN / 8,
+         source=_TPU_DOCS.format(v="v6e") + _SCALING_ICI.format(pod=256, host=8)),
     # NVIDIA H100 SXM5 datasheet: 1,979 TFLOPS bf16, 3,958 TFLOPS fp8 and 3,958 TOPS int8
     # *with sparsity*; NVLink 4: 18 links, 900 GB/s per GPU both directions together (25 GB/s
     # one way a link); an HGX H100 board joins 8 GPUs through NVSwitches.
@@ -61,19 +70,19 @@ ACCELERATORS: tuple[Chip, ...] = (
          int8_ops_per_s=1.979e15, interconnect="NVLink 4", link_bytes_per_s=2.5e10, links=18,
          hop_latency_s=6.9e-6, **_NVLINK_LAT, max_chips=8,
          fp8_flops_per_s=dense_from_sparse(3.958e15),
-         dcn_bytes_per_s=gbit_per_s(400),
+         dcn_bytes_per_s=gbit_per_s(400), dcn_latency_s=2.7e-6,
          source="NVIDIA H100 Tensor Core GPU datasheet (SXM5); 8 GPUs per NVLink domain: "
                 "NVIDIA HGX H100" + _NCCL.format(lat="6.9 µs", link="NVLink", n=8, step=0.47)
-                + _DGX_NIC.format(system="DGX H100", rate=400)),
+                + _DGX_NIC.format(system="DGX H100", rate=400) + _NET_STEP),
     # NVIDIA H200 datasheet: H100's compute with 141 GB of HBM3e at 4.8 TB/s.
     Chip("H200", hbm_bytes=141e9, hbm_bytes_per_s=4.8e12, bf16_flops_per_s=9.895e14,
          int8_ops_per_s=1.979e15, interconnect="NVLink 4", link_bytes_per_s=2.5e10, links=18,
          hop_latency_s=6.9e-6, **_NVLINK_LAT, max_chips=8,
          fp8_flops_per_s=dense_from_sparse(3.958e15),
-         dcn_bytes_per_s=gbit_per_s(400),
+         dcn_bytes_per_s=gbit_per_s(400), dcn_latency_s=2.7e-6,
          source="NVIDIA H200 Tensor Core GPU datasheet (SXM); 8 GPUs per NVLink domain: "
                 "NVIDIA HGX H200" + _NCCL.format(lat="6.9 µs", link="NVLink", n=8, step=0.47)
-                + _DGX_NIC.format(system="DGX H200", rate=400)),
+                + _DGX_NIC.format(system="DGX H200", rate=400) + _NET_STEP),
     # NVIDIA A100 datasheet: 312 TFLOPS bf16 dense, 624 TOPS int8 dense, no fp8; NVLink 3:
     # 12 links, 600 GB/s both directions together. NVIDIA publishes no per-message latency;
     # the 8 µs is kipply's estimate (Chen 2022), taken from Citadel's NVLink microbenchmarks
@@ -81,11 +90,11 @@ ACCELERATORS: tuple[Chip, ...] = (
     Chip("A100 40GB", hbm_bytes=40e9, hbm_bytes_per_s=1.555e12, bf16_flops_per_s=3.12e14,
          int8_ops_per_s=6.24e14, interconnect="NVLink 3", link_bytes_per_s=2.5e10, links=12,
          hop_latency_s=8e-6, **_NVLINK_LAT, max_chips=8, dcn_bytes_per_s=gbit_per_s(200),
-         source=_A100.format(v="40GB")),
+         dcn_latency_s=2.7e-6, source=_A100.format(v="40GB") + _NET_STEP),
     Chip("A100 80GB", hbm_bytes=80e9, hbm_bytes_per_s=2.039e12, bf16_flops_per_s=3.12e14,
          int8_ops_per_s=6.24e14, interconnect="NVLink 3", link_bytes_per_s=2.5e10, links=12,
          hop_latency_s=8e-6, **_NVLINK_LAT, max_chips=8, dcn_bytes_per_s=gbit_per_s(200),
-         source=_A100.format(v="80GB")),
+         dcn_latency_s=2.7e-6, source=_A100.format(v="80GB") + _NET_STEP),
     # NVIDIA L4 datasheet: 242 TFLOPS bf16, 485 TFLOPS fp8 and 485 TOPS int8 with sparsity;
     # PCIe only (PCIe Gen4 x16, 64 GB/s both directions). Servers hold up to 8 (Google
     # Cloud's g2-standard-96).
@@ -114,10 +123,11 @@ ACCELERATORS: tuple[Chip, ...] = (
          fp4_flops_per_s=dense_from_sparse(1.44e17 / 8),
          interconnect="NVLink 5", link_bytes_per_s=1.8e12 / 2 / 18, links=18,
          hop_latency_s=6.9e-6, **_NVLINK_LAT, max_chips=8, dcn_bytes_per_s=gbit_per_s(400),
+         dcn_latency_s=2.7e-6,
          source="NVIDIA HGX B200 specifications (per 8-GPU board, sparse peaks halved) and "
                 "DGX B200 datasheet (memory and bandwidth over 8 GPUs); 8 GPUs per NVLink "
                 "domain" + _NCCL.format(lat="6.9 µs", link="NVLink", n=8, step=0.47)
-                + _DGX_NIC.format(system="DGX B200", rate=400)),
+                + _DGX_NIC.format(system="DGX B200", rate=400) + _NET_STEP),
     # One Blackwell GPU of a GB200 superchip (two GPUs and a Grace CPU, at 1,200 W a GPU: more
     # arithmetic than the HGX B200's). GB200 NVL72 datasheet, per superchip: 10 PFLOPS bf16,
     # 20 PFLOPS fp8, 40 PFLOPS fp4 and 20 POPS int8 (sparse), 372 GB of HBM3e at 16 TB/s; one

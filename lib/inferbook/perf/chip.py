@@ -23,9 +23,12 @@ Interconnects come in two shapes, and a collective's fixed cost follows the shap
   registry gives both (`comm_time.collective_pass_latency`).
 
 `max_chips` is how many chips one such domain joins (an HGX board's 8 GPUs, a GB200 NVL72
-rack's 72, a TPU pod); the estimator models one domain and refuses more. Beyond the domain
-lies the data-centre network: `dcn_bytes_per_s` is one chip's share of it, one direction (a
-DGX gives each GPU its own 400 Gb/s NIC: 50 GB/s), None where the datasheet gives none.
+rack's 72, a TPU pod). Beyond the domain lies the data-centre network (DCN: InfiniBand or
+Ethernet between servers, or between TPU slices): `dcn_bytes_per_s` is one chip's share of
+it, one direction (a DGX gives each GPU its own 400 Gb/s NIC: 50 GB/s), and
+`dcn_latency_s` the fixed cost of one message across it (one step of a ring between hosts);
+None where no source gives them. `perf.dcn_comms` prices the collectives that cross hosts
+on them.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class Chip:
     fp8_flops_per_s: float | None = None    # dense 8-bit floating-point matrix throughput
     fp4_flops_per_s: float | None = None    # dense 4-bit floating-point matrix throughput
     dcn_bytes_per_s: float | None = None    # the chip's share of the data-centre network
+    dcn_latency_s: float | None = None      # one message between hosts over that network
     pass_latency_s: float | None = None     # switched: fixed cost of one collective pass
     step_latency_s: float | None = None     # switched: added per further chip of the group
 

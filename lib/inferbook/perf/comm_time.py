@@ -10,7 +10,7 @@
   latency_bound_bytes       appendix C; see below for its two readings
   collective_pass_latency   one pass's fixed cost over a group: hops per torus axis
                             (appendix C, axis by axis), α0 + α1·(g − 1) through a switch
-                            (NCCL's cost model)
+                            (NCCL's cost model), (m − 1) network steps between m hosts
 
 Times follow the scaling book's convention: a collective over an array of A bytes takes
 A / W on one bidirectional ring axis of bandwidth W (AllGather, ReduceScatter, AllToAll),
@@ -159,9 +159,11 @@ def torus_ring_lengths(group: int, axes: int) -> list[int]:
     return sorted([first, *torus_ring_lengths(group // first, axes - 1)], reverse=True)
 
 
-def collective_pass_latency(chip: Chip, group: int, axes: int = 1) -> float:
+def collective_pass_latency(chip: Chip, group: int, axes: int = 1,
+                            between_hosts: bool = False) -> float:
     """The fixed cost of one pass of a collective (an AllGather, a ReduceScatter; an AllReduce
-    makes two) over `group` chips, which spans `axes` axes of a torus.
+    makes two) over `group` chips, which spans `axes` axes of a torus — or, `between_hosts`,
+    over `group` hosts on the data-centre network.
 
     * On a torus (ICI) a pass runs ring by ring over the axes the group spans, and a
       bidirectional ring of m chips takes m/2 hops of `hop_latency_s` (appendix C of the
@@ -169,13 +171,21 @@ def collective_pass_latency(chip: Chip, group: int, axes: int = 1) -> float:
     * Through a switch, where the registry gives them, NCCL's ring model (RCCL's for AMD):
       `pass_latency_s` + (group − 1) · `step_latency_s`, a fixed cost that grows with the
       group (6.9 µs for 8 NVLink GPUs, 4.1 µs for 2);
-    * otherwise one message latency, `hop_latency_s` (kipply's model), whatever the group.
+    * otherwise one message latency, `hop_latency_s` (kipply's model), whatever the group;
+    * between hosts (the phase of a hierarchical collective that crosses the data-centre
+      network, `dcn_comms`): a ring over m hosts makes m − 1 steps a pass, each one message
+      across the network, (m − 1) · `dcn_latency_s` (NCCL's network ring step).
 
     This is the one place a collective's latency is modelled; the layouts' pricing
     (`layout_comms.collective_time`) and every estimate call it. A group of one chip costs 0.
     """
     if group <= 1:
         return 0.0
+    if between_hosts:
+        if chip.dcn_latency_s is None:
+            raise ValueError(f"{chip.name} has no data-centre network latency (dcn_latency_s) "
+                             "in the registry; a --hardware-config file can give it")
+        return (group - 1) * chip.dcn_latency_s
     if chip.torus_axes is not None:
         if chip.hop_latency_s is None:
             raise ValueError(f"{chip.name} has no per-hop latency in the registry")

@@ -16,9 +16,9 @@ ValueError).
     price, parse_price                 dollars per chip-hour
     efficiency_of                      "ideal", "calibrated" or an `Efficiency`, overridden
     check_setting                      what only the model and the chip can tell: one
-                                       interconnect domain, a prompt inside its context, a
-                                       context inside the model's positions, a layout that
-                                       splits the model
+                                       interconnect domain (or whole hosts, `check_hosts`), a
+                                       prompt inside its context, a context inside the
+                                       model's positions, a layout that splits the model
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf import quant
+from inferbook.perf.dcn_comms import layout_host_problem
 from inferbook.perf.efficiency import COMPUTE_FORMATS, IDEAL, Efficiency, with_overrides
 from inferbook.perf.efficiency_defaults import efficiency_for
 from inferbook.perf.hardware import Chip
@@ -36,8 +37,8 @@ from inferbook.perf.layout_comms import layout_candidates
 
 __all__ = ["EstimateInputError", "MAX_COUNT", "MAX_CHIPS", "whole", "parse_whole",
            "element_bytes", "parse_element_bytes", "weight_format", "kv_format",
-           "check_setting", "compute_format", "fraction", "parse_fraction", "price",
-           "parse_price", "MAX_PRICE", "efficiency_of", "EFFICIENCIES"]
+           "check_hosts", "check_setting", "compute_format", "fraction", "parse_fraction",
+           "price", "parse_price", "MAX_PRICE", "efficiency_of", "EFFICIENCIES"]
 
 MAX_COUNT = 2 ** 40           # batch, tokens beyond this describe no deployment
 MAX_CHIPS = 2 ** 20
@@ -116,6 +117,30 @@ def kv_format(value: str) -> str:
     return value
 
 
+def check_hosts(chip: Chip, chips: int, chips_per_host: int | None) -> None:
+    """Chips spread over hosts: each host within one interconnect domain, whole hosts, and a
+    data-centre network in the chip's figures when the chips leave their host."""
+    n = chips
+    if chips_per_host is None:
+        if chip.max_chips is not None and n > chip.max_chips:
+            raise EstimateInputError("chips", f"{n} chips exceed the {chip.max_chips} that one "
+                                              f"{chip.interconnect} domain of {chip.name} "
+                                              "joins; give --chips-per-host to spread them "
+                                              "over hosts")
+        return
+    H = whole("chips_per_host", chips_per_host, MAX_CHIPS)
+    if chip.max_chips is not None and H > chip.max_chips:
+        raise EstimateInputError("chips_per_host", f"{H} chips exceed the {chip.max_chips} "
+                                                   f"that one {chip.interconnect} domain of "
+                                                   f"{chip.name} joins")
+    if n > H and n % H:
+        raise EstimateInputError("chips_per_host", f"{n} chips do not fill whole hosts of {H}")
+    if n > H and (chip.dcn_bytes_per_s is None or chip.dcn_latency_s is None):
+        raise EstimateInputError("chips_per_host", f"{chip.name} has no data-centre network "
+                                                   "figures (dcn_bytes_per_s, dcn_latency_s); "
+                                                   "a --hardware-config file can give them")
+
+
 def compute_format(value: Any, chip: Chip) -> str:
     """The format the matmuls run in, one of `efficiency.COMPUTE_FORMATS`, if `chip` has a
     peak for it."""
@@ -185,21 +210,20 @@ def efficiency_of(value: Efficiency | str, chip: Chip, *, mbu: float | None = No
 
 def check_setting(cfg: ModelConfig, chip: Chip, *, batch: int, context: int | None,
                   prompt: int | None, chips: int, layout: str | None = None,
-                  output: int | None = None,
-                  strict: bool = False) -> tuple[int, int, list[str]]:
+                  output: int | None = None, strict: bool = False,
+                  chips_per_host: int | None = None) -> tuple[int, int, list[str]]:
     """(context, prompt, warnings) of a setting the model and the chip can serve.
 
     The context defaults to the model's positions and the prompt to the context. Refuses
-    more chips than one interconnect domain joins, a prompt longer than its context, a
-    context (or a prompt and its `output` tokens) beyond the model's positions when
-    `strict` (otherwise a warning), and a layout (or, with none named, a chip count) that
-    cannot split the model at this batch.
+    more chips than one interconnect domain joins (or, over hosts of `chips_per_host`, hosts
+    larger than a domain, chips that do not fill whole hosts, a chip without data-centre
+    network figures), a prompt longer than its context, a context (or a prompt and its
+    `output` tokens) beyond the model's positions when `strict` (otherwise a warning), and a
+    layout (or, with none named, a chip count) that cannot split the model at this batch,
+    or does not line up with the hosts.
     """
     B, n = whole("batch", batch), whole("chips", chips, MAX_CHIPS)
-    if chip.max_chips is not None and n > chip.max_chips:
-        raise EstimateInputError("chips", f"{n} chips exceed the {chip.max_chips} that one "
-                                          f"{chip.interconnect} domain of {chip.name} joins; "
-                                          "the estimator models one domain")
+    check_hosts(chip, n, chips_per_host)
     if context is None and cfg.max_seq_len > MAX_COUNT:
         raise EstimateInputError("context", f"{cfg.name} claims {cfg.max_seq_len:,} "
                                             "positions, too many to be the default context; "
@@ -225,4 +249,8 @@ def check_setting(cfg: ModelConfig, chip: Chip, *, batch: int, context: int | No
         candidates, problem = layout_candidates(cfg, n, B, layout)
         if not candidates:
             raise EstimateInputError("layout" if layout else "chips", problem or "")
+        if chips_per_host is not None:
+            misfits = [layout_host_problem(name, n, chips_per_host, X) for name, X in candidates]
+            if all(misfits):
+                raise EstimateInputError("chips_per_host", misfits[0] or "")
     return S, T, warnings

@@ -6,7 +6,9 @@ context and prompt, the weights as the steps read them (`estimate_steps.ModelByt
 bytes per cached number, the format the matmuls run in, the efficiency, and the layout: of
 every layout that can split the model over the chips (1D and 2D weight-stationary, expert
 parallelism for a mixture of experts, `layout_comms.layout_candidates`), the one whose decode
-step is fastest under that efficiency. Then the plan builds each step's `StepCost`
+step is fastest under that efficiency — with the chips spread over hosts (`chips_per_host`),
+of the layouts that line up with the hosts, their collectives priced on both tiers
+(`dcn_comms.priced_layout`). Then the plan builds each step's `StepCost`
 (`decode_cost`, `prefill_cost`) and prices it (`seconds`). `published_baseline` and
 `efficiency_fit` use plans directly: a calibration prices the same steps under many
 efficiencies without settling the layout again.
@@ -19,15 +21,11 @@ from dataclasses import dataclass
 from inferbook.model.config import ModelConfig
 from inferbook.perf import estimate_inputs as inputs
 from inferbook.perf import params, quant
+from inferbook.perf.dcn_comms import layout_host_problem, priced_layout
 from inferbook.perf.efficiency import Efficiency
 from inferbook.perf.estimate_steps import ChipShare, ModelBytes, decode_step_cost, prefill_cost
 from inferbook.perf.hardware import Chip
-from inferbook.perf.layout_comms import (
-    LayoutComms,
-    expert_parallel_comms,
-    layout_candidates,
-    layout_comms,
-)
+from inferbook.perf.layout_comms import LayoutComms, layout_candidates
 from inferbook.perf.step_cost import StepCost, step_time
 
 __all__ = ["EstimatePlan", "plan_estimate"]
@@ -54,6 +52,7 @@ class EstimatePlan:
     prefill_share: ChipShare         # the same layout, its collectives priced for the prompt
     output: int | None
     warnings: tuple[str, ...]
+    chips_per_host: int | None = None    # None: every chip in one interconnect domain
 
     def decode_cost(self, context: int | None = None) -> StepCost:
         """The decode step with `context` tokens cached per sequence (default the plan's)."""
@@ -78,11 +77,12 @@ def plan_estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int 
                   compute: str = "bf16", efficiency: Efficiency | str = "calibrated",
                   mbu: float | None = None, mfu: float | None = None,
                   prefill_overlap: bool | None = None, output: int | None = None,
-                  strict: bool = False) -> EstimatePlan:
+                  strict: bool = False, chips_per_host: int | None = None) -> EstimatePlan:
     """The plan of `estimator.estimate` with these arguments (it documents them)."""
     S, T, warnings = inputs.check_setting(cfg, chip, batch=batch, context=context,
                                           prompt=prompt, chips=chips, layout=layout,
-                                          output=output, strict=strict)
+                                          output=output, strict=strict,
+                                          chips_per_host=chips_per_host)
     compute = inputs.compute_format(compute, chip)
     eff = inputs.efficiency_of(efficiency, chip, mbu=mbu, mfu=mfu)
     overlap = None if prefill_overlap is None else bool(prefill_overlap)
@@ -92,11 +92,12 @@ def plan_estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int 
         cost = decode_step_cost(cfg, mb, share, batch, S, e)
         return step_time(cost, chip, share.chips, compute, eff)
 
-    share = min(_shares(cfg, chip, chips, batch, 1, layout), key=decode_s)
+    hosts = chips_per_host
+    share = min(_shares(cfg, chip, chips, batch, 1, layout, hosts=hosts), key=decode_s)
     pre = share if chips == 1 else _shares(cfg, chip, chips, batch, T, share.comms.layout,
-                                           share.split)[0]
+                                           share.split, hosts)[0]
     return EstimatePlan(cfg, chip, batch, S, T, chips, compute, eff, overlap, mb, wlabel, e,
-                        klabel, share, pre, output, tuple(warnings))
+                        klabel, share, pre, output, tuple(warnings), chips_per_host)
 
 
 def _formats(cfg: ModelConfig, weights: str | quant.WeightFormat, kv: str,
@@ -121,21 +122,23 @@ def _formats(cfg: ModelConfig, weights: str | quant.WeightFormat, kv: str,
 
 
 def _shares(cfg: ModelConfig, chip: Chip, n: int, B: int, tokens: int,
-            layout: str | None, split: int | None = None) -> list[ChipShare]:
+            layout: str | None, split: int | None = None,
+            hosts: int | None = None) -> list[ChipShare]:
     """How every layout (and split) that can serve shares a pass of `tokens` tokens per
-    sequence, its collectives priced; only `layout` with `split` when both are given."""
+    sequence, its collectives priced; only `layout` with `split` when both are given; over
+    hosts of `hosts` chips, only the layouts that line up with them."""
     if n == 1:
         return [ChipShare(LayoutComms(layout or "1d-ws", 1, 1, 0.0, 0.0, 0.0, 0), 1)]
     copies = n if cfg.mla is not None else 1            # the latent has no heads to split
     candidates, _ = layout_candidates(cfg, n, B, layout)     # never empty: check_setting
     out = []
     for name, x in candidates:
-        if split is not None and x != split:
+        if (split is not None and x != split) or (
+                hosts is not None and layout_host_problem(name, n, hosts, x)):
             continue
+        comms = priced_layout(cfg, chip, n, B, tokens, name, x, chips_per_host=hosts)
         if name == "expert-parallel":                   # x is Y; experts over Z = n / Y
-            comms = expert_parallel_comms(cfg, chip, n, B, tokens, Y=x)
             out.append(ChipShare(comms, 1, n // x, x if cfg.mla is not None else 1, n // x, x))
         else:
-            out.append(ChipShare(layout_comms(cfg, chip, n, B, tokens, name, x), n, 1, copies,
-                                 1, x))
+            out.append(ChipShare(comms, n, 1, copies, 1, x))
     return out

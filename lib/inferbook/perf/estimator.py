@@ -17,7 +17,9 @@ under an `Efficiency`: the bare roofline the chapters teach (`efficiency="ideal"
 the published measurements say a chip achieves (`"calibrated"`, the default, the chip's
 fitted fractions and fixed costs, `efficiency_defaults`). The communication is that of the
 library's 1D or 2D weight-stationary layout or, for a mixture of experts, its expert-parallel
-layout (`layout_comms`: chapters 8-10 and 14), whichever makes the faster decode step.
+layout (`layout_comms`: chapters 8-10 and 14), whichever makes the faster decode step;
+chips spread over hosts pay the data-centre network for what crosses between them
+(`dcn_comms`, under the same efficiency as every other collective).
 A mixture of experts reads the experts its batch touches, E·(1 − (1 − k/E)^B) per layer
 (`params.expected_experts`); a step reads B rows of the input embedding, not the table.
 Latent attention runs decode in its absorbed form and, having no heads to split, keeps every
@@ -33,6 +35,7 @@ from typing import Any
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
 from inferbook.perf import estimate_inputs as inputs
+from inferbook.perf.dcn_comms import HostsComms
 from inferbook.perf.decode_roofline import DecodeEstimate
 from inferbook.perf.efficiency import Efficiency
 from inferbook.perf.estimate_plan import EstimatePlan, plan_estimate
@@ -91,6 +94,8 @@ class Estimate(DecodeEstimate):
     usd_per_million_output_tokens: float | None
     breakdown: StepBreakdown
     warnings: tuple[str, ...] = ()
+    chips_per_host: int | None = None      # None: every chip in one interconnect domain
+    dcn_time_s: float = 0.0                # of comm_time_s, spent on the data-centre network
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -129,7 +134,8 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
              compute: str = "bf16", efficiency: Efficiency | str = "calibrated",
              mbu: float | None = None, mfu: float | None = None,
              prefill_overlap: bool | None = None, output: int | None = None,
-             price_per_chip_hour: float | None = None, strict: bool = False) -> Estimate:
+             price_per_chip_hour: float | None = None, strict: bool = False,
+             chips_per_host: int | None = None) -> Estimate:
     """Estimate serving `cfg` on `chips` chips: one decode step of `batch` sequences holding
     `context` tokens each (default: the model's positions), the prefill of `prompt`-token
     prompts (default: the context) and, given `output`, the whole generation of `output`
@@ -141,7 +147,9 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
     `efficiency` is "calibrated" (the chip's fitted efficiency), "ideal" (the bare
     roofline) or an `Efficiency`; `mbu`/`mfu` replace its bandwidth / FLOP/s fractions.
     `prefill_overlap` None takes the efficiency's choice. `price_per_chip_hour` (dollars)
-    adds costs per million tokens.
+    adds costs per million tokens. `chips_per_host` spreads the chips over hosts of that
+    many (one interconnect domain each): collectives that leave a host are priced on the
+    data-centre network too (`dcn_comms`).
 
     Raises `estimate_inputs.EstimateInputError` (a ValueError naming the input) on bad input,
     the same checks `inferbook estimate` makes, and on a context beyond the model's positions
@@ -152,7 +160,7 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
                          layout=layout, weights=weights, kv=kv, weight_bytes=weight_bytes,
                          kv_bytes=kv_bytes, compute=compute, efficiency=efficiency, mbu=mbu,
                          mfu=mfu, prefill_overlap=prefill_overlap, output=output,
-                         strict=strict)
+                         strict=strict, chips_per_host=chips_per_host)
     price = None if price_per_chip_hour is None else inputs.price("price", price_per_chip_hour)
     return estimate_from_plan(plan, price)
 
@@ -183,6 +191,8 @@ def estimate_from_plan(plan: EstimatePlan, price_per_chip_hour: float | None = N
             f"{_gb(hbm)}; the largest batch that fits is "
             f"{batches_that_fit(hbm - weights_held, per_seq):,}")
     c = share.comms
+    dcn = (c.dcn_bandwidth_s / eff.link + c.dcn_latency_s + c.dcn_passes * eff.pass_overhead_s
+           if isinstance(c, HostsComms) else 0.0)
     out = Estimate(
         model=cfg.name, hardware=chip.name, chips=n, layout=c.layout if n > 1 else None,
         layout_x=c.X, layout_yz=c.YZ, expert_chips=share.experts_over,
@@ -207,8 +217,8 @@ def estimate_from_plan(plan: EstimatePlan, price_per_chip_hour: float | None = N
         output_tokens_per_s=None if gen is None else B * N_out / gen,
         price_per_chip_hour=price_per_chip_hour,
         **costs_per_million(price_per_chip_hour, n, B, step, prefill, T, gen, N_out),
-        breakdown=breakdown(cfg, decode, chip, share.chips, plan.compute, eff, B, step),
-        warnings=tuple(warnings))
+        breakdown=breakdown(cfg, decode, chip, share.chips, plan.compute, eff, B, step, dcn),
+        warnings=tuple(warnings), chips_per_host=plan.chips_per_host, dcn_time_s=dcn)
     for key, value in out.as_dict().items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{key} comes out {value} for these inputs: a figure of the "

@@ -14,6 +14,8 @@ efficiency achieves, beside the step it joins into:
                        / (n · mfu · C)
     logits_s           the unembedding's FLOPs / (n · mfu · C)
     communication_s    the collectives: bandwidth time / link + latencies
+      dcn_s            of them, the data-centre network's share when the chips span hosts
+                       (`dcn_comms`; not a component of its own, so not in BREAKDOWN_PARTS)
     overhead_s         the fixed cost per layer of a decode step
     step_s             the step: max(Σ parts' rooflines, comm bandwidth) + comm latency
                        + overhead
@@ -53,15 +55,18 @@ class StepBreakdown:
     communication_s: float
     overhead_s: float
     step_s: float
+    dcn_s: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
 
 def breakdown(cfg: ModelConfig, decode: StepCost, chip: Chip, chips: int, compute: str,
-              efficiency: Efficiency, batch: int, step_s: float) -> StepBreakdown:
+              efficiency: Efficiency, batch: int, step_s: float,
+              dcn_s: float = 0.0) -> StepBreakdown:
     """The components of `decode`, a decode step of the estimator (`estimate_steps`: an
-    'attention' part, then a 'weights' part) priced on `chips` chips under `efficiency`."""
+    'attention' part, then a 'weights' part) priced on `chips` chips under `efficiency`;
+    `dcn_s` is the share of its collectives' time spent between hosts, priced alike."""
     attention, *weights = decode.parts
     W = chips * chip.hbm_bytes_per_s
     C = chips * peak_flops_per_s(chip, compute) * efficiency.mfu(compute)
@@ -85,7 +90,7 @@ def breakdown(cfg: ModelConfig, decode: StepCost, chip: Chip, chips: int, comput
                          + decode.comm_latency_s
                          + decode.passes * e.pass_overhead_s),
         overhead_s=e.fixed_s(decode.phase, decode.layers, decode.moe_layers),
-        step_s=step_s)
+        step_s=step_s, dcn_s=dcn_s)
 
 
 def _expert_block(cfg: ModelConfig, tokens: float) -> float:
