@@ -33,6 +33,7 @@ from inferbook.model.presets import PRESETS, get_preset
 from inferbook.model.presets_families import FAMILY_CONFIGS
 from inferbook.perf.estimator import estimate
 from inferbook.perf.hardware import CHIPS, chip_from_json, get_chip
+from inferbook.perf.layout_comms import ESTIMATE_LAYOUTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CUSTOM_CHIP = {"name": "mine", "hbm_bytes": 48e9, "hbm_bandwidth": 9.6e11, "flops": 3.6e14}
@@ -158,7 +159,7 @@ def test_the_form_offers_what_the_command_accepts(tmp_path):
     choices = form_choices()
     assert [m["name"] for m in choices["models"]] == list(PRESETS)
     assert [c["name"] for c in choices["chips"]] == list(CHIPS)
-    assert choices["layouts"] == ["1d-ws", "2d-ws"]
+    assert choices["layouts"] == list(ESTIMATE_LAYOUTS)        # what --layout accepts
     assert "int4" in choices["weights"] and "int8" in choices["kv"]
     # A registry chip's figures, given back as --hardware-config, are the same chip.
     for name, figures in choices["chip_figures"].items():

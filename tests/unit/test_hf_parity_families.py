@@ -85,8 +85,9 @@ def hf_greedy(hf, prompt, n):
 
 
 def cli_tokens(path, prompts, capsys, n=NEW_TOKENS, *extra):
-    """`inferbook generate --checkpoint PATH --greedy --json` on `prompts`: its tokens."""
-    argv = ["generate", "--checkpoint", str(path), "--greedy", "--json",
+    """`inferbook generate --checkpoint PATH --greedy --json --ignore-eos` on `prompts`: its
+    tokens (every one of them, as transformers' reference runs with eos_token_id=None)."""
+    argv = ["generate", "--checkpoint", str(path), "--greedy", "--json", "--ignore-eos",
             "--max-new-tokens", str(n), *extra]
     for prompt in prompts:
         argv += ["--prompt-ids", ",".join(map(str, prompt))]

@@ -23,13 +23,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["RopeScaling", "MoE", "MLA", "ROPE_KINDS", "ConfigError"]
+__all__ = ["RopeScaling", "MoE", "MLA", "ROPE_KINDS", "ConfigError",
+           "CheckpointError"]
 
 ROPE_KINDS = ("linear", "dynamic", "llama3", "yarn", "longrope")
 
 
 class ConfigError(ValueError):
     """A configuration the library cannot build, with a message that names the problem."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded, with a message naming the file or tensor.
+
+    Defined here, with no import beyond the standard library, so that what only names the
+    book's models (the command line's parser, the estimator page in the browser) can catch it
+    without importing numpy; `safetensors_io` and `model_store` raise it."""
 
 
 def _positive(owner: str, **values: float | int | None) -> None:

@@ -31,7 +31,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from inferbook.model.safetensors_io import CheckpointError
+from inferbook.model.features import CheckpointError
 
 __all__ = ["PretrainedSource", "PRETRAINED", "ModelFetchError", "models_dir", "fetch",
            "cached_path", "hub_snapshot", "resolve", "in_colab", "SOURCES"]

@@ -30,12 +30,10 @@ import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy: the package read
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
+from inferbook.model.features import CheckpointError
+
 __all__ = ["CheckpointError", "TensorEntry", "read_header", "read_safetensors",
            "write_safetensors", "require_floating", "MAX_HEADER_BYTES"]
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded, with a message naming the file or tensor."""
 
 
 # The dtypes a numpy reader can hold, by their names in the format. (The format also has

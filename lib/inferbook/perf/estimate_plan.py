@@ -9,7 +9,7 @@ parallelism for a mixture of experts, `layout_comms.layout_candidates`), the one
 step is fastest under that efficiency — with the chips spread over hosts (`chips_per_host`),
 of the layouts that line up with the hosts, their collectives priced on both tiers
 (`dcn_comms.priced_layout`). Then the plan builds each step's `StepCost`
-(`decode_cost`, `prefill_cost`) and prices it (`seconds`). `published_baseline` and
+(`estimate_decode_cost`, `prefill_cost`) and prices it (`seconds`). `published_baseline` and
 `efficiency_fit` use plans directly: a calibration prices the same steps under many
 efficiencies without settling the layout again.
 """
@@ -23,7 +23,7 @@ from inferbook.perf import estimate_inputs as inputs
 from inferbook.perf import params, quant
 from inferbook.perf.dcn_comms import layout_host_problem, priced_layout
 from inferbook.perf.efficiency import Efficiency
-from inferbook.perf.estimate_steps import ChipShare, ModelBytes, decode_step_cost, prefill_cost
+from inferbook.perf.estimate_steps import ChipShare, ModelBytes, estimate_decode_cost, prefill_cost
 from inferbook.perf.hardware import Chip
 from inferbook.perf.layout_comms import LayoutComms, layout_candidates
 from inferbook.perf.step_cost import StepCost, step_time
@@ -56,7 +56,7 @@ class EstimatePlan:
 
     def decode_cost(self, context: int | None = None) -> StepCost:
         """The decode step with `context` tokens cached per sequence (default the plan's)."""
-        return decode_step_cost(self.cfg, self.weights, self.share, self.batch,
+        return estimate_decode_cost(self.cfg, self.weights, self.share, self.batch,
                                 self.context if context is None else context,
                                 self.kv_element_bytes)
 
@@ -89,7 +89,7 @@ def plan_estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int 
     mb, wlabel, e, klabel = _formats(cfg, weights, kv, weight_bytes, kv_bytes, compute)
 
     def decode_s(share: ChipShare) -> float:
-        cost = decode_step_cost(cfg, mb, share, batch, S, e)
+        cost = estimate_decode_cost(cfg, mb, share, batch, S, e)
         return step_time(cost, chip, share.chips, compute, eff)
 
     hosts = chips_per_host

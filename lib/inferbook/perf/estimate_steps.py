@@ -34,7 +34,7 @@ from inferbook.perf.layout_comms import LayoutComms
 from inferbook.perf.step_cost import StepCost, Work
 
 __all__ = ["ModelBytes", "ChipShare", "weight_bytes_read", "lookup_bytes_read", "model_bytes_read",
-           "decode_step_cost", "prefill_cost", "matmul_flops_by_block"]
+           "estimate_decode_cost", "prefill_cost", "matmul_flops_by_block"]
 
 
 def weight_bytes_read(cfg: ModelConfig, total_bytes: float, expert_bytes: float,
@@ -135,7 +135,7 @@ def _weight_parts(share: ChipShare, cfg: ModelConfig, mb: ModelBytes, tokens: fl
     return parts
 
 
-def decode_step_cost(cfg: ModelConfig, mb: ModelBytes, share: ChipShare, batch: int,
+def estimate_decode_cost(cfg: ModelConfig, mb: ModelBytes, share: ChipShare, batch: int,
                      context: int, kv_element_bytes: float) -> StepCost:
     """One decode step of `batch` sequences holding `context` tokens each: attention, then
     the weights the batch touches (the routed experts apart), then the layout's
