@@ -119,7 +119,7 @@ glue("err_bw_spread", fmt_percent(spread, 1));
 #
 # 针对八个 TPU v5e 芯片的表格使用 {glue:text}`err_t_bw_used` 的总带宽（8 个芯片，每个
 # {glue:text}`err_bw_82`），并称之为“{glue:text}`err_t_bw_label`”；换成二进制单位，它是
-# {glue:text}`err_t_bw_tib` TiB/s。内存各列标的是 GiB，填的却是十进制的 GB：一个 8,192 词元的缓存
+# {glue:text}`err_t_bw_tib` TiB/s。内存各列标的是 GiB，填的却是十进制的 GB：一个 8,192 词元（token）的缓存
 # 印作 {glue:text}`err_t_kv_label` “GiB”，实际是 {glue:text}`err_t_kv`——即
 # {glue:text}`err_t_kv_gib` GiB。这个切片的“{glue:text}`err_t_hbm_label`”是八个各有
 # {glue:text}`err_t_hbm_chip` 的芯片。本书通篇使用十进制单位。在每一种批量大小下，步骤时间与库算出的

@@ -161,7 +161,7 @@ glue_figure("ch2_roofline_figure", fig, zh=dict(
 # ## 矩阵乘法
 #
 # Transformer 中的每个权重——注意力投影 $W_Q, W_K, W_V, W_O$ 和 MLP 的矩阵——都用在同一种形式的
-# 乘积里：激活值 $[B, D]$ 乘以权重 $[D, F]$，其中 $B$ 是这一步的词元数。在 bfloat16 下，它做
+# 乘积里：激活值 $[B, D]$ 乘以权重 $[D, F]$，其中 $B$ 是这一步的词元（token）数。在 bfloat16 下，它做
 # $2BDF$ FLOPs，移动 $2BD + 2DF + 2BF$ 个字节（读取激活值和权重，写出结果）：
 
 # %%

@@ -47,7 +47,7 @@
 #
 # 她的例子运行在 NVIDIA A100 上，用到两个模型：一个她称为 {glue:text}`ch4_intro_p52_hers`参数的模型
 # （{glue:text}`ch4_intro_L52` 层，宽度 {glue:text}`ch4_intro_D52`；库中预设的参数量是
-# {glue:text}`ch4_intro_p52`，其中词表有 {glue:text}`ch4_intro_V52` 个词元，这是我们的假设），另一个
+# {glue:text}`ch4_intro_p52`，其中词表有 {glue:text}`ch4_intro_V52` 个词元（token），这是我们的假设），另一个
 # 参数量为 {glue:text}`ch4_intro_p13`（{glue:text}`ch4_intro_L13` 层，宽度 {glue:text}`ch4_intro_D13`）；
 # 两者都是 GPT 式的，MLP 是普通的两层结构，隐藏宽度 $F = 4D$。硬件数字来自库的注册表，它采用 A100
 # 数据手册上的 {glue:text}`ch4_intro_bw`，而她取整为 {glue:text}`ch4_intro_her_bw`；

@@ -390,7 +390,7 @@ glue_figure("ch7_measured_figure", fig, zh=[
 # ```{glue:figure} ch7_measured_figure
 # ```
 #
-# 在 {glue:text}`ch7_longest` 个词元时，这一步读取 {glue:text}`ch7_kv_longest` 的缓存，速度是这台
+# 在 {glue:text}`ch7_longest` 个词元（token）时，这一步读取 {glue:text}`ch7_kv_longest` 的缓存，速度是这台
 # 设备读取屋顶 {glue:text}`ch7_read_bw` 的 {glue:text}`ch7_frac`（本章检验它高于
 # {glue:text}`ch7_frac_floor`）：解码注意力就是把缓存过一遍，它的时间随上下文增长——从
 # {glue:text}`ch7_shorter` 个词元到 {glue:text}`ch7_longest` 个，缓存长度是原来的

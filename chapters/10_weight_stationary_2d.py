@@ -174,7 +174,7 @@ print(f"tokens identical to the single-device run; cache block per device {block
 # against the estimator's inventory:
 
 # %% [markdown] tags=["lang-zh"]
-# 生成的词元与单设备解码器的相同，每个芯片持有形状为 {glue:text}`ch10_block` 的 KV 缓存块：一半的序列
+# 生成的词元（token）与单设备解码器的相同，每个芯片持有形状为 {glue:text}`ch10_block` 的 KV 缓存块：一半的序列
 # （批次拆在 $X$ 上）、一个 KV 头（拆在 $YZ$ 上）。下面是解码步骤的集合通信，附有布局给每一次起的标签，
 # 并与估算器的清单对照：
 

@@ -40,7 +40,7 @@
 # %% [markdown] tags=["lang-zh"]
 # # 混合专家：稀疏模型的推理服务
 #
-# 混合专家（MoE）把每个 MLP 换成 $E$ 个 MLP，再加一个路由器，把每个词元发给其中 $k$ 个
+# 混合专家（MoE）把每个 MLP 换成 $E$ 个 MLP，再加一个路由器，把每个词元（token）发给其中 $k$ 个
 # {cite:p}`shazeer2017moe,fedus2022switch`。模型持有 $E$ 个专家的权重，却只在一个词元上花 $k$ 个专家
 # 的 FLOPs；今天最大的开放模型——Mixtral {cite:p}`jiang2024mixtral`、Qwen3 的 MoE 模型、DeepSeek-V3
 # {cite:p}`deepseekai2024v3`——正是这样在不增加每个词元代价的前提下增加参数的。对推理服务来说，模型

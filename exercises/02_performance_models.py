@@ -108,7 +108,7 @@ check("ch02.critical_intensity_v5e", ci_v5e)
 # %% [markdown] tags=["lang-zh"]
 # **1.2** 一个权重矩阵乘法 $[B, D] \cdot [D, F]$ 做 $2BDF$ FLOPs；当 $B \ll D, F$ 时，它的字节基本上
 # 就是权重。量化会同时改变两边。在 TPU v5e 上，权重为 int8、计算为 bfloat16 时，临界批量
-# $B_\text{crit}$——每步的词元数超过它，矩阵乘法就是计算受限的——是多少？权重*和*计算都是 int8
+# $B_\text{crit}$——每步的词元（token）数超过它，矩阵乘法就是计算受限的——是多少？权重*和*计算都是 int8
 # （`v5e.int8_ops_per_s`）时呢？
 
 # %%

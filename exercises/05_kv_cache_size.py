@@ -37,7 +37,7 @@
 # 大小，并问一块芯片上放得下多少；第二部分依次拉动决定缓存大小的每一根杠杆——滑动窗口、共享缓存的层、
 # int8 缓存、分页、分片、卸载——依据的是 Lienhart 关于 KV 缓存的文章的后半部分
 # {cite:p}`lienhart2023kvcache`，以及《How to Scale Your Model》列出的各种技巧 {cite:p}`austin2025scaling`；第三部分
-# 请你写两个函数。（那篇文章最开始的几个数——Llama-2-7B 和 BLOOM-176B 每个词元的缓存、A10 的容量——在
+# 请你写两个函数。（那篇文章最开始的几个数——Llama-2-7B 和 BLOOM-176B 每个词元（token）的缓存、A10 的容量——在
 # [第 1 章的练习](01_sampling_kv_cache.py)里。）
 #
 # **怎么做。** 把每个 `...` 换成你的答案，把每个 `raise NotImplementedError` 换成你的代码，然后运行它
