@@ -212,7 +212,7 @@ glue("ch7_P", str(P_fd)); glue("ch7_mistral_K", str(mistral.K))
 #
 # 1. **切分**——第 $p$ 块是槽位 $pS/P \ldots (p+1)S/P - 1$：只是缓存的一个视图，什么都不用搬；
 # 2. **计算注意力**——每个程序按 FlashAttention 的方式，只在自己那一块上计算它的查询的注意力，写出
-#    输出 $O_p$ 以及分数的 LSE $\lambda_p$；
+#    输出 $O_p$ 以及分数的 LSE（指数和的对数）$\lambda_p$；
 # 3. **合并**——一次小小的归约：$\lambda = \log \sum_p e^{\lambda_p}$，
 #    $O = \sum_p e^{\lambda_p - \lambda} O_p$。
 #

@@ -395,7 +395,7 @@ glue_figure("ch8_mp_limit_figure", fig, zh=dict(
 #
 # 环形注意力 {cite:p}`liu2023ring` 沿着一个环传递键块和值块。在第 $r$ 步，一个设备持有从它往回数
 # 第 $r$ 个设备出发的那个块，计算它自己的查询对这个块的注意力，再用 FlashAttention 合并块时所用的
-# LSE 规则（第 6 章）把结果并入它累计的输出。经过 $Q-1$ 步，每个查询都见过了每个键。
+# LSE（指数和的对数）规则（第 6 章）把结果并入它累计的输出。经过 $Q-1$ 步，每个查询都见过了每个键。
 
 # %%
 show_source(sequence_parallel.ring_attention)

@@ -369,7 +369,7 @@ check("ch01.write_kv", write_kv)
 # %% [markdown] tags=["lang-zh"]
 # **3.2 合并两个部分注意力。** 把一个查询的键分成两个不相交的部分——缓存和新词元，或者一段长缓存的两个
 # 分块——在每一部分上单独计算注意力。第 $i$ 部分给出一个输出 $o_i$（已经在它自己的键上归一化），以及
-# 它的分数的 LSE $\ell_i = \log \sum_{s \in \text{part } i} e^{x_s}$。在全部键上，
+# 它的分数的 LSE（指数和的对数）$\ell_i = \log \sum_{s \in \text{part } i} e^{x_s}$。在全部键上，
 #
 # $$\ell = \log\left(e^{\ell_1} + e^{\ell_2}\right), \qquad
 #   o = e^{\ell_1 - \ell}\, o_1 + e^{\ell_2 - \ell}\, o_2 .$$

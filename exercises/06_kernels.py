@@ -292,7 +292,7 @@ check("ch07.splits_to_fill", splits)
 
 # %% [markdown] tags=["lang-zh"]
 # **3.3 合并各块。** 缓存的第 $p$ 块为每个查询行给出一个只在它自己的键上归一化的输出 $o_p$，以及它的
-# 分数的 LSE $\ell_p$。在整个缓存上，$\ell = \log \sum_p e^{\ell_p}$，
+# 分数的 LSE（指数和的对数）$\ell_p$。在整个缓存上，$\ell = \log \sum_p e^{\ell_p}$，
 # $o = \sum_p e^{\ell_p - \ell}\, o_p$。请为形状为 $[B, K, P, M, H]$ 的输出 `out_BKPMH`（块在第 2 轴，
 # 每个 KV 头有 $M$ 个查询行）和 LSE `lse_BKPM` 写出合并，返回
 # `(out [B, K, M, H], lse [B, K, M])`。LSE 可能大到几千；而一个键都没见过的块（位于短序列的
