@@ -347,7 +347,7 @@ glue("ch2_prefill_attention_v5e", f"{prefill_threshold:,}");
 #
 # 在 TPU v5e 上，提示词的注意力从大约 {glue:text}`ch2_prefill_attention_v5e` 个词元起就是计算受限的。
 # 在生成过程中，批次越大，权重分摊到每个词元上就越便宜，缓存却不会：每增加一个序列，每一步要读的
-# 字节就多出它的一份缓存。一旦缓存比权重还重，批处理就收效甚微。两者一样大时的批次，等于权重的
+# 字节就多出它的一份缓存。一旦缓存比权重还大，批处理就收效甚微。两者一样大时的批次，等于权重的
 # 字节数除以一个序列的缓存：
 
 # %%
@@ -404,7 +404,7 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # prediction is fitted to the decode step. `inferbook.perf.calibration` does the measuring:
 
 # %% [markdown] tags=["lang-zh"]
-# LLaMA-2 13B 的缓存从批次 {glue:text}`ch2_even_13b` 起就比权重还重；LLaMA-3 8B 用
+# LLaMA-2 13B 的缓存从批次 {glue:text}`ch2_even_13b` 起就比权重还大；LLaMA-3 8B 用
 # {glue:text}`ch2_l3_K` 个 KV 头对应 {glue:text}`ch2_l3_N` 个查询头，要到大约
 # {glue:text}`ch2_even_l3` 才会如此。两者都远低于 $B_\text{crit}$：在长上下文下，解码彻头彻尾是内存
 # 受限的，第 3 章会把这一点换算成步骤时间和吞吐量。
