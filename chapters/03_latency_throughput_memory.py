@@ -504,7 +504,7 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 # {glue:text}`ch3_tput_1` 个词元。更大的批次能提高吞吐量——批次为 8 时每秒 {glue:text}`ch3_tput_8`
 # 个——但回报急剧递减：批次为 64 时是 {glue:text}`ch3_tput_64`，批次变成原来的 {glue:text}`ch3_batch_x`，
 # 词元数却远没有翻番，因为每多一个序列，就多一份 8,192 个词元的缓存要读。而且只有批次
-# {glue:text}`ch3_mha_max_batch` 及以下才放得下：批次为 16 时所需的内存就已超出切片所有。要达到
+# {glue:text}`ch3_mha_max_batch` 及以下才放得下：批次为 16 时所需的内存就已超过切片的全部内存。要达到
 # {glue:text}`ch3_bcrit_int` 的临界批量——权重矩阵乘法终于能让芯片忙起来的地方——需要
 # {glue:text}`ch3_kv_bcrit` 的缓存，是切片内存的 {glue:text}`ch3_kv_bcrit_x`，而且吞吐量也仍然只有
 # 每秒 {glue:text}`ch3_tput_bcrit` 个词元。
@@ -663,7 +663,7 @@ glue("ch3_positions_13b", f"{llama.max_seq_len:,}")
 # 这些列就是本章用过的那些，外加三个新列。估算器（在 stderr 上）警告说 LLaMA-2 训练时只用了
 # {glue:text}`ch3_positions_13b` 个位置——《How to Scale Your Model》那个 8,192 个词元的例子要的比模型支持的更多
 # ——并指出哪些批次放不下。它的步骤时间比表中的略长：在八个芯片上，{glue:text}`ch3_cli_layout`
-# 布局（第 9 章）每层要加两次全规约，它们每一跳的延迟无法藏在计算后面；批次为 1 时，它们每步要花
+# 布局（第 9 章）每层要加两次全规约，它们每一跳的延迟无法被计算掩盖；批次为 1 时，它们每步要花
 # {glue:text}`ch3_cli_comm_1`，占步骤时间的 {glue:text}`ch3_cli_comm_share`。它还给出首个词元延迟：
 # 预填充一个 8,192 个词元的提示词要 {glue:text}`ch3_cli_ttft_1`，十五个一起则要
 # {glue:text}`ch3_cli_ttft_15`——预填充是计算受限的，所以每多一个提示词，时间就跟着增长。
