@@ -720,8 +720,8 @@ glue("ch11_h100_links", str(get_chip("H100 SXM").links))
 
 # %% [markdown] tags=["lang-zh"]
 # 也就是 {glue:text}`ch11_llama_kv` 的 KV。经一条 TPU v5e 链路传输需要 {glue:text}`ch11_v5e_transfer`，
-# 而按屋顶线估算，一开始把它计算出来就要 {glue:text}`ch11_v5e_prefill`，所以传输可以从容地藏在下一次预
-# 填充后面；L4 上也是如此。H100 算预填充快得多，用它的一条 NVLink 链路传送结果，需要预填充时间的
+# 而按屋顶线估算，一开始把它计算出来就要 {glue:text}`ch11_v5e_prefill`，所以传输可以从容地被下一次预
+# 填充掩盖；L4 上也是如此。H100 算预填充快得多，用它的一条 NVLink 链路传送结果，需要预填充时间的
 # {glue:text}`ch11_h100_ratio`：分离式部署的 H100 要把传输分散到多条链路上（这款芯片有
 # {glue:text}`ch11_h100_links` 条），或者使用快速网络。更小的 KV 缓存（第 5 章）让每次传输都更便宜。
 #

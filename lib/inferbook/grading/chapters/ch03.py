@@ -387,7 +387,7 @@ ZH = {
     "int8 weight bytes / (16 · HBM bandwidth)": "int8 权重字节数 / (16 · HBM 带宽)",
     "decode stops hiding the AllReduce at Y = F / (B·β), β = W_hbm / W_ici, W_ici = "
     "comm_time.ici_bandwidth(chip)":
-        "在 Y = F / (B·β) 处，解码不再能把 AllReduce（全规约）藏在计算后面，其中 "
+        "在 Y = F / (B·β) 处，解码中的 AllReduce（全规约）不再能被计算掩盖，其中 "
         "β = W_hbm / W_ici，W_ici = comm_time.ici_bandwidth(chip)",
     "(int8 weights + batch · 128,000 · int8 cache per token) / (16 · W)":
         "（int8 权重 + 批次 · 128,000 · 每个词元的 int8 缓存）/ (16 · W)",
