@@ -681,7 +681,7 @@ glue("ch2_valley_sentence", valley);
 # 在批次 {glue:text}`ch2_valley_batch` 时，矩阵乘法只达到屋顶线所允许的
 # {glue:text}`ch2_valley_share`。（在 CPU 上，本章检验这个低谷：在批次 {glue:text}`ch2_valley_fewest` 到
 # {glue:text}`ch2_valley_most` 之间的某处，不到屋顶线的 {glue:text}`ch2_valley_ceiling`。）加速器离两个屋顶要近得多（第 4 章把资料中的估算与 A100 上的实测
-# 相对照），所以资料可以只凭两个常数来推理。不过这一课照样适用：屋顶线是一个界限，与它的差距取决于
+# 相对照），所以原文可以只凭两个常数来推理。不过这一课照样适用：屋顶线是一个界限，与它的差距取决于
 # 内核、形状和设备——在要紧的地方，就去测量它。
 #
 # 《How to Scale Your Model》的附录在 TPU 上展示了同一类扫描：步骤时间几乎保持平坦，直到批次约为

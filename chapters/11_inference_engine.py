@@ -337,7 +337,7 @@ glue("ch11_toy_tput_gain", fmt_ratio(toy_inter.throughput / toy_static.throughpu
 
 # %% [markdown] tags=["lang-zh"]
 # 即使只有四个请求，交错式调度的吞吐量也达到静态批处理的 {glue:text}`ch11_toy_tput_gain`，而且每个人都
-# 更早拿到第一个词元。资料列出了静态批处理服务效果差的四个原因 {cite:p}`austin2025scaling`：大的预填充
+# 更早拿到第一个词元。原文列出了静态批处理服务效果差的四个原因 {cite:p}`austin2025scaling`：大的预填充
 # 批次让每个人都要等所有人的预填充完成（首个词元延迟很差）；短回答完成后，它们的槽位要空等长回答结束；
 # 提示词要补齐到批次中最长的那个；预填充和生成被迫使用同样的芯片和同样的分片方式。尽管如此，大多数代码
 # 库都是从它起步的，而对笔记本电脑上的单个用户来说，它也完全够用。
@@ -585,7 +585,7 @@ glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
 #
 # ## 分离式服务
 #
-# 对于大规模、对延迟敏感的服务，资料建议把两个阶段拆到不同的芯片上 {cite:p}`austin2025scaling`（另见
+# 对于大规模、对延迟敏感的服务，原文建议把两个阶段拆到不同的芯片上 {cite:p}`austin2025scaling`（另见
 # {cite:p}`zhong2024distserve` 和 {cite:p}`patel2024splitwise`）。预填充服务器以批量大小 1 把提示词变
 # 成 KV 缓存；这些缓存经网络传到生成服务器，由后者插入它的批次。用户不再需要等待彼此的预填充；两种服务
 # 器可以各自独立扩展（提示词长时就多配预填充服务器）；每个阶段都可以采用适合自己的分片方式和芯片数量——
