@@ -867,7 +867,7 @@ check("ch04.ex6_intermediate_share", intermediate_share)
 # **练习 7.** 一个矩阵乘法，如果它的 $[B, D]$ 输入必须经过通信（每个数 2 字节），那么每发送
 # $B D \cdot 2$ 字节就做 $2 B D \cdot \text{out}$ FLOPs；分到 $N$ 块 GPU 上，每块做其中的 $1/N$。对一个
 # $D = 512$ 的窄模型，在注意力的输出投影中（$\text{out} = D$），2 块 GPU 中的每一块每发送一个字节做
-# 多少 FLOPs？把它和 A100 藏住 NVLink 所需的值比较：即它的 FLOP/s 除以 NVLink 的 bytes/s。
+# 多少 FLOPs？把它和 A100 掩盖 NVLink 通信所需的值比较：即它的 FLOP/s 除以 NVLink 的 bytes/s。
 
 # %%
 # BEGIN SOLUTION
