@@ -44,7 +44,7 @@
 # **二维权重驻留**分片 {cite:p}`pope2023esti` 把每个权重矩阵沿它的*两个*维度切分，$D$ 切分在一组网格轴上
 # （$X$），$F$ 切分在其余的轴上（$YZ$），于是每个芯片持有一个大致呈正方形的块。块与块之间的激活值在每个
 # 芯片上都按 $D$ 切分，每次集合通信移动的是 $1/X$ 或 $1/YZ$ 的一片，而不是全部。本章运行这种布局，推导它
-# 的通信时间以及最优的 $X$ 和 $YZ$（{cite:t}`austin2025scaling` 的附录 B 与实例题 7），并沿着从 8 个到
+# 的通信时间以及最优的 $X$ 和 $YZ$（{cite:t}`austin2025scaling` 的附录 B 与例题 7），并沿着从 8 个到
 # 128 个芯片的编译后程序追踪字节数，直到二维超过一维的那一点。
 #
 # 为了给最多 128 个设备的网格编译程序，本章申请了 128 个模拟设备。计算只在其中八个上运行；更大的网格
@@ -96,7 +96,7 @@ print(info.describe())
 # %% [markdown] tags=["lang-zh"]
 # ## 算法
 #
-# 实例题 7 用五行写出了 MLP 块。输入在所有芯片上切分，$\text{In}[B, D_{XYZ}]$：
+# 例题 7 用五行写出了 MLP 块。输入在所有芯片上切分，$\text{In}[B, D_{XYZ}]$：
 #
 # 1. $\text{In}[B, D_X] = \text{AllGather}_{YZ}(\text{In}[B, D_{XYZ}])$
 # 2. $\text{Tmp}[B, F_{YZ}]\{U_X\} = \text{In}[B, D_X] \cdot W_\text{in}[D_X, F_{YZ}]$——一个部分和，
@@ -270,7 +270,7 @@ print(f"crossover at n* = {n_star:.1f} chips")
 # bandwidth of the mesh axes its device groups actually span, twice for an AllReduce.
 
 # %% [markdown] tags=["lang-zh"]
-# 交叉点在 {glue:text}`ch10_nstar` 个芯片处。实例题 7 对同一个表达式写的是 $N > 81$；而
+# 交叉点在 {glue:text}`ch10_nstar` 个芯片处。例题 7 对同一个表达式写的是 $N > 81$；而
 # $128 \cdot (3/4)^2$ 等于 {glue:text}`ch10_nstar`，上面用穷举求出的最小值也与闭式解一致。（对于门控
 # MLP，它在 $X$ 上的全规约要同时携带门控投影和上投影，同样的论证给出 {glue:text}`ch10_nstar_gated`。）
 #

@@ -33,7 +33,7 @@
 # 这些练习配合[第 8 章](../chapters/08_sharding_prefill.py)（预填充的分片）、
 # [第 9 章](../chapters/09_sharding_generation.py)（生成与 KV 缓存的分片）和
 # [第 10 章](../chapters/10_weight_stationary_2d.py)（二维权重驻留分片）。它们沿着《How to Scale Your Model》
-# {cite:p}`austin2025scaling` 中分布式推理的各节及其实例题 7 展开，每一个常数都从库的硬件表和模型预设中
+# {cite:p}`austin2025scaling` 中分布式推理的各节及其例题 7 展开，每一个常数都从库的硬件表和模型预设中
 # 读出。最后一个练习用 `shard_map`，在 `inferbook.setup()` 提供的八个模拟设备上真正运行二维算法。
 #
 # **怎么做。** 把每个 `...` 换成你的答案，把每个 `raise NotImplementedError` 换成你的代码，然后运行它
@@ -325,7 +325,7 @@ check("ch09.example_latency_bound", example_latency_bound)
 #
 # 在二维布局中（《How to Scale Your Model》的附录 B，源自 {cite:t}`pope2023esti`），权重沿它们的两个维度切分：在
 # $n = X \cdot YZ$ 个芯片组成的网格上为 $W_\text{in}[D_X, F_{YZ}]$ 和 $W_\text{out}[F_{YZ}, D_X]$，块与块
-# 之间的激活值在所有芯片上按 $D$ 切分。按实例题 7 的算法（bfloat16，$X$ 在三维环面的一个轴上，$YZ$ 在
+# 之间的激活值在所有芯片上按 $D$ 切分。按例题 7 的算法（bfloat16，$X$ 在三维环面的一个轴上，$YZ$ 在
 # 另外两个轴上），它的 MLP 块代价为
 #
 # $$T_\text{2D} = \frac{2BD}{X\,W} + \frac{4BF}{YZ\,W}, \qquad
@@ -409,7 +409,7 @@ check("ch10.gain_at_256", gain)
 # | `w_out_fd` | $[F, D]$ | $F$ 切分在 `y` 上，$D$ 切分在 `x` 上 | $[F_Y, D_X]$ |
 # | 结果 | $[B, D]$ | $D$ 切分在 `x` 和 `y` 上 | $[B, D_{XY}]$ |
 #
-# 这个块计算 $\mathrm{gelu}(x W_\text{in}) W_\text{out}$（`jax.nn.gelu`）。按实例题 7 的五个步骤来：在 $YZ$
+# 这个块计算 $\mathrm{gelu}(x W_\text{in}) W_\text{out}$（`jax.nn.gelu`）。按例题 7 的五个步骤来：在 $YZ$
 # 上全收集输入；相乘；在 $X$ 上对部分和做全规约（要在非线性之前！）；相乘；在 $YZ$ 上做规约散射。对应的
 # 集合通信是 `jax.lax.all_gather(a, axis_name, axis=..., tiled=True)`、`jax.lax.psum(a, axis_name)` 和
 # `jax.lax.psum_scatter(a, axis_name, scatter_dimension=..., tiled=True)`。检查会把你的块与单个设备上的同一

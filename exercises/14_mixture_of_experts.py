@@ -31,7 +31,7 @@
 # # 练习：混合专家
 #
 # 这些练习配合[第 14 章](../chapters/14_mixture_of_experts.py)：为稀疏模型提供服务。《How to Scale Your Model》
-# {cite:p}`austin2025scaling` 的实例题 5 和实例题 6，按原书的问法（总参数和激活参数、临界批量、缓存、
+# {cite:p}`austin2025scaling` 的例题 5 和例题 6，按原书的问法（总参数和激活参数、临界批量、缓存、
 # FLOPs；8 × 16 切片上的专家分片），是[性能模型练习](02_performance_models.py)的第 5 题和第 6 题；
 # 本页在它们的基础上继续，每个常数都从库的预设和硬件表中读取。最后一个练习是路由器——MoE 层计算的
 # 第一样东西。
@@ -244,7 +244,7 @@ check("ch14.ep_tp_crossover", crossover)
 # own sequences. How many bytes of weights does each chip hold?
 
 # %% [markdown] tags=["lang-zh"]
-# **2.5 实例题 6，用这种布局。** 实例题的模型（它的 18B 模型，换成 16 个同样宽度的专家，每个词元 2 个）
+# **2.5 例题 6，用这种布局。** 例题的模型（它的 18B 模型，换成 16 个同样宽度的专家，每个词元 2 个）
 # 放在 TPU v5e 8 × 16 切片上，int8 权重，专家按 $[E_Z, D, F_Y]$ 切分，$Z = 16$，$Y = 8$（$X = 1$）。
 # 这里注意力和嵌入按一维布局的方式只沿 $Y$ 切分，每组 $Y$ 块芯片服务它自己的序列。每块芯片持有多少
 # 字节的权重？
