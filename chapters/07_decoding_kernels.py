@@ -891,7 +891,7 @@ glue("ch7_cache_gain_lo", fmt_ratio(cache_gain[-1])); glue("ch7_cache_gain_hi", 
 # 到 {glue:text}`ch7_fd_gain_hi`，最大的模型缩短得最多；前缀缓存（重用先前请求的键和值）的帮助
 # 大得多：从最小模型上的 {glue:text}`ch7_cache_gain_hi`，到最大模型上的
 # {glue:text}`ch7_cache_gain_lo`。网络往返至多占无缓存时延迟的 {glue:text}`ch7_network_share`。他们
-# 报告的吞吐量则是一个更让人冷静的数字：
+# 报告的吞吐量则没那么乐观：
 
 # %%
 tput = {r["framework"]: r["tokens_per_s"] for r in cis["throughput"]["rows"]}
@@ -967,7 +967,7 @@ glue_figure("ch7_share_figure", fig, zh=dict(
 # ```
 #
 # Flash-Decoding 内核把 vLLM 的吞吐量提高到原来的 {glue:text}`ch7_tput_gain`，而 DeepSpeed（它的
-# 内核和批处理方式都不同）的吞吐量是后者的 {glue:text}`ch7_ds_gain`。估算器可以解释，为什么更好的
+# 内核和批处理方式都不同）的吞吐量是这个吞吐量的 {glue:text}`ch7_ds_gain`。估算器可以解释，为什么更好的
 # 注意力内核对端到端吞吐量的影响这么小。一个解码步骤要读取权重和缓存；只有缓存属于注意力。如果内核
 # 让注意力快了 {glue:text}`ch7_f_kernel`，那么 {glue:text}`ch7_tput_gain` 的增益意味着注意力约占
 # 这一步的 {glue:text}`ch7_share`——对 Mistral-7B 来说，这对应于批次中缓存的词元总数约为
