@@ -377,11 +377,11 @@ print(f"{len(trace)} requests; output lengths: median {np.median(out_lens):.0f},
 # %% [markdown] tags=["lang-zh"]
 # 输出长度的中位数是 {glue:text}`ch11_out_median` 个词元，最大值是 {glue:text}`ch11_out_max`。每种设计
 # 都在同一个有 {glue:text}`ch11_slots` 个槽位的引擎上重放同样的 {glue:text}`ch11_n_requests` 个请求。
-# 时间是*测量*出来的：编排器真实地执行每一次引擎调用，并按它在这台设备上实际花费的挂钟时间计费；在此之
+# 时间是*测量*出来的：编排器真实地执行每一次引擎调用，并按它在这台设备上实际花费的挂钟时间计时；在此之
 # 前，一轮预热已经编译好这次运行要用到的每一个程序。这台机器可能同时在跑别的任务，所以一次调用按同一个
-# 已编译程序全部测量调用的中位数计费（`MedianClock`），这样，操作系统碰巧拖慢的某次调用就不会算在发起
+# 已编译程序全部测量调用的中位数计时（`MedianClock`），这样，操作系统碰巧拖慢的某次调用就不会算在发起
 # 它的那个设计头上。分离式设计的两台服务器本应是两台机器，所以每台服务器各有自己的时钟；两者之间的链路
-# 则由估算器计费（见下一节）。各种设计必须在每一个词元上都彼此一致，并与 `decode.generate` 一致。
+# 则由估算器估算耗时（见下一节）。各种设计必须在每一个词元上都彼此一致，并与 `decode.generate` 一致。
 
 # %%
 link_chip = get_chip("TPU v5e")
@@ -595,7 +595,7 @@ glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
 # $$t_\text{transfer} = \text{latency} + \frac{2 \cdot L \cdot K \cdot H \cdot
 #   \text{bytes} \cdot T_\text{prompt}}{\text{link bandwidth}}.$$
 #
-# 我们测量的那次运行就按这个公式为每次传输计费，带宽取硬件表中一条 TPU v5e 互连链路的带宽，缓存是 `small` 模型的 float32 缓存。事件日志把每次传输画在它自己的泳道上：
+# 我们测量的那次运行就按这个公式为每次传输计时，带宽取硬件表中一条 TPU v5e 互连链路的带宽，缓存是 `small` 模型的 float32 缓存。事件日志把每次传输画在它自己的泳道上：
 
 # %%
 disagg = runs["disaggregated"]
