@@ -80,7 +80,7 @@ v5e, a100, h100 = get_chip("TPU v5e"), get_chip("A100 40GB"), get_chip("H100 SXM
 # three figures.
 
 # %% [markdown] tags=["lang-zh"]
-# ## Scaling book
+# ## 《How to Scale Your Model》
 #
 # ### TPU v5e 的内存带宽：8.1e11 还是 8.2e11 B/s？
 #
@@ -477,7 +477,7 @@ glue("err_c_example", fmt_bytes(example, 0));
 # of {glue:text}`err_l_len`.
 
 # %% [markdown] tags=["lang-zh"]
-# ## KV caching explained
+# ## 《KV caching explained》
 #
 # Lienhart 的文章 {cite:p}`lienhart2023kvcache` 用整数估算 Llama-2 7B 的缓存：float16 权重
 # {glue:text}`err_l_w_pub`，每个词元的键和值 {glue:text}`err_l_kv_pub`，因此缓存在
@@ -526,7 +526,7 @@ glue("err_l_seq", str(tok_l7 // lienhart["sequence_tokens"]));
 # {glue:text}`err_k_ft_ours`.
 
 # %% [markdown] tags=["lang-zh"]
-# ## Transformer Inference Arithmetic
+# ## 《Transformer Inference Arithmetic》
 #
 # ### A100 的带宽与临界比值
 #
