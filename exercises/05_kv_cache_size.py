@@ -113,7 +113,7 @@ check("ch05.kv_per_token_falcon_7b", kv_falcon)
 
 # %% [markdown] tags=["lang-zh"]
 # **1.2** Lienhart 指出，Llama-2-7B 的权重与“一个由 56 条 512 个词元的序列组成的批次”的缓存一样大。
-# 用精确的计数（`counts.param_count`，每个权重 2 字节）算一算：缓存不比权重重的 512 个词元的序列，最多
+# 用精确的计数（`counts.param_count`，每个权重 2 字节）算一算：缓存不超过权重大小的 512 个词元的序列，最多
 # 有多少条（只算整条）？
 
 # %%
