@@ -561,9 +561,9 @@ ax.set_title("LLaMA-2 13B on 8 × TPU v5e, context 8,192 (thick: fits; dotted: l
 ax.legend()
 ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch3_gqa_figure", fig, zh=dict(
-    title="LLaMA-2 13B，8 × TPU v5e，上下文 8,192（粗线：放得下；点线：最大批量）",
+    title="LLaMA-2 13B，8 × TPU v5e，上下文 8,192（粗线：放得下；点线：最大批次）",
     xlabel="批量大小 B", ylabel="词元/秒（8 个芯片）",
-    legend=["K = 40（MHA）", "K = 8（GQA，缓存小 5 倍）"]))
+    legend=["K = 40（MHA）", "K = 8（GQA，缓存为 1/5）"]))
 
 # %% [markdown]
 # ```{glue:figure} ch3_gqa_figure
@@ -906,7 +906,7 @@ glue_figure("ch3_pub_figure", fig, zh=dict(
     title="估算器与已发布的测量结果",
     xlabel="测量的时间（秒）：一个解码步骤、一次预填充或一次完整生成",
     ylabel="预测的时间（秒）",
-    legend=["预测 = 测量", f"偏差 {TARGET_WORST_FACTOR}×", "纯屋顶线（--ideal）",
+    legend=["预测 = 测量", f"偏差 {TARGET_WORST_FACTOR} 倍", "纯屋顶线（--ideal）",
             "校准后，拟合数据点", "校准后，留出数据点"]), keep=["--ideal"])
 
 # %% tags=["hide-input"]

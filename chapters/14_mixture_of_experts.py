@@ -931,7 +931,7 @@ ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch14_layouts_figure", fig, zh=dict(
     title=f"Mixtral-8x7B 在 8 × {h100.name} 上，bf16（公式）",
-    xlabel="批量 B（序列数，每条一个词元）", ylabel="解码步骤（ms）",
+    xlabel="批次 B（序列数，每条一个词元）", ylabel="解码步骤（ms）",
     legend=["张量并行（1d-ws）", f"专家并行，c = {CF}", f"交叉点，B = {cross:,}"]))
 
 # %% [markdown]
