@@ -80,11 +80,11 @@ v5e, a100, h100 = get_chip("TPU v5e"), get_chip("A100 40GB"), get_chip("H100 SXM
 # three figures.
 
 # %% [markdown] tags=["lang-zh"]
-# ## Scaling book
+# ## 《How to Scale Your Model》
 #
 # ### TPU v5e 的内存带宽：8.1e11 还是 8.2e11 B/s？
 #
-# 小测验和实例题按每个芯片 {glue:text}`err_bw_81` 来除，讲线性运算的各节和 LLaMA-2 13B 的表格则按
+# 小测验和例题按每个芯片 {glue:text}`err_bw_81` 来除，讲线性运算的各节和 LLaMA-2 13B 的表格则按
 # {glue:text}`err_bw_82`。Google 的文档给出的是 {glue:text}`err_bw_reg`，也就是注册表中的值，本书的
 # 每一个数字都用它。用这个值，临界批量大小为 {glue:text}`err_bcrit_v5e`——无论用哪个值都是 240，
 # 与原文所说一致——而在这三个数值之间，一个内存受限的步骤时间最多变化 {glue:text}`err_bw_spread`。
@@ -119,7 +119,7 @@ glue("err_bw_spread", fmt_percent(spread, 1));
 #
 # 针对八个 TPU v5e 芯片的表格使用 {glue:text}`err_t_bw_used` 的总带宽（8 个芯片，每个
 # {glue:text}`err_bw_82`），并称之为“{glue:text}`err_t_bw_label`”；换成二进制单位，它是
-# {glue:text}`err_t_bw_tib` TiB/s。内存各列标的是 GiB，填的却是十进制的 GB：一个 8,192 词元的缓存
+# {glue:text}`err_t_bw_tib` TiB/s。内存各列标的是 GiB，填的却是十进制的 GB：一个 8,192 词元（token）的缓存
 # 印作 {glue:text}`err_t_kv_label` “GiB”，实际是 {glue:text}`err_t_kv`——即
 # {glue:text}`err_t_kv_gib` GiB。这个切片的“{glue:text}`err_t_hbm_label`”是八个各有
 # {glue:text}`err_t_hbm_chip` 的芯片。本书通篇使用十进制单位。在每一种批量大小下，步骤时间与库算出的
@@ -220,7 +220,7 @@ glue("err_h100_x", fmt_ratio(table_flops / h100.bf16_flops_per_s, 0));
 # registry's bandwidth, {glue:text}`err_p3_ours`.
 
 # %% [markdown] tags=["lang-zh"]
-# ### 实例题 1–3：虚构的 18.4B 模型
+# ### 例题 1–3：虚构的 18.4B 模型
 #
 # 第 1 题要求 int8 下每个词元的 KV 缓存大小。直译本的答案是 $L \cdot K \cdot H$ =
 # {glue:text}`err_p1_000`，只算了键而没算值；较自由的译本的答案是 $2 \cdot L \cdot K \cdot H$ =
@@ -288,7 +288,7 @@ glue("err_p3_ours", fmt_seconds(p3, 2)); glue("err_p_params", fmt_count(P18, 2))
 
 # %% [markdown] tags=["lang-zh"]
 # (errata-wp5)=
-# ### 实例题 5：混合专家变体
+# ### 例题 5：混合专家变体
 #
 # 在 16 个专家中激活 2 个时，直译本算出激活参数为 {glue:text}`err_p5_active`，随后却把前向计算写成
 # $2 \cdot$ {glue:text}`err_p5_written` $\cdot T$ FLOPs。按它自己的计数（也就是库根据配置算出的：
@@ -350,7 +350,7 @@ glue("err_p5_dv", fmt_count(dv));
 # {glue:text}`err_p6_slice`, {glue:text}`err_p6_slice_chips` chips.
 
 # %% [markdown] tags=["lang-zh"]
-# ### 实例题 6：最小的切片是一种形状，而不是一个芯片数
+# ### 例题 6：最小的切片是一种形状，而不是一个芯片数
 #
 # 这道题问的是：能以 int8 放下混合专家模型权重的最小 TPU v5e 切片是多大。两个译本都没有给出答案：
 # 直译本提出问题后就没有下文，较自由的译本则略去了这道题。权重为 {glue:text}`err_p6_bytes`，需要
@@ -379,9 +379,9 @@ glue("err_p6_slice_chips", str(math.prod(smallest)));
 # $F = 4D$ (chapter 10 also finds it from a brute-force minimum and from compiled programs).
 
 # %% [markdown] tags=["lang-zh"]
-# ### 实例题 7：二维布局的交叉点
+# ### 例题 7：二维布局的交叉点
 #
-# 实例题 7 得出：当 $N >$ {glue:text}`err_p7_pub` 个芯片时，二维权重驻留分片搬运的字节比一维更少。
+# 例题 7 得出：当 $N >$ {glue:text}`err_p7_pub` 个芯片时，二维权重驻留分片搬运的字节比一维更少。
 # 但它自己的表达式 $128 \cdot (3/4)^2$ 等于 {glue:text}`err_p7_formula`，库的
 # `comm_time.ws2d_crossover_chips` 在 $F = 4D$ 时给出的也是这个值（第 10 章还从暴力搜索的最小值和
 # 编译出的程序中找到了它）。
@@ -477,7 +477,7 @@ glue("err_c_example", fmt_bytes(example, 0));
 # of {glue:text}`err_l_len`.
 
 # %% [markdown] tags=["lang-zh"]
-# ## KV caching explained
+# ## 《KV caching explained》
 #
 # Lienhart 的文章 {cite:p}`lienhart2023kvcache` 用整数估算 Llama-2 7B 的缓存：float16 权重
 # {glue:text}`err_l_w_pub`，每个词元的键和值 {glue:text}`err_l_kv_pub`，因此缓存在
@@ -526,7 +526,7 @@ glue("err_l_seq", str(tok_l7 // lienhart["sequence_tokens"]));
 # {glue:text}`err_k_ft_ours`.
 
 # %% [markdown] tags=["lang-zh"]
-# ## Transformer Inference Arithmetic
+# ## 《Transformer Inference Arithmetic》
 #
 # ### A100 的带宽与临界比值
 #

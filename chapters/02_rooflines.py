@@ -161,7 +161,7 @@ glue_figure("ch2_roofline_figure", fig, zh=dict(
 # ## 矩阵乘法
 #
 # Transformer 中的每个权重——注意力投影 $W_Q, W_K, W_V, W_O$ 和 MLP 的矩阵——都用在同一种形式的
-# 乘积里：激活值 $[B, D]$ 乘以权重 $[D, F]$，其中 $B$ 是这一步的词元数。在 bfloat16 下，它做
+# 乘积里：激活值 $[B, D]$ 乘以权重 $[D, F]$，其中 $B$ 是这一步的词元（token）数。在 bfloat16 下，它做
 # $2BDF$ FLOPs，移动 $2BD + 2DF + 2BF$ 个字节（读取激活值和权重，写出结果）：
 
 # %%
@@ -347,7 +347,7 @@ glue("ch2_prefill_attention_v5e", f"{prefill_threshold:,}");
 #
 # 在 TPU v5e 上，提示词的注意力从大约 {glue:text}`ch2_prefill_attention_v5e` 个词元起就是计算受限的。
 # 在生成过程中，批次越大，权重分摊到每个词元上就越便宜，缓存却不会：每增加一个序列，每一步要读的
-# 字节就多出它的一份缓存。一旦缓存比权重还重，批处理就收效甚微。两者一样大时的批次，等于权重的
+# 字节就多出它的一份缓存。一旦缓存比权重还大，批处理就收效甚微。两者一样大时的批次，等于权重的
 # 字节数除以一个序列的缓存：
 
 # %%
@@ -404,7 +404,7 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # prediction is fitted to the decode step. `inferbook.perf.calibration` does the measuring:
 
 # %% [markdown] tags=["lang-zh"]
-# LLaMA-2 13B 的缓存从批次 {glue:text}`ch2_even_13b` 起就比权重还重；LLaMA-3 8B 用
+# LLaMA-2 13B 的缓存从批次 {glue:text}`ch2_even_13b` 起就比权重还大；LLaMA-3 8B 用
 # {glue:text}`ch2_l3_K` 个 KV 头对应 {glue:text}`ch2_l3_N` 个查询头，要到大约
 # {glue:text}`ch2_even_l3` 才会如此。两者都远低于 $B_\text{crit}$：在长上下文下，解码彻头彻尾是内存
 # 受限的，第 3 章会把这一点换算成步骤时间和吞吐量。
@@ -681,7 +681,7 @@ glue("ch2_valley_sentence", valley);
 # 在批次 {glue:text}`ch2_valley_batch` 时，矩阵乘法只达到屋顶线所允许的
 # {glue:text}`ch2_valley_share`。（在 CPU 上，本章检验这个低谷：在批次 {glue:text}`ch2_valley_fewest` 到
 # {glue:text}`ch2_valley_most` 之间的某处，不到屋顶线的 {glue:text}`ch2_valley_ceiling`。）加速器离两个屋顶要近得多（第 4 章把资料中的估算与 A100 上的实测
-# 相对照），所以资料可以只凭两个常数来推理。不过这一课照样适用：屋顶线是一个界限，与它的差距取决于
+# 相对照），所以原文可以只凭两个常数来推理。不过这一课照样适用：屋顶线是一个界限，与它的差距取决于
 # 内核、形状和设备——在要紧的地方，就去测量它。
 #
 # 《How to Scale Your Model》的附录在 TPU 上展示了同一类扫描：步骤时间几乎保持平坦，直到批次约为

@@ -26,7 +26,7 @@
 # %% [markdown] tags=["lang-zh"]
 # # 延迟、吞吐量与内存
 #
-# 第 2 章确立了解码步骤赖以成立的两个事实：一个权重矩阵乘以一个批次的 $B$ 个词元，每读取一个权重
+# 第 2 章确立了解码步骤赖以成立的两个事实：一个权重矩阵乘以一个批次的 $B$ 个词元（token），每读取一个权重
 # 就做 $2B$ FLOPs，所以在 $B$ 达到芯片的临界批量之前，它都是内存受限的；而针对 KV 缓存的注意力在
 # 任何批量大小下都是内存受限的。本章把这两个事实变成评判一个服务系统的三个数字——每一步要多久
 # （延迟）、每秒产出多少词元（吞吐量）、到底放不放得进内存——然后以一个真实模型 LLaMA-2 13B 为例
@@ -504,7 +504,7 @@ glue("ch3_kv_bcrit_x", fmt_ratio(kv_bcrit / (chips * v5e.hbm_bytes), 0));
 # {glue:text}`ch3_tput_1` 个词元。更大的批次能提高吞吐量——批次为 8 时每秒 {glue:text}`ch3_tput_8`
 # 个——但回报急剧递减：批次为 64 时是 {glue:text}`ch3_tput_64`，批次变成原来的 {glue:text}`ch3_batch_x`，
 # 词元数却远没有翻番，因为每多一个序列，就多一份 8,192 个词元的缓存要读。而且只有批次
-# {glue:text}`ch3_mha_max_batch` 及以下才放得下：批次为 16 时所需的内存就已超出切片所有。要达到
+# {glue:text}`ch3_mha_max_batch` 及以下才放得下：批次为 16 时所需的内存就已超过切片的全部内存。要达到
 # {glue:text}`ch3_bcrit_int` 的临界批量——权重矩阵乘法终于能让芯片忙起来的地方——需要
 # {glue:text}`ch3_kv_bcrit` 的缓存，是切片内存的 {glue:text}`ch3_kv_bcrit_x`，而且吞吐量也仍然只有
 # 每秒 {glue:text}`ch3_tput_bcrit` 个词元。
@@ -561,9 +561,9 @@ ax.set_title("LLaMA-2 13B on 8 × TPU v5e, context 8,192 (thick: fits; dotted: l
 ax.legend()
 ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch3_gqa_figure", fig, zh=dict(
-    title="LLaMA-2 13B，8 × TPU v5e，上下文 8,192（粗线：放得下；点线：最大批量）",
+    title="LLaMA-2 13B，8 × TPU v5e，上下文 8,192（粗线：放得下；点线：最大批次）",
     xlabel="批量大小 B", ylabel="词元/秒（8 个芯片）",
-    legend=["K = 40（MHA）", "K = 8（GQA，缓存小 5 倍）"]))
+    legend=["K = 40（MHA）", "K = 8（GQA，缓存为 1/5）"]))
 
 # %% [markdown]
 # ```{glue:figure} ch3_gqa_figure
@@ -663,7 +663,7 @@ glue("ch3_positions_13b", f"{llama.max_seq_len:,}")
 # 这些列就是本章用过的那些，外加三个新列。估算器（在 stderr 上）警告说 LLaMA-2 训练时只用了
 # {glue:text}`ch3_positions_13b` 个位置——《How to Scale Your Model》那个 8,192 个词元的例子要的比模型支持的更多
 # ——并指出哪些批次放不下。它的步骤时间比表中的略长：在八个芯片上，{glue:text}`ch3_cli_layout`
-# 布局（第 9 章）每层要加两次全规约，它们每一跳的延迟无法藏在计算后面；批次为 1 时，它们每步要花
+# 布局（第 9 章）每层要加两次全规约，它们每一跳的延迟无法被计算掩盖；批次为 1 时，它们每步要花
 # {glue:text}`ch3_cli_comm_1`，占步骤时间的 {glue:text}`ch3_cli_comm_share`。它还给出首个词元延迟：
 # 预填充一个 8,192 个词元的提示词要 {glue:text}`ch3_cli_ttft_1`，十五个一起则要
 # {glue:text}`ch3_cli_ttft_15`——预填充是计算受限的，所以每多一个提示词，时间就跟着增长。
@@ -906,7 +906,7 @@ glue_figure("ch3_pub_figure", fig, zh=dict(
     title="估算器与已发布的测量结果",
     xlabel="测量的时间（秒）：一个解码步骤、一次预填充或一次完整生成",
     ylabel="预测的时间（秒）",
-    legend=["预测 = 测量", f"偏差 {TARGET_WORST_FACTOR}×", "纯屋顶线（--ideal）",
+    legend=["预测 = 测量", f"偏差 {TARGET_WORST_FACTOR} 倍", "纯屋顶线（--ideal）",
             "校准后，拟合数据点", "校准后，留出数据点"]), keep=["--ideal"])
 
 # %% tags=["hide-input"]

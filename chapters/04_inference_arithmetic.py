@@ -47,7 +47,7 @@
 #
 # 她的例子运行在 NVIDIA A100 上，用到两个模型：一个她称为 {glue:text}`ch4_intro_p52_hers`参数的模型
 # （{glue:text}`ch4_intro_L52` 层，宽度 {glue:text}`ch4_intro_D52`；库中预设的参数量是
-# {glue:text}`ch4_intro_p52`，其中词表有 {glue:text}`ch4_intro_V52` 个词元，这是我们的假设），另一个
+# {glue:text}`ch4_intro_p52`，其中词表有 {glue:text}`ch4_intro_V52` 个词元（token），这是我们的假设），另一个
 # 参数量为 {glue:text}`ch4_intro_p13`（{glue:text}`ch4_intro_L13` 层，宽度 {glue:text}`ch4_intro_D13`）；
 # 两者都是 GPT 式的，MLP 是普通的两层结构，隐藏宽度 $F = 4D$。硬件数字来自库的注册表，它采用 A100
 # 数据手册上的 {glue:text}`ch4_intro_bw`，而她取整为 {glue:text}`ch4_intro_her_bw`；
@@ -249,7 +249,7 @@ glue_figure("ch4_forward_figure", fig, zh=dict(
 # 缓存中键/值的计算占一个词元 FLOPs 的 {glue:text}`ch4_kv_share`（$24LD^2$ 中的 $4LD^2$）。省下的并不
 # 是这一部分：没有缓存时，第 $t$ 步要为之前全部 $t$ 个词元重新计算键和值，所以每步省下的 FLOPs 随
 # 序列变长而增长（$t \cdot 4LD^2$，而这一步本身只有 $24LD^2$），没有缓存的生成，代价随长度平方增长。
-# 不过在批量大小较小时，权重反正要读一遍，为一段短前缀重算键和值可以完全藏在这次读取背后——在
+# 不过在批量大小较小时，权重反正要读一遍，为一段短前缀重算键和值可以完全被这次读取掩盖——在
 # A100 上，前缀最多可达大约 {glue:text}`ch4_ratio` 个词元。
 #
 # ## 容量
@@ -635,8 +635,8 @@ glue("ch4_ex10_comms", fmt_seconds(ex10.comms_s))
 # {glue:text}`ch4_ratio` 时，一步是内存受限的；高于它时是计算受限的。只要负载足够，人们更愿意处于
 # 计算受限的状态，此时硬件每秒完成的工作最多；过了这个点，更大的批次不会让任何东西变得更快。
 #
-# 通信也有它自己版本的这个比值。一层中的四次集合通信，每一次都要藏在消耗它或产生它的那次矩阵乘法
-# 背后，所以要逐个矩阵乘法地比较 FLOPs 与发送的字节：一个 $[B, D]$ 激活（每个数 2 字节）供给
+# 通信也有它自己版本的这个比值。一层中的四次集合通信，每一次都要被消耗它或产生它的那次矩阵乘法
+# 掩盖，所以要逐个矩阵乘法地比较 FLOPs 与发送的字节：一个 $[B, D]$ 激活（每个数 2 字节）供给
 # $2 B D \cdot \text{out}$ FLOPs。
 
 # %%
@@ -679,10 +679,10 @@ glue("ch4_o_8", f"{per_byte['o'] / 8:,.0f}")
 # $W_Q, W_K, W_V, W_O \in \mathbb{R}^{D \times D}$ and an MLP of width $4D$:
 
 # %% [markdown] tags=["lang-zh"]
-# A100 经 NVLink 发送一个字节的时间里，能做 {glue:text}`ch4_hw_comm` FLOPs。要让通信藏在计算背后
+# A100 经 NVLink 发送一个字节的时间里，能做 {glue:text}`ch4_hw_comm` FLOPs。要让计算掩盖通信
 # （前提是这一步本来就是计算受限的），表中的每一项都必须高于这个数。最紧的是输出投影：每字节
 # $D$ FLOPs，即每块 GPU $D/N$。在八块 GPU 上，52B 模型的这一项是 {glue:text}`ch4_o_8`，恰好落在线下：
-# 每块 GPU 分到的宽度约为 {glue:text}`ch4_hw_comm` 时，张量并行就再也藏不住它的通信了；而宽度为 512
+# 每块 GPU 分到的宽度约为 {glue:text}`ch4_hw_comm` 时，张量并行的通信就再也无法被计算掩盖了；而宽度为 512
 # 的模型，无论用多少块 GPU 都不好办。
 #
 # 跑多大的批次取决于负载。用得不多的 API 跑小批次，内存受限——这时甚至不用 KV 缓存、直接重算也可能

@@ -212,7 +212,7 @@ glue("ch7_P", str(P_fd)); glue("ch7_mistral_K", str(mistral.K))
 #
 # 1. **切分**——第 $p$ 块是槽位 $pS/P \ldots (p+1)S/P - 1$：只是缓存的一个视图，什么都不用搬；
 # 2. **计算注意力**——每个程序按 FlashAttention 的方式，只在自己那一块上计算它的查询的注意力，写出
-#    输出 $O_p$ 以及分数的 LSE $\lambda_p$；
+#    输出 $O_p$ 以及分数的 LSE（指数和的对数）$\lambda_p$；
 # 3. **合并**——一次小小的归约：$\lambda = \log \sum_p e^{\lambda_p}$，
 #    $O = \sum_p e^{\lambda_p - \lambda} O_p$。
 #
@@ -390,7 +390,7 @@ glue_figure("ch7_measured_figure", fig, zh=[
 # ```{glue:figure} ch7_measured_figure
 # ```
 #
-# 在 {glue:text}`ch7_longest` 个词元时，这一步读取 {glue:text}`ch7_kv_longest` 的缓存，速度是这台
+# 在 {glue:text}`ch7_longest` 个词元（token）时，这一步读取 {glue:text}`ch7_kv_longest` 的缓存，速度是这台
 # 设备读取屋顶 {glue:text}`ch7_read_bw` 的 {glue:text}`ch7_frac`（本章检验它高于
 # {glue:text}`ch7_frac_floor`）：解码注意力就是把缓存过一遍，它的时间随上下文增长——从
 # {glue:text}`ch7_shorter` 个词元到 {glue:text}`ch7_longest` 个，缓存长度是原来的
@@ -891,7 +891,7 @@ glue("ch7_cache_gain_lo", fmt_ratio(cache_gain[-1])); glue("ch7_cache_gain_hi", 
 # 到 {glue:text}`ch7_fd_gain_hi`，最大的模型缩短得最多；前缀缓存（重用先前请求的键和值）的帮助
 # 大得多：从最小模型上的 {glue:text}`ch7_cache_gain_hi`，到最大模型上的
 # {glue:text}`ch7_cache_gain_lo`。网络往返至多占无缓存时延迟的 {glue:text}`ch7_network_share`。他们
-# 报告的吞吐量则是一个更让人冷静的数字：
+# 报告的吞吐量则没那么乐观：
 
 # %%
 tput = {r["framework"]: r["tokens_per_s"] for r in cis["throughput"]["rows"]}
@@ -967,7 +967,7 @@ glue_figure("ch7_share_figure", fig, zh=dict(
 # ```
 #
 # Flash-Decoding 内核把 vLLM 的吞吐量提高到原来的 {glue:text}`ch7_tput_gain`，而 DeepSpeed（它的
-# 内核和批处理方式都不同）的吞吐量是后者的 {glue:text}`ch7_ds_gain`。估算器可以解释，为什么更好的
+# 内核和批处理方式都不同）的吞吐量是这个吞吐量的 {glue:text}`ch7_ds_gain`。估算器可以解释，为什么更好的
 # 注意力内核对端到端吞吐量的影响这么小。一个解码步骤要读取权重和缓存；只有缓存属于注意力。如果内核
 # 让注意力快了 {glue:text}`ch7_f_kernel`，那么 {glue:text}`ch7_tput_gain` 的增益意味着注意力约占
 # 这一步的 {glue:text}`ch7_share`——对 Mistral-7B 来说，这对应于批次中缓存的词元总数约为

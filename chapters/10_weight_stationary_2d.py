@@ -41,10 +41,10 @@
 # 数组不会随着芯片增多而变小：芯片越多，每个芯片上的计算和权重越少，集合通信却不变。而且权重块会变得
 # 失衡——$W_\text{in}[D, F_Y]$ 保留了完整的 $D$，而 $F_Y$ 缩成了细细的一条。
 #
-# **二维权重驻留**分片 {cite:p}`pope2023esti` 把每个权重矩阵沿它的*两个*维度切分，$D$ 拆在一组网格轴上
-# （$X$），$F$ 拆在其余的轴上（$YZ$），于是每个芯片持有一个大致呈正方形的块。块与块之间的激活值在每个
+# **二维权重驻留**分片 {cite:p}`pope2023esti` 把每个权重矩阵沿它的*两个*维度切分，$D$ 切分在一组网格轴上
+# （$X$），$F$ 切分在其余的轴上（$YZ$），于是每个芯片持有一个大致呈正方形的块。块与块之间的激活值在每个
 # 芯片上都按 $D$ 切分，每次集合通信移动的是 $1/X$ 或 $1/YZ$ 的一片，而不是全部。本章运行这种布局，推导它
-# 的通信时间以及最优的 $X$ 和 $YZ$（{cite:t}`austin2025scaling` 的附录 B 与实例题 7），并沿着从 8 个到
+# 的通信时间以及最优的 $X$ 和 $YZ$（{cite:t}`austin2025scaling` 的附录 B 与例题 7），并沿着从 8 个到
 # 128 个芯片的编译后程序追踪字节数，直到二维超过一维的那一点。
 #
 # 为了给最多 128 个设备的网格编译程序，本章申请了 128 个模拟设备。计算只在其中八个上运行；更大的网格
@@ -96,7 +96,7 @@ print(info.describe())
 # %% [markdown] tags=["lang-zh"]
 # ## 算法
 #
-# 实例题 7 用五行写出了 MLP 块。输入在所有芯片上切分，$\text{In}[B, D_{XYZ}]$：
+# 例题 7 用五行写出了 MLP 块。输入在所有芯片上切分，$\text{In}[B, D_{XYZ}]$：
 #
 # 1. $\text{In}[B, D_X] = \text{AllGather}_{YZ}(\text{In}[B, D_{XYZ}])$
 # 2. $\text{Tmp}[B, F_{YZ}]\{U_X\} = \text{In}[B, D_X] \cdot W_\text{in}[D_X, F_{YZ}]$——一个部分和，
@@ -105,7 +105,7 @@ print(info.describe())
 # 4. $\text{Out}[B, D_X]\{U_{YZ}\} = \text{Tmp}[B, F_{YZ}] \cdot W_\text{out}[F_{YZ}, D_X]$
 # 5. $\text{Out}[B, D_{XYZ}] = \text{ReduceScatter}_{YZ}(\text{Out}[B, D_X]\{U_{YZ}\})$
 #
-# 下面是库中的版本，一个芯片的视角，前面加上了 RMSNorm（它要对拆开的 $D$ 求平方和，因此自己也需要一次
+# 下面是库中的版本，一个芯片的视角，前面加上了 RMSNorm（它要对切分后的 $D$ 求平方和，因此自己也需要一次
 # 很小的全规约）：
 
 # %%
@@ -126,7 +126,7 @@ show_source(weight_stationary.mlp_2d)
 
 # %% [markdown] tags=["lang-zh"]
 # 注意力也是同样的形状，只是用头代替 $F$：$W_Q[D_X, N_{YZ}, H]$，$W_O[N_{YZ}, H, D_X]$。它的投影以一次
-# 在 $X$ 上的规约散射结束，这同时也把*批次*拆到了 $X$ 上；在 $W_O$ 之前，一次在 $X$ 上的全收集再把批次
+# 在 $X$ 上的规约散射结束，这同时也把*批次*切分到了 $X$ 上；在 $W_O$ 之前，一次在 $X$ 上的全收集再把批次
 # 收回来。这样，一组中的 $X$ 个芯片既不会重复彼此的注意力计算，也不会保存彼此 KV 缓存的副本——缓存在
 # $YZ$ 上按头切分，在 $X$ 上按批次切分。
 #
@@ -174,8 +174,8 @@ print(f"tokens identical to the single-device run; cache block per device {block
 # against the estimator's inventory:
 
 # %% [markdown] tags=["lang-zh"]
-# 生成的词元与单设备解码器的相同，每个芯片持有形状为 {glue:text}`ch10_block` 的 KV 缓存块：一半的序列
-# （批次拆在 $X$ 上）、一个 KV 头（拆在 $YZ$ 上）。下面是解码步骤的集合通信，附有布局给每一次起的标签，
+# 生成的词元（token）与单设备解码器的相同，每个芯片持有形状为 {glue:text}`ch10_block` 的 KV 缓存块：一半的序列
+# （批次切分在 $X$ 上）、一个 KV 头（切分在 $YZ$ 上）。下面是解码步骤的集合通信，附有布局给每一次起的标签，
 # 并与估算器的清单对照：
 
 # %%
@@ -270,7 +270,7 @@ print(f"crossover at n* = {n_star:.1f} chips")
 # bandwidth of the mesh axes its device groups actually span, twice for an AllReduce.
 
 # %% [markdown] tags=["lang-zh"]
-# 交叉点在 {glue:text}`ch10_nstar` 个芯片处。实例题 7 对同一个表达式写的是 $N > 81$；而
+# 交叉点在 {glue:text}`ch10_nstar` 个芯片处。例题 7 对同一个表达式写的是 $N > 81$；而
 # $128 \cdot (3/4)^2$ 等于 {glue:text}`ch10_nstar`，上面用穷举求出的最小值也与闭式解一致。（对于门控
 # MLP，它在 $X$ 上的全规约要同时携带门控投影和上投影，同样的论证给出 {glue:text}`ch10_nstar_gated`。）
 #
@@ -278,7 +278,7 @@ print(f"crossover at n* = {n_star:.1f} chips")
 #
 # 现在用程序而不是公式来做同样的比较。对每一种芯片数，我们在一个三轴网格上构建一维布局（所有轴都切分
 # $F$），并按最优的整数切分 $X \times YZ$ 构建二维布局（$YZ$ 跨两个网格轴），为一个 $F = 4D$ 的模型编译
-# 一个 MLP 块，读出每一次集合通信，再按原文的方式为它计价：字节数除以它的设备组实际跨越的那些网格轴的
+# 一个 MLP 块，读出每一次集合通信，再按原文的方式估算它的耗时：字节数除以它的设备组实际跨越的那些网格轴的
 # 带宽，全规约再乘以 2。
 
 # %%
@@ -364,7 +364,7 @@ glue("ch10_gain_128", fmt_ratio(rows[-1][3] / rows[-1][4]))
 # {glue:text}`ch10_t2_128`, {glue:text}`ch10_gain_128` less.
 
 # %% [markdown] tags=["lang-zh"]
-# 对每一种芯片数，编译后程序中每一类集合通信的字节数都与公式相同，计价得到的时间也相同——是完全相同，
+# 对每一种芯片数，编译后程序中每一类集合通信的字节数都与公式相同，估算出的时间也相同——是完全相同，
 # 不是近似相同。一维块的集合通信在每种规模下都一样（批次为 {glue:text}`ch10_B_tok` 个 float32 词元时，
 # 每块 {glue:text}`ch10_t1`）；二维块的则不断缩小，到 128 个芯片时只需 {glue:text}`ch10_t2_128`，一维
 # 是它的 {glue:text}`ch10_gain_128`。
@@ -455,7 +455,7 @@ glue_figure("ch10_comm_figure", fig, zh=dict(
 # %% [markdown] tags=["lang-zh"]
 # ## 从一台主机到一个 pod
 #
-# 到目前为止，每个网格都活在一个 Python 进程里。pod 不是这样：一个由若干台主机组成的 TPU 切片，或者几台各有
+# 到目前为止，每个网格都只在一个 Python 进程里。pod 不是这样：一个由若干台主机组成的 TPU 切片，或者几台各有
 # 八块 GPU 的服务器，以*多控制器*程序的方式运行 JAX {cite:p}`jax2024multiprocess`，每台主机一个进程。每个进程
 # 加入作业（`jax.distributed.initialize`，给出进程 0 的地址，由它充当协调者），在 `jax.devices()` 中看到
 # 作业的每一个设备，但只寻址它自己的那些。然后它运行*同一个*程序——同样的经过 jit 的预填充和解码步骤，

@@ -38,7 +38,7 @@
 # 吐量权衡上的哪个位置 {cite:p}`austin2025scaling`。
 #
 # 本章就来构建一个推理引擎。模型提供三种操作——预填充一个提示词；把结果插入正在解码的批次中的一个槽位；
-# 让每个槽位前进一个词元——其形式仿照 Google 的 JetStream {cite:p}`jetstream2024`。一个*编排器*按四种设
+# 让每个槽位前进一个词元（token）——其形式仿照 Google 的 JetStream {cite:p}`jetstream2024`。一个*编排器*按四种设
 # 计把它们串起来：静态批处理、预填充与生成交错执行、带分页内存的连续批处理，以及预填充服务器与生成服务
 # 器分离。我们在这台机器的 CPU 上用库中的模型，让同一份请求轨迹依次经过每一种设计，并从编排器自己的事
 # 件日志中读出首个词元延迟、每个输出词元的时间和吞吐量。
@@ -337,7 +337,7 @@ glue("ch11_toy_tput_gain", fmt_ratio(toy_inter.throughput / toy_static.throughpu
 
 # %% [markdown] tags=["lang-zh"]
 # 即使只有四个请求，交错式调度的吞吐量也达到静态批处理的 {glue:text}`ch11_toy_tput_gain`，而且每个人都
-# 更早拿到第一个词元。资料列出了静态批处理服务效果差的四个原因 {cite:p}`austin2025scaling`：大的预填充
+# 更早拿到第一个词元。原文列出了静态批处理服务效果差的四个原因 {cite:p}`austin2025scaling`：大的预填充
 # 批次让每个人都要等所有人的预填充完成（首个词元延迟很差）；短回答完成后，它们的槽位要空等长回答结束；
 # 提示词要补齐到批次中最长的那个；预填充和生成被迫使用同样的芯片和同样的分片方式。尽管如此，大多数代码
 # 库都是从它起步的，而对笔记本电脑上的单个用户来说，它也完全够用。
@@ -377,11 +377,11 @@ print(f"{len(trace)} requests; output lengths: median {np.median(out_lens):.0f},
 # %% [markdown] tags=["lang-zh"]
 # 输出长度的中位数是 {glue:text}`ch11_out_median` 个词元，最大值是 {glue:text}`ch11_out_max`。每种设计
 # 都在同一个有 {glue:text}`ch11_slots` 个槽位的引擎上重放同样的 {glue:text}`ch11_n_requests` 个请求。
-# 时间是*测量*出来的：编排器真实地执行每一次引擎调用，并按它在这台设备上实际花费的挂钟时间计费；在此之
+# 时间是*测量*出来的：编排器真实地执行每一次引擎调用，并按它在这台设备上实际花费的挂钟时间计时；在此之
 # 前，一轮预热已经编译好这次运行要用到的每一个程序。这台机器可能同时在跑别的任务，所以一次调用按同一个
-# 已编译程序全部测量调用的中位数计费（`MedianClock`），这样，操作系统碰巧拖慢的某次调用就不会算在发起
+# 已编译程序全部测量调用的中位数计时（`MedianClock`），这样，操作系统碰巧拖慢的某次调用就不会算在发起
 # 它的那个设计头上。分离式设计的两台服务器本应是两台机器，所以每台服务器各有自己的时钟；两者之间的链路
-# 则由估算器计费（见下一节）。各种设计必须在每一个词元上都彼此一致，并与 `decode.generate` 一致。
+# 则由估算器估算耗时（见下一节）。各种设计必须在每一个词元上都彼此一致，并与 `decode.generate` 一致。
 
 # %%
 link_chip = get_chip("TPU v5e")
@@ -585,7 +585,7 @@ glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
 #
 # ## 分离式服务
 #
-# 对于大规模、对延迟敏感的服务，资料建议把两个阶段拆到不同的芯片上 {cite:p}`austin2025scaling`（另见
+# 对于大规模、对延迟敏感的服务，原文建议把两个阶段分别放到不同的芯片上 {cite:p}`austin2025scaling`（另见
 # {cite:p}`zhong2024distserve` 和 {cite:p}`patel2024splitwise`）。预填充服务器以批量大小 1 把提示词变
 # 成 KV 缓存；这些缓存经网络传到生成服务器，由后者插入它的批次。用户不再需要等待彼此的预填充；两种服务
 # 器可以各自独立扩展（提示词长时就多配预填充服务器）；每个阶段都可以采用适合自己的分片方式和芯片数量——
@@ -595,7 +595,7 @@ glue("ch11_gap_disagg", fmt_seconds(gaps["disaggregated"]))
 # $$t_\text{transfer} = \text{latency} + \frac{2 \cdot L \cdot K \cdot H \cdot
 #   \text{bytes} \cdot T_\text{prompt}}{\text{link bandwidth}}.$$
 #
-# 我们测量的那次运行就按这个公式为每次传输计费，带宽取硬件表中一条 TPU v5e 互连链路的带宽，缓存是 `small` 模型的 float32 缓存。事件日志把每次传输画在它自己的泳道上：
+# 我们测量的那次运行就按这个公式为每次传输计时，带宽取硬件表中一条 TPU v5e 互连链路的带宽，缓存是 `small` 模型的 float32 缓存。事件日志把每次传输画在它自己的泳道上：
 
 # %%
 disagg = runs["disaggregated"]
@@ -720,8 +720,8 @@ glue("ch11_h100_links", str(get_chip("H100 SXM").links))
 
 # %% [markdown] tags=["lang-zh"]
 # 也就是 {glue:text}`ch11_llama_kv` 的 KV。经一条 TPU v5e 链路传输需要 {glue:text}`ch11_v5e_transfer`，
-# 而按屋顶线估算，一开始把它计算出来就要 {glue:text}`ch11_v5e_prefill`，所以传输可以从容地藏在下一次预
-# 填充后面；L4 上也是如此。H100 算预填充快得多，用它的一条 NVLink 链路传送结果，需要预填充时间的
+# 而按屋顶线估算，一开始把它计算出来就要 {glue:text}`ch11_v5e_prefill`，所以传输可以从容地被下一次预
+# 填充掩盖；L4 上也是如此。H100 算预填充快得多，用它的一条 NVLink 链路传送结果，需要预填充时间的
 # {glue:text}`ch11_h100_ratio`：分离式部署的 H100 要把传输分散到多条链路上（这款芯片有
 # {glue:text}`ch11_h100_links` 条），或者使用快速网络。更小的 KV 缓存（第 5 章）让每次传输都更便宜。
 #

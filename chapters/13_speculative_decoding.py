@@ -31,8 +31,8 @@
 # # 推测解码
 #
 # 批处理换来的是吞吐量，而不是延迟：无论多少个序列共享一个解码步骤，每个序列每一步仍然只得到一个
-# 词元，而这一步不可能比把每个权重读取一遍更快（第 2 章）。当要紧的是*一个*回答流出来的速度时，
-# 还有一根杠杆可拉 {cite:p}`austin2025scaling`：让一个廉价的*起草者*猜出接下来的几个词元，再让大的
+# 词元（token），而这一步不可能比把每个权重读取一遍更快（第 2 章）。当要紧的是*一个*回答流出来的速度时，
+# 还有另一个手段可用 {cite:p}`austin2025scaling`：让一个廉价的*起草者*猜出接下来的几个词元，再让大的
 # *目标*模型在一次前向计算中检查所有猜测。检查 $\gamma + 1$ 个位置读取的权重与生成一个词元相同，
 # 所以在解码是内存受限的硬件上，代价也差不多；每个经受住检查的猜测，都是多赚的一个词元
 # {cite:p}`leviathan2023speculative,chen2023speculative`。只要做对了，输出就与目标模型单独生成的完全
@@ -328,7 +328,7 @@ glue("ch13_speedup_08", fmt_ratio(speculation.speculative_speedup(0.8, best[0.8]
 #
 # ## 在本设备上，用草稿模型
 #
-# 我们需要一个与目标模型一致的次数多于碰运气的草稿模型。我们先在随机权重上用
+# 我们需要一个比随机猜测更常与目标模型一致的草稿模型。我们先在随机权重上用
 # *自推测*：草稿模型就是目标模型自己的第一层，后面接上它的最终归一化层和反嵌入——即提前退出，与
 # LayerSkip 和 Draft & Verify 的做法相同 {cite:p}`elhoushi2024layerskip,zhang2023draftverify`。目标模型
 # 是 `small` 预设。先验证贪心解码的正确性论断：
@@ -358,7 +358,7 @@ print(f"greedy: identical to decode.generate; acceptance rate {alpha_greedy:.2f}
 
 # %% [markdown] tags=["lang-zh"]
 # 词元完全相同。但接受率只有 {glue:text}`ch13_alpha_greedy`：随机初始化的模型给出的下一词元分布几乎
-# 是平的，所以单层草稿模型最中意的词元是否也是四层目标模型最中意的，几乎就像掷一枚有很多面的硬币。
+# 是平的，所以单层草稿模型最中意的词元是否也是四层目标模型最中意的，几乎就像掷一个有很多面的骰子。
 # 换成温度为 1 的采样，同一个草稿模型的表现要好得多，因为拒绝规则按两个分布*重叠*的程度来接受，而
 # 两个几乎平坦的分布重叠得很多：
 
@@ -544,7 +544,7 @@ print(f"prompt lookup proposed something in {proposed} of {rounds} rounds; "
 #
 # ## 在训练好的模型上
 #
-# 本书的训练好的模型是 SmolLM2-135M-Instruct（见 README 的 “A real model” 一节）。我们给它一份真实的
+# 本书的训练好的模型是 SmolLM2-135M-Instruct（见 README 的“A real model”一节）。我们给它一份真实的
 # 文档——《爱丽丝梦游仙境》的头两段，连同出处保存在 `book/data/ch13_passage.json` 中——并让它把文档
 # 照原样写回来：这正是提示词查找所针对的情形。两个起草者：提示词查找，它不花任何代价，试几种草稿长度
 # $\gamma$；以及提前退出——只经过模型自己前一半的层，再接上它的最终归一化层和语言模型头，只试一种。
@@ -643,8 +643,12 @@ for key, name in (("lookup", LOOKUP), ("exit", EXIT)):
 # {glue:text}`ch13_real_lookup_g` 时，提示词查找的猜测以 $\hat\alpha =$ {glue:text}`ch13_real_lookup_alpha`
 # 被接受，一轮产出 {glue:text}`ch13_real_lookup_tpr` 个词元，而把这个 $\hat\alpha$ 代入公式得到
 # {glue:text}`ch13_real_lookup_pred`。{glue:text}`ch13_real_L` 层中的前 {glue:text}`ch13_exit_layers`
+<<<<<<< HEAD
 # 层，经过一个从未被训练来接收它们输出的语言模型头，每轮起草 $\gamma =$
 # {glue:text}`ch13_real_exit_g` 个词元，与完整模型一致的比率为
+=======
+# 层，再接上一个从未为接收它们的输出而训练过的语言模型头，与完整模型一致的比率为
+>>>>>>> issue-29c
 # $\hat\alpha =$ {glue:text}`ch13_real_exit_alpha`：每轮 {glue:text}`ch13_real_exit_tpr` 个词元，公式给出
 # {glue:text}`ch13_real_exit_pred`。（LayerSkip 会训练模型，让前面的层也能预测得好；我们的模型没有
 # 这样训练过。）实测与公式不一致的地方，是公式的假设不成立：照抄时的各次接受并不是相互独立的掷硬币——

@@ -40,7 +40,7 @@
 # %% [markdown] tags=["lang-zh"]
 # # 混合专家：稀疏模型的推理服务
 #
-# 混合专家（MoE）把每个 MLP 换成 $E$ 个 MLP，再加一个路由器，把每个词元发给其中 $k$ 个
+# 混合专家（MoE）把每个 MLP 换成 $E$ 个 MLP，再加一个路由器，把每个词元（token）发给其中 $k$ 个
 # {cite:p}`shazeer2017moe,fedus2022switch`。模型持有 $E$ 个专家的权重，却只在一个词元上花 $k$ 个专家
 # 的 FLOPs；今天最大的开放模型——Mixtral {cite:p}`jiang2024mixtral`、Qwen3 的 MoE 模型、DeepSeek-V3
 # {cite:p}`deepseekai2024v3`——正是这样在不增加每个词元代价的前提下增加参数的。对推理服务来说，模型
@@ -102,7 +102,7 @@ from inferbook.book.present import fmt_bytes, fmt_count, fmt_ratio, fmt_seconds,
 # %% [markdown] tags=["lang-zh"]
 # ## 总参数与激活参数
 #
-# 《How to Scale Your Model》 {cite:p}`austin2025scaling` 的实例题 5 把它虚构的 18B 模型改成 16 个专家的混合，每个
+# 《How to Scale Your Model》 {cite:p}`austin2025scaling` 的例题 5 把它虚构的 18B 模型改成 16 个专家的混合，每个
 # 词元用 2 个。旁边是读者如今实际部署的三个模型。*激活*参数是一个词元用到的参数：除路由专家之外的
 # 一切，再加上其中 $k$ 个专家。
 
@@ -410,7 +410,7 @@ Markdown("| model | chip | dense B_crit | E/k | E/k · B_crit | MoE layer, exact
 # come on top, as in chapters 3 and 9), beside each model's dense twin.
 
 # %% [markdown] tags=["lang-zh"]
-# 在 TPU v5e 上，稠密层在 bfloat16 下从 {glue:text}`ch14_bdense_v5e` 个词元起变为计算受限，所以实例题 5
+# 在 TPU v5e 上，稠密层在 bfloat16 下从 {glue:text}`ch14_bdense_v5e` 个词元起变为计算受限，所以例题 5
 # 的专家层需要 {glue:text}`ch14_bcrit_wp5` 个：即题目的 {glue:text}`ch14_wp5_bcrit_source`，只是把原文
 # 取整的数字换成了注册表中的带宽；整个模型则从 {glue:text}`ch14_bwhole_wp5` 个词元起就是计算受限的。
 # DeepSeek-V3 的一个专家层在 H100 上每步需要 {glue:text}`ch14_bcrit_v3` 个词元。整个模型越过得更早，
@@ -699,9 +699,9 @@ print(f"C = {C} slots per expert per chip; dropped per chip {dropped.tolist()}")
 # 容忍少量被丢弃的分配；推理服务通常不能（答案会取决于批次中的其他请求），所以推理引擎会发送大小可变
 # 的消息，或者为宽裕的容量买单。缓冲区，以及随之的全交换（AllToAll），随 $C$ 增长。
 #
-# ## 实例题 6：专家沿 Z、D 沿 X、F 沿 Y
+# ## 例题 6：专家沿 Z、D 沿 X、F 沿 Y
 #
-# 《How to Scale Your Model》的实例题 6 把第一个专家矩阵 $[E, D, F]$ 分片为 $[E_Z, D_X, F_Y]$：专家沿 $Z$，每个专家
+# 《How to Scale Your Model》的例题 6 把第一个专家矩阵 $[E, D, F]$ 分片为 $[E_Z, D_X, F_Y]$：专家沿 $Z$，每个专家
 # 的 $F$ 沿 $Y$，它的 $D$ 沿 $X$——在训练中，这个轴以 FSDP 的方式对权重分片。库的布局三者都支持
 # （`x=` 指定 FSDP 轴；这些轴上的芯片在使用前收集它们的专家，其余时候服务它们自己的序列）。在
 # $2 \times 2 \times 2$ 网格上，针对这道题自己的模型，只根据形状（用 float32：CPU 上的 XLA 用 float32
@@ -805,7 +805,7 @@ glue("ch14_wp6_min", str(int(np.ceil(counts.param_bytes(wp5, 1) / v5e.hbm_bytes)
 # 均匀切分会让每块芯片留下 {glue:text}`ch14_wp6_even`，读取耗时 {glue:text}`ch14_wp6_load_even`；这种
 # 布局每块芯片持有 {glue:text}`ch14_wp6_ours`，读取耗时 {glue:text}`ch14_wp6_load_ours`，每块芯片还剩
 # {glue:text}`ch14_wp6_free` 的内存给缓存。（单看权重，{glue:text}`ch14_wp6_min` 块芯片就放得下。）
-# 关于实例题 5 和 6 的练习在[练习 14](../exercises/14_mixture_of_experts.py)中。
+# 关于例题 5 和 6 的练习在[练习 14](../exercises/14_mixture_of_experts.py)中。
 #
 # ## 专家并行还是张量并行？
 #
@@ -931,7 +931,7 @@ ax.legend(fontsize=8)
 ax.grid(True, which="both", alpha=0.3)
 glue_figure("ch14_layouts_figure", fig, zh=dict(
     title=f"Mixtral-8x7B 在 8 × {h100.name} 上，bf16（公式）",
-    xlabel="批量 B（序列数，每条一个词元）", ylabel="解码步骤（ms）",
+    xlabel="批次 B（序列数，每条一个词元）", ylabel="解码步骤（ms）",
     legend=["张量并行（1d-ws）", f"专家并行，c = {CF}", f"交叉点，B = {cross:,}"]))
 
 # %% [markdown]

@@ -45,7 +45,7 @@
 # {cite:p}`austin2025scaling`；第三部分过一遍 kipply 的文章和她的练习 {cite:p}`chen2022arithmetic`。
 #
 # **怎么做。** 把每个 `...` 换成你的答案，把每个 `raise NotImplementedError` 换成你的代码，然后运行它
-# 后面的那个单元：`check` 会回答*通过*、*未通过*（附提示）或*未作答*。无论做到哪一步，这个笔记本都能
+# 后面的那个单元格：`check` 会回答*通过*、*未通过*（附提示）或*未作答*。无论做到哪一步，这个笔记本都能
 # 从头运行到尾；每一部分末尾的 `summary` 会把你的得分加起来，并列出每道题的容差。
 #
 # **约定。** 芯片来自 `inferbook.perf.hardware`，模型来自 `inferbook.model.presets` 中的预设，单位一律
@@ -108,7 +108,7 @@ check("ch02.critical_intensity_v5e", ci_v5e)
 # %% [markdown] tags=["lang-zh"]
 # **1.2** 一个权重矩阵乘法 $[B, D] \cdot [D, F]$ 做 $2BDF$ FLOPs；当 $B \ll D, F$ 时，它的字节基本上
 # 就是权重。量化会同时改变两边。在 TPU v5e 上，权重为 int8、计算为 bfloat16 时，临界批量
-# $B_\text{crit}$——每步的词元数超过它，矩阵乘法就是计算受限的——是多少？权重*和*计算都是 int8
+# $B_\text{crit}$——每步的词元（token）数超过它，矩阵乘法就是计算受限的——是多少？权重*和*计算都是 int8
 # （`v5e.int8_ops_per_s`）时呢？
 
 # %%
@@ -205,7 +205,7 @@ check("ch02.decode_attention_intensity_gqa", decode_intensity_g4)
 
 # %% [markdown] tags=["lang-zh"]
 # 解码时的注意力，无论批次多大，都停留在每字节约 $G$ FLOPs：每个序列都带着自己的缓存。所以一旦缓存
-# 比权重还重，批处理就帮不上什么忙了。
+# 比权重还大，批处理就帮不上什么忙了。
 #
 # **1.7** 批量大小为多少时，LLaMA-2 13B 的缓存（每个序列 4,096 个词元，bfloat16）和它的 bfloat16
 # 权重一样大？（不一定是整数。）
@@ -349,7 +349,7 @@ check("ch03.quiz_step_b256", quiz_b256)
 # ### LLaMA-2 13B
 #
 # **2.3** 根据 LLaMA-2 13B 的字母数出它的参数（第 3 章的表格列出了各个组成部分），再算出 bfloat16 下
-# 一份 8,192 词元缓存的字节数。多少份这样的缓存会比 bfloat16 权重还重（一个整数）？8,192 个词元的
+# 一份 8,192 词元缓存的字节数。多少份这样的缓存会比 bfloat16 权重还大（一个整数）？8,192 个词元的
 # 预填充中，一个 bfloat16 的 $[T, D]$ 激活有多大？
 
 # %%
@@ -499,7 +499,7 @@ check("ch03.wp3_load_time", wp3)
 # **题 4.** 怎么分片？有两个数说了算。解码时，在 $Y$ 块芯片上做一维张量并行，每个 MLP 块读取
 # $2DF/Y$ 字节的权重，并对 $[B, D]$ 激活做全规约；当 $Y > F / (B \beta)$ 时（其中
 # $\beta = W_\text{hbm} / W_\text{ici}$，`comm_time.ici_bandwidth(v5e)` 给出一个轴的 $W_\text{ici}$），
-# 全规约就再也藏不到权重载入的背后了。批量大小为 32 时，这个上限是多少？第二个数：缓存分片到所有芯片
+# 全规约就再也无法被权重载入掩盖了。批量大小为 32 时，这个上限是多少？第二个数：缓存分片到所有芯片
 # 上时，按题 2 的批次（128,000 词元的序列）跑一步，下限是多少？
 
 # %%
@@ -867,7 +867,7 @@ check("ch04.ex6_intermediate_share", intermediate_share)
 # **练习 7.** 一个矩阵乘法，如果它的 $[B, D]$ 输入必须经过通信（每个数 2 字节），那么每发送
 # $B D \cdot 2$ 字节就做 $2 B D \cdot \text{out}$ FLOPs；分到 $N$ 块 GPU 上，每块做其中的 $1/N$。对一个
 # $D = 512$ 的窄模型，在注意力的输出投影中（$\text{out} = D$），2 块 GPU 中的每一块每发送一个字节做
-# 多少 FLOPs？把它和 A100 藏住 NVLink 所需的值比较：即它的 FLOP/s 除以 NVLink 的 bytes/s。
+# 多少 FLOPs？把它和 A100 掩盖 NVLink 通信所需的值比较：即它的 FLOP/s 除以 NVLink 的 bytes/s。
 
 # %%
 # BEGIN SOLUTION

@@ -33,11 +33,11 @@
 # 这些练习配合[第 8 章](../chapters/08_sharding_prefill.py)（预填充的分片）、
 # [第 9 章](../chapters/09_sharding_generation.py)（生成与 KV 缓存的分片）和
 # [第 10 章](../chapters/10_weight_stationary_2d.py)（二维权重驻留分片）。它们沿着《How to Scale Your Model》
-# {cite:p}`austin2025scaling` 中分布式推理的各节及其实例题 7 展开，每一个常数都从库的硬件表和模型预设中
+# {cite:p}`austin2025scaling` 中分布式推理的各节及其例题 7 展开，每一个常数都从库的硬件表和模型预设中
 # 读出。最后一个练习用 `shard_map`，在 `inferbook.setup()` 提供的八个模拟设备上真正运行二维算法。
 #
 # **怎么做。** 把每个 `...` 换成你的答案，把每个 `raise NotImplementedError` 换成你的代码，然后运行它
-# 后面的那个单元：`check` 会回答*通过*、*未通过*（附提示）或*未作答*。无论做到哪一步，这个笔记本都能
+# 后面的那个单元格：`check` 会回答*通过*、*未通过*（附提示）或*未作答*。无论做到哪一步，这个笔记本都能
 # 从头运行到尾，最后的 `summary` 会把你的得分加起来。
 
 # %%
@@ -83,7 +83,7 @@ summary("ch10")
 # 它在注意力块输出和 MLP 块输出中的那一份，这些份额都是完整 $[B, T, D]$ 结果的*部分和*，由一次在 $M$
 # 个设备上的全规约补全。
 #
-# **1.1** 在 $M = 8$ 个设备上，以 bfloat16 对 Llama-2-7B 预填充一段 $T = 2048$ 个词元的提示词。在*一层*
+# **1.1** 在 $M = 8$ 个设备上，以 bfloat16 对 Llama-2-7B 预填充一段 $T = 2048$ 个词元（token）的提示词。在*一层*
 # 中被全规约的那些数组共有多少字节（把这些数组的大小加起来即可，不管用什么算法搬运它们）？
 
 # %%
@@ -178,9 +178,9 @@ check("ch08.prefill_parallel_limit", prefill_limit)
 # layer (bfloat16)?
 
 # %% [markdown] tags=["lang-zh"]
-# **1.5** 序列并行则把一段长提示词的位置拆到 $Q$ 个设备上。做注意力时，每个设备都需要其他每个设备的键和
+# **1.5** 序列并行则把一段长提示词的位置切分到 $Q$ 个设备上。做注意力时，每个设备都需要其他每个设备的键和
 # 值：在*环形注意力* {cite:p}`liu2023ring` 中，设备沿着一个环传递各自的键块和值块，每步一跳，直到每个块
-# 都到访过每个设备。把 Llama-2-7B 的 2,048 个词元的提示词拆到 $Q = 4$ 个设备上（不做模型并行）。一个设备
+# 都到访过每个设备。把 Llama-2-7B 的 2,048 个词元的提示词切分到 $Q = 4$ 个设备上（不做模型并行）。一个设备
 # 在一层中发送的块共有多少字节（bfloat16）？
 
 # %%
@@ -209,7 +209,7 @@ check("ch08.ring_bytes_per_layer", ring_bytes)
 # %% [markdown] tags=["lang-zh"]
 # ## 第二部分：生成的分片
 #
-# 解码步骤的计算很少；它的时间就是从 HBM 加载权重的时间。把权重拆到 $Y$ 个芯片上，这段时间就除以 $Y$，
+# 解码步骤的计算很少；它的时间就是从 HBM 加载权重的时间。把权重切分到 $Y$ 个芯片上，这段时间就除以 $Y$，
 # 而对这一步 $B \cdot D$ 个激活值的全规约保持不变。对于由两个 int8 矩阵组成的 MLP，
 # $T_\text{HBM} = 2DF / (Y W_\text{hbm})$，$T_\text{ICI} = 2BD / W_\text{ici}$。
 #
@@ -247,8 +247,8 @@ check("ch09.model_parallel_limit", y_limit)
 # bfloat16. How many bytes of cache does each chip hold?
 
 # %% [markdown] tags=["lang-zh"]
-# **2.3** KV 缓存也要切分，但最多只能拆到 KV 头的个数：芯片比 KV 头多时，只按头切分的布局会让不同芯片
-# 保存同一个头的副本。《How to Scale Your Model》把头拆到 $Y$ 个芯片上（在 $K$ 允许的范围内），把批次拆到其余 $Z$ 个
+# **2.3** KV 缓存也要切分，但最多只能切成 KV 头的个数那么多份：芯片比 KV 头多时，只按头切分的布局会让不同芯片
+# 保存同一个头的副本。《How to Scale Your Model》把头切分到 $Y$ 个芯片上（在 $K$ 允许的范围内），把批次切分到其余 $Z$ 个
 # 芯片上，于是每层中键的缓存形状为 $[B_Z, K_Y, S, H]$，值也一样。Llama-3-70B 在 16 个芯片上以 bfloat16
 # 为一个由 32 个序列组成、每个序列 8,192 个词元的批次提供服务。每个芯片持有多少字节的缓存？
 
@@ -325,7 +325,7 @@ check("ch09.example_latency_bound", example_latency_bound)
 #
 # 在二维布局中（《How to Scale Your Model》的附录 B，源自 {cite:t}`pope2023esti`），权重沿它们的两个维度切分：在
 # $n = X \cdot YZ$ 个芯片组成的网格上为 $W_\text{in}[D_X, F_{YZ}]$ 和 $W_\text{out}[F_{YZ}, D_X]$，块与块
-# 之间的激活值在所有芯片上按 $D$ 切分。按实例题 7 的算法（bfloat16，$X$ 在三维环面的一个轴上，$YZ$ 在
+# 之间的激活值在所有芯片上按 $D$ 切分。按例题 7 的算法（bfloat16，$X$ 在三维环面的一个轴上，$YZ$ 在
 # 另外两个轴上），它的 MLP 块代价为
 #
 # $$T_\text{2D} = \frac{2BD}{X\,W} + \frac{4BF}{YZ\,W}, \qquad
@@ -399,17 +399,17 @@ check("ch10.gain_at_256", gain)
 
 # %% [markdown] tags=["lang-zh"]
 # **3.4 块本身。** 现在为下面的网格把二维 MLP 块写成一个 `shard_map` 函数体：两行、每行四个设备，轴 `x`
-# 充当 $X$，轴 `y` 充当 $YZ$。你的单元后面那个单元会按表中的分片方式把它包装起来；在函数体内，每个数组都是
+# 充当 $X$，轴 `y` 充当 $YZ$。你的单元格后面的那个单元格会按表中的分片方式把它包装起来；在函数体内，每个数组都是
 # 一个设备的块：
 #
 # | 数组 | 全局形状 | 切分 | 一个设备的块 |
 # |---|---|---|---|
-# | `x_Bd` | $[B, D]$ | $D$ 拆在 `x` 和 `y` 上 | $[B, D_{XY}]$ |
-# | `w_in_df` | $[D, F]$ | $D$ 拆在 `x` 上，$F$ 拆在 `y` 上 | $[D_X, F_Y]$ |
-# | `w_out_fd` | $[F, D]$ | $F$ 拆在 `y` 上，$D$ 拆在 `x` 上 | $[F_Y, D_X]$ |
-# | 结果 | $[B, D]$ | $D$ 拆在 `x` 和 `y` 上 | $[B, D_{XY}]$ |
+# | `x_Bd` | $[B, D]$ | $D$ 切分在 `x` 和 `y` 上 | $[B, D_{XY}]$ |
+# | `w_in_df` | $[D, F]$ | $D$ 切分在 `x` 上，$F$ 切分在 `y` 上 | $[D_X, F_Y]$ |
+# | `w_out_fd` | $[F, D]$ | $F$ 切分在 `y` 上，$D$ 切分在 `x` 上 | $[F_Y, D_X]$ |
+# | 结果 | $[B, D]$ | $D$ 切分在 `x` 和 `y` 上 | $[B, D_{XY}]$ |
 #
-# 这个块计算 $\mathrm{gelu}(x W_\text{in}) W_\text{out}$（`jax.nn.gelu`）。按实例题 7 的五个步骤来：在 $YZ$
+# 这个块计算 $\mathrm{gelu}(x W_\text{in}) W_\text{out}$（`jax.nn.gelu`）。按例题 7 的五个步骤来：在 $YZ$
 # 上全收集输入；相乘；在 $X$ 上对部分和做全规约（要在非线性之前！）；相乘；在 $YZ$ 上做规约散射。对应的
 # 集合通信是 `jax.lax.all_gather(a, axis_name, axis=..., tiled=True)`、`jax.lax.psum(a, axis_name)` 和
 # `jax.lax.psum_scatter(a, axis_name, scatter_dimension=..., tiled=True)`。检查会把你的块与单个设备上的同一

@@ -109,7 +109,7 @@ def test_a_known_mistake_and_a_function_answer_are_explained_in_chinese(monkeypa
     result = evaluate("ch01.filter_logits", lambda logits, k, p: np.asarray(logits))
     assert result.status == "failed" and "第 1 组测试" in result.message and "提示" in \
         result.message
-    assert evaluate("ch01.merge_attention", ...).message == "写好函数，然后再运行这个单元"
+    assert evaluate("ch01.merge_attention", ...).message == "写好函数，然后再运行这个单元格"
 
 
 def test_what_differs_between_arrays_is_said_in_the_notebooks_language(monkeypatch):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from inferbook.book import zh_terms
+from inferbook.book import zh_first_use, zh_terms
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,3 +107,40 @@ def test_the_command_exits_1_on_findings_0_when_clean_and_2_on_bad_input(tmp_pat
     assert zh_terms.main(["check", "--root", str(tmp_path / "nowhere")]) == 2
     assert zh_terms.main(["mend"]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 1     # one line per bad call
+
+
+def test_every_page_glosses_its_first_token():
+    assert not zh_first_use.unglossed(ROOT), (
+        "a page's first 词元 in Chinese prose is written 词元（token） "
+        "(python -m inferbook.book.zh_first_use fix adds it):\n"
+        + "\n".join(zh_first_use.unglossed(ROOT)))
+
+
+# (page source, line of the first counted 词元 or None, glossed)
+FIRST_USES = [
+    ("# %% [markdown]\n# Each token.\n# %% [markdown] tags=[\"lang-zh\"]\n# 每个词元（token）。\n"
+     "# 再一个词元。\n", 4, True),
+    ("# %% [markdown] tags=[\"lang-zh\"]\n# `词元` 与 $词元$ 的首个词元延迟。\n# 一个词元。\n",
+     3, False),
+    ('# %%\nlabel = "词元"\n# %% [markdown] tags=["lang-zh"]\n# ```\n# 词元\n# ```\n# 无\n',
+     None, None),
+    ('+++ {"tags": ["lang-zh"]}\n\n每个词元都要\n\n+++\n\n词元（token）\n', 3, False),
+]
+
+
+@pytest.mark.parametrize("text, line, glossed", FIRST_USES)
+def test_the_first_use_is_found_in_prose_only_and_glossed_in_place(tmp_path, text, line,
+                                                                     glossed):
+    name = Path("chapters/x.md" if text.startswith("+++") else "chapters/x.py")
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    found = zh_first_use.first_uses(tmp_path, [name]).get(str(name))
+    assert (found[0], found[2]) == (line, glossed) if line else found is None
+    assert len(zh_first_use.unglossed(tmp_path, [name])) == (line is not None and not glossed)
+    zh_first_use.gloss(tmp_path, [name])
+    assert not zh_first_use.unglossed(tmp_path, [name])
+    if line and not glossed:
+        lines = (tmp_path / name).read_text(encoding="utf-8").splitlines()
+        assert lines[line - 1].count("词元（token）") == 1
+        assert (tmp_path / name).read_text(encoding="utf-8").count("（token）") == 1 + (
+            "+++" in text)

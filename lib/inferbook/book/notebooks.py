@@ -78,8 +78,8 @@ def install_cell_source(root: Path = ROOT, lang: str = "en", models: tuple[str, 
         )
     from inferbook.book.language import ENV, check_language
     return (
-        "# 本笔记本用中文：练习的反馈和图中的文字都是中文。在 Colab 上，这个单元还会安装本书的库\n"
-        "# 和图表用的中文字体；在其他环境中，它只设置语言。\n"
+        "# 本笔记本用中文：练习的反馈和图中的文字都是中文。在 Colab 上，这个单元格还会安装本书的\n"
+        "# 库和图表用的中文字体；在其他环境中，它只设置语言。\n"
         "import os\n"
         "import sys\n"
         f"os.environ[{ENV!r}] = {check_language(lang)!r}\n"

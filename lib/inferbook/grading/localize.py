@@ -40,7 +40,7 @@ MESSAGES = {"zh": {
     "expected a single number, got {got}": "需要单个数，得到的是 {got}",
     "answer with one of {choices}": "请从 {choices} 中选一个作答",
     "Hint: {hint}": "提示：{hint}",
-    "write the function, then run this cell again": "写好函数，然后再运行这个单元",
+    "write the function, then run this cell again": "写好函数，然后再运行这个单元格",
     "expected a function, got {got}": "需要一个函数，得到的是 {got}",
     "did not return within {seconds} s on {case}": "在{case}上没有在 {seconds} 秒内返回",
     " and is still running in the background; if this notebook becomes slow, restart the "

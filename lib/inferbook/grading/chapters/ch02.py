@@ -233,7 +233,7 @@ ZH = {
     "the layer's two matmuls hold 2·D·F bf16 weights, split over 4 chips; time = bytes per "
     "chip / HBM bandwidth (registry value)":
         "这一层的两个矩阵乘法共有 2·D·F 个 bf16 权重，分到 4 个芯片上；时间 = 每个芯片的"
-        "字节数 / HBM 带宽（登记表中的值）",
+        "字节数 / HBM 带宽（注册表中的值）",
     # known mistakes
     "that is bytes per FLOP: put FLOP/s on top": "这是每 FLOP 的字节数：应把 FLOP/s 放在分子上",
     "that is the answer for bfloat16 weights with the factor 2 left out of 2·B FLOPs":
@@ -250,7 +250,7 @@ ZH = {
     "that is multi-head attention (G = 1): each key now serves G query heads":
         "这是多头注意力（G = 1）的答案：现在每个键要服务 G 个查询头",
     "you rounded the layer to 600M parameters, as the source does; count 2·D·F exactly":
-        "你像资料那样把这一层凑成了 600M 个参数；请精确地计算 2·D·F",
+        "你像原文那样把这一层凑成了 600M 个参数；请精确地计算 2·D·F",
     "bf16 weights take 2 bytes each": "bf16 权重每个占 2 字节",
     # messages of the checks
     "C={flops} FLOP/s, W={bandwidth} B/s, {bytes} bytes per weight":

@@ -318,7 +318,7 @@ ZH = {
     "Parameters of LLaMA-2 13B": "LLaMA-2 13B 的参数量",
     "Cache of one 8,192-token sequence, LLaMA-2 13B, bf16":
         "LLaMA-2 13B 一个 8,192 个词元的序列的缓存，bf16",
-    "How many 8k caches outweigh the weights?": "多少个 8k 缓存就比权重还重？",
+    "How many 8k caches outweigh the weights?": "多少个 8k 缓存就比权重还大？",
     "One [T, D] bf16 activation of an 8,192-token prefill":
         "8,192 个词元的预填充中的一个 [T, D] bf16 激活值",
     "Largest batch of 8k sequences on 8 TPU v5e": "8 个 TPU v5e 上 8k 序列的最大批次",
@@ -338,7 +338,7 @@ ZH = {
     "Worked problem 5: parameters of the E = 16 MoE": "例题 5：E = 16 的 MoE 的参数量",
     "Worked problem 5: active parameters (k = 2)": "例题 5：激活参数量（k = 2）",
     "Worked problem 5: tokens per step for the MoE layers to be FLOP-bound":
-        "例题 5：MoE 层达到 FLOP 受限所需的每步词元数",
+        "例题 5：MoE 层达到计算受限所需的每步词元数",
     "Worked problem 5: int8 cache bytes per token of the MoE":
         "例题 5：这个 MoE 每个词元的 int8 缓存字节数",
     "Worked problem 5: forward FLOPs per token": "例题 5：每个词元前向计算的 FLOPs",
@@ -387,7 +387,7 @@ ZH = {
     "int8 weight bytes / (16 · HBM bandwidth)": "int8 权重字节数 / (16 · HBM 带宽)",
     "decode stops hiding the AllReduce at Y = F / (B·β), β = W_hbm / W_ici, W_ici = "
     "comm_time.ici_bandwidth(chip)":
-        "在 Y = F / (B·β) 处，解码不再能把 AllReduce（全规约）藏在计算后面，其中 "
+        "在 Y = F / (B·β) 处，解码中的 AllReduce（全规约）不再能被计算掩盖，其中 "
         "β = W_hbm / W_ici，W_ici = comm_time.ici_bandwidth(chip)",
     "(int8 weights + batch · 128,000 · int8 cache per token) / (16 · W)":
         "（int8 权重 + 批次 · 128,000 · 每个词元的 int8 缓存）/ (16 · W)",
@@ -423,7 +423,7 @@ ZH = {
     "set 4·B·D/(3·W) equal to the optimum 2·B·sqrt(2·D·F/n)/W and solve for n":
         "令 4·B·D/(3·W) 等于最优值 2·B·sqrt(2·D·F/n)/W，解出 n",
     # known mistakes
-    _QUIZ_BW: "你用的是每个芯片 8.1e11 B/s，即小测所用的数字；请取登记表中的值"
+    _QUIZ_BW: "你用的是每个芯片 8.1e11 B/s，即小测所用的数字；请取注册表中的值"
               "（inferbook.perf.hardware）",
     _KEYS_ONLY: "这是直译本的答案：它存了键，却忘了值；缓存两者都存",
     "the table is labelled GiB but holds decimal GB; the answer is in bytes":
@@ -431,7 +431,7 @@ ZH = {
     "keys and values: two vectors per head": "键和值：每个头两个向量",
     "that batch needs more than the slice's memory: count weights and caches together, and "
     "round down":
-        "这个批次所需的内存超过了切片所有：把权重和缓存加在一起算，并向下取整",
+        "这个批次所需的内存超过了切片的全部内存：把权重和缓存加在一起算，并向下取整",
     "that counts only the caches; each token also costs 2P FLOPs":
         "这只算了缓存；每个词元还要花 2P FLOPs",
     "that is for 131,072 tokens; this question takes 128k to mean 128,000":
@@ -441,12 +441,12 @@ ZH = {
     "you rounded the parameters to 18e9, as the close translation does":
         "你像直译本那样把参数量凑成了 18e9",
     "you used β ≈ 8 as the source does; compute it from the registry":
-        "你像资料那样用了 β ≈ 8；请用登记表中的值算出它",
+        "你像原文那样用了 β ≈ 8；请用注册表中的值算出它",
     "the caches must be read at every step too": "每一步也都要读取缓存",
     "the cache does not grow with the experts: only the MLP is copied":
         "缓存不随专家增多而增长：被复制的只有 MLP",
     "the close translation's 32.2e9 contradicts its own count":
         "直译本的 32.2e9 与它自己的计数相矛盾",
     "the source prints 81, but its own formula 128·(3/4)² gives 72":
-        "资料印的是 81，但它自己的公式 128·(3/4)² 得出的是 72",
+        "原文印的是 81，但它自己的公式 128·(3/4)² 得出的是 72",
 }

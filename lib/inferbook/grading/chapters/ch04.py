@@ -260,7 +260,7 @@ ZH = {
     "Exercise 7: FLOPs per byte sent by the output projection, D = 512, per GPU of 2":
         "练习 7：输出投影每发送一个字节的 FLOPs，D = 512，两块 GPU 中的每一块",
     "Exercise 8: FLOPs per byte an A100 must do to hide a 400 Gb/s link":
-        "练习 8：要藏住一条 400 Gb/s 的链路，A100 每发送一个字节必须做的 FLOPs",
+        "练习 8：要让计算掩盖一条 400 Gb/s 链路的通信，A100 每发送一个字节必须做的 FLOPs",
     "Exercise 9: message latency per step, gathering every shard (260B, 16 GPUs)":
         "练习 9：收集每个分片时，每步的消息延迟（260B，16 块 GPU）",
     "Exercise 10: 52B on 4 GPUs at batch 256: FLOP time":

@@ -247,7 +247,7 @@ ZH = {
         "一条 32,768 个词元的序列的缓存，Mistral 7B（每一层的窗口都是 4,096）",
     "5 local (W = 1,024) : 1 global, LLaMA-3 8B at 32,768 tokens: fraction of the all-global "
     "cache":
-        "5 个局部层（W = 1,024）: 1 个全局层，LLaMA-3 8B，32,768 个词元：占全部为全局层时缓存的"
+        "局部层（W = 1,024）与全局层之比为 5 : 1，LLaMA-3 8B，32,768 个词元：占全部为全局层时缓存的"
         "比例",
     "LLaMA-3 8B with groups of 3 adjacent layers sharing a cache: bytes per token":
         "LLaMA-3 8B 每 3 个相邻的层共用一份缓存：每个词元的字节数",

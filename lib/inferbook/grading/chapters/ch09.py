@@ -99,7 +99,7 @@ QUESTIONS = [
 ZH = {
     # titles
     "β = W_hbm / W_ici of a TPU v5e": "TPU v5e 的 β = W_hbm / W_ici",
-    "Chips before decode waits for the AllReduce": "解码开始等待全规约之前的芯片数",
+    "Chips before decode waits for the AllReduce": "芯片数超过多少时，解码开始等待全规约",
     "KV cache on one of 16 chips, Llama-3-70B": "Llama-3-70B 在 16 个芯片中的一个上的 KV 缓存",
     "Largest latency-bound collective on 8 chips": "8 个芯片上最大的延迟受限集合通信",
     "Is an AllReduce of 16 × 8192 int8 latency-bound?":
@@ -114,7 +114,7 @@ ZH = {
     "split the cache over the KV heads as far as they go (Y = K), and the batch over the "
     "remaining Z = 16 / Y chips: [B_Z, K_Y, S, H] for keys and for values, in every layer, 2 "
     "bytes each":
-        "把缓存尽量按 KV 头切分（Y = K），再把批次拆到其余 Z = 16 / Y 个芯片上：每一层中键和值"
+        "把缓存尽量按 KV 头切分（Y = K），再把批次切分到其余 Z = 16 / Y 个芯片上：每一层中键和值"
         "各为 [B_Z, K_Y, S, H]，每个元素 2 字节",
     "a hop costs at least t_hop and moves one shard (bytes / n) over one link, one way: "
     "latency-bound while bytes / n / W_link < t_hop; answer for the whole buffer (the bytes of "
@@ -130,7 +130,7 @@ ZH = {
         "你用了 β = 8，这是原文取整后的数字；请用这个芯片自己的带宽",
     "with 16 chips and 8 KV heads, a split over heads alone leaves two chips with copies of the "
     "same head; split the batch over them":
-        "16 个芯片、8 个 KV 头时，只按头切分会让两个芯片保存同一个头的副本；应把批次拆到它们上面",
+        "16 个芯片、8 个 KV 头时，只按头切分会让两个芯片保存同一个头的副本；应把批次切分到它们上面",
     "keys and values both": "键和值都要算上",
     "that is the threshold for one shard (the freer translation's reading); the question asks "
     "for the whole buffer (the close translation's), n times more":

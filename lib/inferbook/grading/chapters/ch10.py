@@ -89,7 +89,7 @@ QUESTIONS = [
 ZH = {
     # titles
     "The best X for 256 chips (F = 4D)": "256 个芯片时最优的 X（F = 4D）",
-    "Chips past which 2D moves less than 1D": "超过多少个芯片后，二维比一维移动得少",
+    "Chips past which 2D moves less than 1D": "芯片数超过多少时，二维搬运的数据比一维少",
     "T_1D / T_2D at 256 chips": "256 个芯片时的 T_1D / T_2D",
     "The 2D weight-stationary MLP block with shard_map": "用 shard_map 写二维权重驻留的 MLP 块",
     # hints
@@ -112,5 +112,5 @@ ZH = {
     # known mistakes
     "that is YZ = n / X, the other factor of the split": "这是 YZ = n / X，切分的另一个因子",
     "81 is the figure printed in worked problem 7, but its own expression 128·(3/4)² is 72":
-        "81 是实例题 7 中印出的数字，但它自己的表达式 128·(3/4)² 等于 72",
+        "81 是例题 7 中印出的数字，但它自己的表达式 128·(3/4)² 等于 72",
 }

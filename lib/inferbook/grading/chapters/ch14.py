@@ -240,7 +240,7 @@ ZH = {
     "Assignments dropped for those counts": "这些计数下被丢弃的分配数",
     "DeepSeek-V3 cache bytes per token (bf16)": "DeepSeek-V3 每个词元的缓存字节数（bf16）",
     "Batch from which expert parallelism is faster": "专家并行从多大的批次起更快",
-    "Worked problem 6: int8 weight bytes per chip": "实例题 6：每块芯片上 int8 权重的字节数",
+    "Worked problem 6: int8 weight bytes per chip": "例题 6：每块芯片上 int8 权重的字节数",
     "A top-k router (Mixtral's rule)": "一个 top-k 路由器（Mixtral 的规则）",
     # hints
     "each token picks a given expert with probability k/E; an expert is missed by all B tokens "
