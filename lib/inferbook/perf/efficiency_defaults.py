@@ -67,16 +67,19 @@ FITTED: dict[tuple[str, str], float] = {
     ('experts_mfu', 'GPU'): 0.2313,
     ('link', 'GPU'): 0.5143,
     ('mbu_cache', 'GPU'): 0.6629,
+    ('moe_layer_s', 'GPU'): 1.976e-12,
     ('pass_overhead_s', 'GPU'): 2.976e-06,
     ('weight_only_int4', 'GPU'): 0.7405,
     ('weight_only_int8', 'GPU'): 0.9911,
     ('mfu_fp8', 'Hopper'): 0.523,
     ('prefill_layer_s', 'Hopper'): 0.0001229,
     ('mbu', 'NVIDIA'): 0.6986,
-    ('mbu_cache', 'TPU'): 0.7986,
-    ('mfu_bf16', 'TPU'): 0.3312,
-    ('moe_layer_s', 'TPU'): 0.0002274,
-    ('mbu', 'TPU v6e'): 0.5618,
+    ('mbu_cache', 'TPU'): 0.7778,
+    ('mfu_bf16', 'TPU'): 0.3334,
+    ('moe_layer_s', 'TPU'): 0.0002177,
+    ('weight_only_int8', 'TPU'): 1.0,
+    ('mbu', 'TPU v5e'): 1.0,
+    ('mbu', 'TPU v6e'): 0.5654,
 }
 
 

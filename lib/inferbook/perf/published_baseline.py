@@ -62,9 +62,11 @@ class Comparison:
 def _plan(p: PublishedPoint, batch: int, context: int, prompt: int | None,
           efficiency: Efficiency | str, output: int | None = None) -> EstimatePlan:
     """`inferbook estimate`'s plan for one replica of the point: its tensor-parallel chips, the
-    1D weight-stationary layout that tensor parallelism is (the estimator's own choice where
-    the experts are split instead), the formats and compute format it ran."""
-    layout = "1d-ws" if p.tp > 1 and p.ep == 1 else None
+    layout the source says ran (else the 1D weight-stationary layout that tensor parallelism
+    is, or the estimator's own choice where the experts are split), the formats and compute
+    format it ran."""
+    layout = p.layout or ("1d-ws" if p.tp > 1 and p.ep == 1 else None)
+    layout = layout if p.tp > 1 else None
     return plan_estimate(get_preset(p.model), CHIPS[p.chip], batch=batch, context=context,
                          prompt=prompt, chips=p.tp, layout=layout, weights=p.weights, kv=p.kv,
                          compute=p.compute, efficiency=efficiency, output=output)

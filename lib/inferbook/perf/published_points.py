@@ -17,6 +17,11 @@ prompt and output lengths, precision, parallelism — and what was measured:
                                        sources print it: the prefill of `batch` prompts of
                                        `prompt` tokens
 
+`layout`, where the source says how it split the model, is the estimator's name for that
+layout (`layout_comms.ESTIMATE_LAYOUTS`): the point is predicted in the layout that ran, not the
+one the estimator would pick. Without it a tensor-parallel replica is the 1D layout and a
+mixture of experts split over its chips is left to the estimator.
+
 `figure` is the number exactly as printed and `value` the same number read; `needs` names,
 from `NEEDS`, what the estimator lacks to predict the point well; `split` says whether a
 calibration may fit on the point or must leave it out, decided by `split_of(id)` — a hash of
@@ -70,7 +75,7 @@ _FIELDS = {"id": str, "where": str, "figure": str, "value": (int, float), "quant
            "chip": str, "chips": int, "model": str, "model_as_published": str,
            "software": str, "weights": str, "kv": str, "compute": str, "tp": int, "dp": int,
            "ep": int, "batch": int, "needs": list, "split": str}
-_OPTIONAL = {"prompt": int, "output": int, "context": int, "note": str}
+_OPTIONAL = {"prompt": int, "output": int, "context": int, "note": str, "layout": str}
 
 
 class PublishedDataError(ValueError):
@@ -107,6 +112,7 @@ class PublishedPoint:
     output: int | None = None
     context: int | None = None
     note: str = ""
+    layout: str | None = None   # the layout that ran, where the source says (None: not said)
 
 
 def split_of(point_id: str) -> str:
@@ -147,8 +153,11 @@ def _check(p: PublishedPoint, where: str) -> None:
     from inferbook.model.presets import PRESETS
     from inferbook.perf import quant
     from inferbook.perf.hardware import CHIPS
+    from inferbook.perf.layout_comms import ESTIMATE_LAYOUTS
 
     problems = []
+    if p.layout is not None and p.layout not in ESTIMATE_LAYOUTS:
+        problems.append(f"layout {p.layout!r} is not one of {', '.join(ESTIMATE_LAYOUTS)}")
     if p.quantity not in QUANTITIES:
         problems.append(f"quantity {p.quantity!r} is not one of {', '.join(QUANTITIES)}")
     if _number(p.figure) != p.value or p.value <= 0:
