@@ -17,17 +17,17 @@ copies the whole cache when one program both updates it and reads the updated ve
 
 `generate` runs three programs, each compiled once for a given shape: prefill, a decode step
 that samples the next token (`next_token`), and an in-place append to the cache
-(`append_in_place`). `naive_generate` is the baseline that keeps no cache and recomputes the
-whole prefix for every new token. Ragged batches: prompts of different lengths are
-right-padded to a common T and carry their true lengths; every sequence then writes and reads
-its own slots of the cache.
+(`append_in_place`). The loop around them is `decode_loop.decode_loop`, which the
+sharded `parallel.sharded_decode.generate` runs too. `naive_generate` is the baseline
+that keeps no cache and recomputes the whole prefix for every new token. Ragged batches:
+prompts of different lengths are right-padded to a common T and carry their true lengths;
+every sequence then writes and reads its own slots of the cache.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +36,14 @@ import numpy as np
 from inferbook.model import kvcache
 from inferbook.model.attention import attention_mask, attention_reference, merge_partials
 from inferbook.model.config import ModelConfig
+from inferbook.model.decode_loop import (
+    GenerateResult,
+    OnStep,
+    decode_loop,
+    emitted_tokens,
+    is_eos,
+    trim_at_eos,
+)
 from inferbook.model.decoder import (
     NewKV,
     Params,
@@ -52,9 +60,6 @@ from inferbook.model.sampling import GREEDY, Sampler, sample
 __all__ = ["attend_cached", "layer_options", "prefill", "extend",
            "decode_step", "next_token", "append_in_place", "generate", "last_logits",
            "naive_generate", "pad_prompts", "GenerateResult", "eos_tuple", "OnStep"]
-
-# on_step(step, tokens_B) -> True to stop: `generate`'s view of each step as it is produced.
-OnStep = Callable[[int, np.ndarray], "bool | None"]
 
 
 def attend_cached(q_BTNH: jax.Array, k_BTKH: jax.Array, v_BTKH: jax.Array | None,
@@ -159,31 +164,6 @@ def decode_step(params: Params, cfg: ModelConfig, tokens_B: jax.Array,
 
 # The loop -----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class GenerateResult:
-    """New tokens per sequence, each ending at (and including) EOS if one was produced."""
-
-    tokens: list[list[int]]
-
-    def padded(self, pad: int = -1) -> np.ndarray:
-        width = max((len(t) for t in self.tokens), default=0)
-        out = np.full((len(self.tokens), width), pad, np.int32)
-        for b, t in enumerate(self.tokens):
-            out[b, :len(t)] = t
-        return out
-
-
-def _trim(tokens_BN: np.ndarray, eos: tuple[int, ...]) -> GenerateResult:
-    rows = tokens_BN.tolist()
-    return GenerateResult([r[:next((i + 1 for i, t in enumerate(r) if t in eos), len(r))]
-                           for r in rows])
-
-
-def _is_eos(tok_B: jax.Array, eos: int | tuple[int, ...]) -> jax.Array:
-    """Which tokens are one of the `eos` ids (an int, or a tuple of them; -1 matches none)."""
-    return jnp.isin(tok_B, jnp.asarray(eos_tuple(eos) or (-1,), tok_B.dtype))
-
-
 @partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
 def _first_token(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths_B: jax.Array,
                  cache: KVCache, key: jax.Array, sampler: Sampler, eos: int | tuple[int, ...]
@@ -191,7 +171,7 @@ def _first_token(params: Params, cfg: ModelConfig, tokens_BT: jax.Array, lengths
     """Prefill and sample each sequence's first new token; whether it is one of `eos`."""
     logits_BV, cache = prefill(params, cfg, tokens_BT, lengths_B, cache)
     tok_B = sample(logits_BV, key, sampler)
-    return tok_B, _is_eos(tok_B, eos), cache
+    return tok_B, is_eos(tok_B, eos), cache
 
 
 @partial(jax.jit, static_argnames=("cfg", "sampler", "eos"))
@@ -207,9 +187,7 @@ def next_token(params: Params, cfg: ModelConfig, tok_B: jax.Array, done_B: jax.A
     """
     logits_BTV, new_kv = extend(params, cfg, tok_B[:, None], cache)
     tok_B = sample(logits_BTV[:, 0], key, sampler)
-    pad = (eos_tuple(eos) or (-1,))[0]
-    emitted_B = jnp.where(done_B, pad, tok_B)      # finished sequences emit padding
-    return tok_B, done_B | _is_eos(tok_B, eos), emitted_B, new_kv
+    return tok_B, *emitted_tokens(tok_B, done_B, eos), new_kv
 
 
 # `kvcache.append` compiled on its own, with the old cache's buffers donated to the new one:
@@ -236,25 +214,22 @@ def generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
     """
     check_generate_args(cfg, prompts, max_new_tokens, sampler, eos_id)
     tokens_BT, lengths_B = pad_prompts(prompts, pad_multiple)
-    # A list, split once: indexing a key array token by token cost ~2 ms a token on 2 cores.
-    keys = list(jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens))
     eos = eos_tuple(eos_id)
-    cache = kvcache.init_cache(cfg, len(prompts), tokens_BT.shape[1] + max_new_tokens,
-                               params["embed"].dtype)
-    tok_B, done_B, cache = _first_token(params, cfg, tokens_BT, lengths_B, cache, keys[0],
-                                        sampler, eos)
-    step_params, emitted = params if step_params is None else step_params, [tok_B]
-    stop = on_step is not None and bool(on_step(0, np.asarray(tok_B)))
-    for step in range(1, max_new_tokens):
-        # Checking for EOS waits for the device: every 8 steps (every step with a callback).
-        if stop or (eos and (on_step is not None or step % 8 == 0) and bool(jnp.all(done_B))):
-            break
+    step_params = params if step_params is None else step_params
+
+    def first(key0):
+        cache = kvcache.init_cache(cfg, len(prompts), tokens_BT.shape[1] + max_new_tokens,
+                                   params["embed"].dtype)
+        tok_B, done_B, cache = _first_token(params, cfg, tokens_BT, lengths_B, cache, key0,
+                                            sampler, eos)
+        return cache, tok_B, done_B
+
+    def step(cache, tok_B, done_B, key_i):
         tok_B, done_B, out_B, (new_k, new_v) = next_token(step_params, cfg, tok_B, done_B,
-                                                           cache, keys[step], sampler, eos)
-        cache = append_in_place(cache, new_k, new_v)
-        emitted.append(out_B)
-        stop = on_step is not None and bool(on_step(step, np.asarray(out_B)))
-    return _trim(np.asarray(jnp.stack(emitted, axis=1)), eos)
+                                                           cache, key_i, sampler, eos)
+        return append_in_place(cache, new_k, new_v), tok_B, done_B, out_B
+
+    return decode_loop(first, step, max_new_tokens, key, eos, on_step)
 
 
 @partial(jax.jit, static_argnames=("cfg",))
@@ -296,4 +271,4 @@ def naive_generate(params: Params, cfg: ModelConfig, prompts: Sequence[Sequence[
         if done.all():
             out = out[:, :step + 1]
             break
-    return _trim(out, eos)
+    return trim_at_eos(out, eos)

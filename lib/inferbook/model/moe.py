@@ -42,7 +42,8 @@ import jax.numpy as jnp
 from inferbook.model.config import ModelConfig
 from inferbook.model.mlp import ACTIVATIONS, gated_mlp
 
-__all__ = ["moe_shapes", "route", "moe_dense", "moe_sparse", "moe_block", "tile_rows"]
+__all__ = ["moe_shapes", "route", "weighted_expert_sum", "moe_dense", "moe_sparse", "moe_block",
+           "tile_rows"]
 
 
 def moe_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -86,6 +87,14 @@ def route(p: dict[str, Any], x_ND: jax.Array, cfg: ModelConfig) -> tuple[jax.Arr
     if m.renormalize:
         weights_Nk = weights_Nk / weights_Nk.sum(-1, keepdims=True)
     return weights_Nk * m.routed_scale, experts_Nk.astype(jnp.int32)
+
+
+def weighted_expert_sum(weights_Nk: jax.Array, out_NkD: jax.Array) -> jax.Array:
+    """The routed experts' output per token [N, D], in float32: the sum over its k chosen
+    experts of the router's weight times that expert's output. Every dispatch (sparse here,
+    expert-parallel in `parallel.expert_parallel`) ends with it; a weight of 0 drops an
+    assignment. `moe_dense`, the reference, writes the same sum over all E experts."""
+    return jnp.einsum("Nk,NkD->ND", weights_Nk, out_NkD.astype(jnp.float32))
 
 
 def _shared(p: dict[str, Any], x_ND: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -132,7 +141,6 @@ def moe_sparse(p: dict[str, Any], x_BTD: jax.Array, cfg: ModelConfig) -> jax.Arr
     expert_A = experts_Nk.reshape(A)
     order_A = jnp.argsort(expert_A, stable=True)
     expert_s, token_s = expert_A[order_A], (order_A // m.k).astype(jnp.int32)
-    weight_s = weights_Nk.reshape(A)[order_A]
     # Pad each expert's run to whole tiles of t rows: tile j then belongs to one expert.
     t = tile_rows(A, m.E)
     count_E = jnp.zeros((m.E,), jnp.int32).at[expert_A].add(1)
@@ -156,8 +164,9 @@ def moe_sparse(p: dict[str, Any], x_BTD: jax.Array, cfg: ModelConfig) -> jax.Arr
 
     # The loop runs over the occupied tiles only: its trip count is known at run time.
     y_RD = jax.lax.fori_loop(0, jnp.sum(tiles_E), one_tile, jnp.zeros_like(x_RD))
-    y_AD = y_RD[slot_s].astype(jnp.float32) * weight_s[:, None]
-    y_ND = jnp.zeros((N, D), jnp.float32).at[token_s].add(y_AD)
+    # Back to token order: assignment a = n·k + j is expert_Nk[n, j]'s output for token n.
+    slot_A = jnp.zeros((A,), jnp.int32).at[order_A].set(slot_s)
+    y_ND = weighted_expert_sum(weights_Nk, y_RD[slot_A].reshape(N, m.k, D))
     return (y_ND.astype(x_ND.dtype) + _shared(p, x_ND, cfg)).reshape(B, T, D)
 
 

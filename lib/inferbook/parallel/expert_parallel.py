@@ -38,7 +38,7 @@ from jax.sharding import PartitionSpec as P
 from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import Attend, Params, mlp, rms_norm
 from inferbook.model.mlp import ACTIVATIONS, gated_mlp
-from inferbook.model.moe import moe_block, route
+from inferbook.model.moe import moe_block, route, weighted_expert_sum
 from inferbook.parallel.mesh import shard_map
 from inferbook.parallel.sharding import Plan, batch_block, param_specs
 from inferbook.parallel.weight_stationary import psum, transformer_1d
@@ -112,8 +112,8 @@ def moe_expert_parallel(plan: Plan, p: Params, h_BTD: jax.Array, cfg: ModelConfi
     y_ZeCD = y_eCD.reshape(E_z, nz, C, D).transpose(1, 0, 2, 3)
     y_ECD = _all_to_all(plan, y_ZeCD, Z, "return").reshape(m.E, C, D)
     # Combine: each kept assignment's output, weighted by the router; dropped ones add 0.
-    out_NkD = y_ECD[experts_Nk, jnp.minimum(slot_Nk, C - 1)].astype(jnp.float32)
-    y_ND = jnp.einsum("Nk,NkD->ND", jnp.where(kept_Nk, weights_Nk, 0.0), out_NkD)
+    out_NkD = y_ECD[experts_Nk, jnp.minimum(slot_Nk, C - 1)]
+    y_ND = weighted_expert_sum(jnp.where(kept_Nk, weights_Nk, 0.0), out_NkD)
     y_ND = y_ND.astype(x_ND.dtype) + _shared(p, x_ND, cfg)
     return y_ND.reshape(B, T, D), jnp.sum(~kept_Nk)
 

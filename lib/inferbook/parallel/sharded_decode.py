@@ -1,6 +1,7 @@
 """Prefill, decode steps and generation on a device mesh, for every layout.
 
-The sharded twins of `decode.prefill`, `decode.decode_step` and `decode.generate`. Each wraps
+The sharded twins of `decode.prefill`, `decode.decode_step` and `decode.generate` (whose
+loop, `decode_loop.decode_loop`, `generate` reuses with the sharded steps). Each wraps
 one `shard_map` program whose body is the layout's transformer (`weight_stationary`,
 `weight_gathered`) with an `attend` callback that owns the sharded KV cache
 (`kv_sharding`, `sequence_parallel`):
@@ -33,13 +34,13 @@ from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from inferbook.model.config import ModelConfig
-from inferbook.model.decode import GenerateResult, pad_prompts
+from inferbook.model.decode_loop import GenerateResult, decode_loop, emitted_tokens, is_eos
 from inferbook.model.decoder import param_shapes
+from inferbook.model.generate_args import eos_tuple, pad_prompts
 from inferbook.model.kvcache import KVCache
 from inferbook.model.sampling import GREEDY, Sampler, sample
 from inferbook.parallel.layout_steps import last_hidden, steps_of
@@ -193,8 +194,13 @@ def generate(params: dict, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
              max_new_tokens: int, *, plan: Plan | None = None, mesh: Any = None,
              layout: str = "1d-ws",
              sampler: Sampler = GREEDY, key: jax.Array | None = None,
-             eos_id: int | None = None, pad_multiple: int = 16) -> GenerateResult:
+             eos_id: int | Sequence[int] | None = None, pad_multiple: int = 16
+             ) -> GenerateResult:
     """`decode.generate` on a mesh: the same tokens, from sharded weights and cache.
+
+    The loop is `decode_loop.decode_loop`, the one `decode.generate` runs; this function
+    supplies its two steps: the sharded `prefill` and `decode_step`, each followed by
+    `next_tokens`.
 
     Give a `plan`, or a `mesh` and a `layout` name. The batch is padded with copies of the
     first prompt up to a multiple of the devices that split it, and those rows are dropped;
@@ -214,24 +220,18 @@ def generate(params: dict, cfg: ModelConfig, prompts: Sequence[Sequence[int]],
     tokens_BT, lengths_B = (process_rows(row_sharding, a) for a in (tokens_BT, lengths_B))
     S = -(-(tokens_BT.shape[1] + max_new_tokens) // Q) * Q
     params = shard_params(params, cfg, plan)
-    cache = init_cache(cfg, plan, len(rows), S, params["embed"].dtype)
-    keys = jax.random.split(jax.random.key(0) if key is None else key, max_new_tokens)
-    eos = -1 if eos_id is None else eos_id
-    logits, cache = prefill(params, cfg, plan, tokens_BT, lengths_B, cache)
-    tok_B = next_tokens(logits, keys[0], plan, sampler, B)
-    done_B = tok_B == eos
-    emitted = [tok_B]
-    for step in range(1, max_new_tokens):
-        if eos_id is not None and step % 8 == 0 and bool(jnp.all(done_B)):
-            break
-        feed = jnp.concatenate([tok_B, jnp.zeros((len(rows) - B,), jnp.int32)])
+    eos, pad_rows = eos_tuple(eos_id), jnp.zeros((len(rows) - B,), jnp.int32)
+
+    def first(key0):
+        cache = init_cache(cfg, plan, len(rows), S, params["embed"].dtype)
+        logits, cache = prefill(params, cfg, plan, tokens_BT, lengths_B, cache)
+        tok_B = next_tokens(logits, key0, plan, sampler, B)
+        return cache, tok_B, is_eos(tok_B, eos)
+
+    def step(cache, tok_B, done_B, key_i):
+        feed = jnp.concatenate([tok_B, pad_rows])
         logits, cache = decode_step(params, cfg, plan, feed, cache)
-        tok_B = next_tokens(logits, keys[step], plan, sampler, B)
-        emitted.append(jnp.where(done_B, eos, tok_B))
-        done_B = done_B | (tok_B == eos)
-    out = []
-    for row in np.asarray(jnp.stack(emitted, axis=1)).tolist():
-        if eos_id is not None and eos_id in row:
-            row = row[:row.index(eos_id) + 1]
-        out.append(row)
-    return GenerateResult(out)
+        tok_B = next_tokens(logits, key_i, plan, sampler, B)
+        return cache, tok_B, *emitted_tokens(tok_B, done_B, eos)
+
+    return decode_loop(first, step, max_new_tokens, key, eos)

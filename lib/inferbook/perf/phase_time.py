@@ -46,6 +46,9 @@ def generate_step_seconds(cfg: ModelConfig, chip: Chip, batch: int, context_toke
                           weight_bytes: float = 2, kv_bytes: float = 2) -> float:
     """One decode step of `batch` sequences holding `context_tokens` KV entries in total.
 
+    A predicted time, in seconds: the cost of one step of `decode.generate`'s loop (the
+    engines' `generate`), not of a whole generation.
+
     KV read time plus max(matmul time, weight read time), the scaling book's form: the KV
     cache is read at memory speed whatever the batch, the weights are read once and shared.
     """
