@@ -643,12 +643,8 @@ for key, name in (("lookup", LOOKUP), ("exit", EXIT)):
 # {glue:text}`ch13_real_lookup_g` 时，提示词查找的猜测以 $\hat\alpha =$ {glue:text}`ch13_real_lookup_alpha`
 # 被接受，一轮产出 {glue:text}`ch13_real_lookup_tpr` 个词元，而把这个 $\hat\alpha$ 代入公式得到
 # {glue:text}`ch13_real_lookup_pred`。{glue:text}`ch13_real_L` 层中的前 {glue:text}`ch13_exit_layers`
-<<<<<<< HEAD
-# 层，经过一个从未被训练来接收它们输出的语言模型头，每轮起草 $\gamma =$
+# 层，再接上一个从未为接收它们的输出而训练过的语言模型头，每轮起草 $\gamma =$
 # {glue:text}`ch13_real_exit_g` 个词元，与完整模型一致的比率为
-=======
-# 层，再接上一个从未为接收它们的输出而训练过的语言模型头，与完整模型一致的比率为
->>>>>>> issue-29c
 # $\hat\alpha =$ {glue:text}`ch13_real_exit_alpha`：每轮 {glue:text}`ch13_real_exit_tpr` 个词元，公式给出
 # {glue:text}`ch13_real_exit_pred`。（LayerSkip 会训练模型，让前面的层也能预测得好；我们的模型没有
 # 这样训练过。）实测与公式不一致的地方，是公式的假设不成立：照抄时的各次接受并不是相互独立的掷硬币——
