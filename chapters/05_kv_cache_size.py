@@ -727,7 +727,7 @@ glue("ch5_share_read", fmt_bytes(read[pair])); glue("ch5_share_read_own", fmt_by
 # %% [markdown] tags=["lang-zh"]
 # 共享让内存减半（{glue:text}`ch5_share_held`，而不是 {glue:text}`ch5_share_held_own`），但一个步骤
 # 仍要读取 {glue:text}`ch5_share_read`，对比 {glue:text}`ch5_share_read_own`：容量翻了一番，但一个步
-# 骤读取的字节——它们决定了内存受限的步骤的时间——原地不动。（如果有一个内核能用一次读取同时服务一组中
+# 骤读取的字节——它们决定了内存受限的步骤的时间——丝毫未减。（如果有一个内核能用一次读取同时服务一组中
 # 的两层，情况就不同了；但这两层是一前一后运行的，中间还隔着一个 MLP。）
 #
 # ## 每个数少用几个字节：int8 缓存
@@ -1136,7 +1136,7 @@ glue("ch5_ev_window_32", f"{window_only[2]:.2f}")
 # 对每一种策略，误差都随预算增大而下降。在预算为 32（序列的八分之一）时，H2O 的误差是
 # {glue:text}`ch5_ev_h2o_32`，StreamingLLM 是 {glue:text}`ch5_ev_stream_32`，不带汇聚点的窗口是
 # {glue:text}`ch5_ev_window_32`：保留汇聚点对单纯的窗口有帮助，而保留那些积累了注意力的词元帮助更大，
-# 因为在这里高关注词元散布在整条序列中。这些数字都说明不了训练好的模型的准确率——那要看下面训练好的模型——但
+# 因为在这里高关注词元散布在整条序列中。这些数字说明不了训练好的模型的准确率（那要看下文在训练好的模型上的测量），但
 # 它们显示了每条规则能保留什么、不能保留什么。而内存上的收益是实实在在的：缓存容纳的是预算，而不是整
 # 条序列，所以它的大小和一个步骤读取的字节都不再随长度增长。
 
@@ -1242,7 +1242,7 @@ glue("ch5_sink_factor", fmt_ratio(sink_factor, 0)); glue("ch5_first_word", first
 # 左边那一列亮色就是注意力汇聚点：在第 {glue:text}`ch5_map_layer` 层，第一个词元（单词“{glue:text}`ch5_first_word`”）平均得到
 # {glue:text}`ch5_sink_top` 的注意力，而均匀分布只会给它 {glue:text}`ch5_sink_uniform`——是后者的
 # {glue:text}`ch5_sink_ratio`；{glue:text}`ch5_sm_L` 层中有 {glue:text}`ch5_sink_layers` 层给它的注意
-# 力超过其均匀份额的 {glue:text}`ch5_sink_factor`。第一个词元说了什么无关紧要，要紧的是它排在最前面。沿对角线的第二条亮带，是
+# 力超过其均匀份额的 {glue:text}`ch5_sink_factor`。第一个词元是什么词无关紧要，要紧的是它排在最前面。沿对角线的第二条亮带，是
 # 最近的词元。
 #
 # 现在来看更省的缓存，每一种都按模型用它做出的结果来评判。两个指标，都在故事的前
@@ -1604,7 +1604,7 @@ glue("ch5_pool_seqs", str(roofline.max_batch(l70, h100, 4096, chips=8)))
 # %% [markdown] tags=["lang-zh"]
 # 对 64 条 4,096 个词元的序列，按头切分时，LLaMA-2 70B 每块芯片上的缓存到 {glue:text}`ch5_l70_K` 块
 # 芯片就不再缩小，Falcon-7B 的则根本不缩小；按序列切分则能把两者都均匀地分开。八块 H100 能容纳
-# LLaMA-2 70B 的 {glue:text}`ch5_pool_tokens`个词元的缓存（{glue:text}`ch5_pool_seqs` 条 4,096 个词
+# LLaMA-2 70B 的 {glue:text}`ch5_pool_tokens` 个词元的缓存（{glue:text}`ch5_pool_seqs` 条 4,096 个词
 # 元的序列）。把内存合在一起也可以超出一台机器——Infinite-LLM {cite:p}`lin2024infinitellm` 把注意力和
 # 缓存分布到整个集群上——代价是每一步都有网络流量。
 #
