@@ -680,7 +680,7 @@ glue("ch2_valley_sentence", valley);
 #
 # 在批次 {glue:text}`ch2_valley_batch` 时，矩阵乘法只达到屋顶线所允许的
 # {glue:text}`ch2_valley_share`。（在 CPU 上，本章检验这个低谷：在批次 {glue:text}`ch2_valley_fewest` 到
-# {glue:text}`ch2_valley_most` 之间的某处，不到屋顶线的 {glue:text}`ch2_valley_ceiling`。）加速器离两个屋顶要近得多（第 4 章把资料中的估算与 A100 上的实测
+# {glue:text}`ch2_valley_most` 之间的某处，不到屋顶线的 {glue:text}`ch2_valley_ceiling`。）加速器离两个屋顶要近得多（第 4 章把原文中的估算与 A100 上的实测
 # 相对照），所以原文可以只凭两个常数来推理。不过这一课照样适用：屋顶线是一个界限，与它的差距取决于
 # 内核、形状和设备——在要紧的地方，就去测量它。
 #
@@ -1205,7 +1205,7 @@ for key, v in (("old", lever_versions[0]), ("new", lever_versions[-1])):
 # 下面是每个手段在 jax {glue:text}`ch2_lv_new` 下对步骤的改变，括号里是在 {glue:text}`ch2_lv_old` 下的：
 #
 # - **融合投影**——把 $W_Q$、$W_K$、$W_V$ 并排成一个矩阵，把 $W_\text{gate}$、$W_\text{up}$ 并排成另一个：
-#   一次乘积读完原来三次（两次）读的东西。单独使用时它带来{glue:text}`ch2_lv_new_fused`
+#   一次乘积读完原来三次（两次）读的东西。单独使用时它带来 {glue:text}`ch2_lv_new_fused`
 #   （{glue:text}`ch2_lv_old_fused`）。
 # - **矩阵按 [out, in] 存放**——每个输出的权重连续存放，这是矩阵–向量内核读得最快的布局，也是
 #   PyTorch 保存的布局：{glue:text}`ch2_lv_new_t`（{glue:text}`ch2_lv_old_t`）。两者合起来就是库的
