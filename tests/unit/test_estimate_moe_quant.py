@@ -83,18 +83,23 @@ def toy(**kw):
     toy(moe=MoE(E=4, k=2, F=32, shared_F=48, shared_gate=True, dense_layers=(0,))),
     toy(N=4, K=4, H=24, mla=MLA(R_kv=32, H_nope=16, H_rope=8, H_v=16, R_q=24)),
 ])
-@pytest.mark.parametrize("fmt", ["bf16", "fp8", "int8", "int4", "int4:32", "int8:16"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "int8", "int4", "int4:32", "int8:16",
+                                 "int4+min:32", "int8+min", "int4+min"])
 def test_weight_formats_count_codes_and_one_scale_per_group(cfg, fmt):
     """Every layer matrix [rows, cols]: rows·cols codes and ceil(rows/group)·cols two-byte
-    scales (one per column without a group); everything else in bfloat16."""
-    code = {"bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}[fmt.split(":")[0]]
-    group = int(fmt.split(":")[1]) if ":" in fmt else (128 if fmt == "int4" else None)
+    scales (one per column without a group), and as many two-byte minimums with '+min';
+    everything else in bfloat16."""
+    name, _, group_text = fmt.partition(":")
+    asymmetric = name.endswith("+min")
+    name = name.removesuffix("+min")
+    code = {"bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}[name]
+    group = int(group_text) if group_text else (128 if name == "int4" else None)
     want = 0.0
     for t in params.tensors(cfg):
         if t.role in ("matrix", "expert") and fmt != "bf16":
             rows, cols = t.shape
             scales = cols * (1 if group is None else math.ceil(rows / group))
-            want += t.count * (rows * cols * code + 2 * scales)
+            want += t.count * (rows * cols * code + 2 * scales * (1 + asymmetric))
         else:
             want += 2 * t.size
     assert quant.weight_bytes(cfg, fmt) == pytest.approx(want)
@@ -149,6 +154,7 @@ def test_library_functions_refuse_bad_input_with_value_errors():
     cfg, chip = get_preset("tiny"), get_chip("L4")
     for kw in ({"batch": 0}, {"batch": 2.5}, {"context": -1}, {"chips": 0},
                {"weight_bytes": float("nan")}, {"kv_bytes": 1e-20}, {"weights": "int3"},
+               {"weights": "fp8+min"}, {"weights": "bf16+min"}, {"weights": "int4+min:0"},
                {"kv": "int4"}, {"context": 64, "prompt": 65}, {"context": 10 ** 6, "strict": True},
                {"batch": True}):
         with pytest.raises(ValueError):

@@ -20,10 +20,12 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 from inferbook.model import decode, kvcache  # noqa: E402
+from inferbook.model.gguf_checkpoint import load_gguf_config  # noqa: E402
 from inferbook.model.model_store import fetch  # noqa: E402
 from inferbook.model.presets import get_preset  # noqa: E402
 from inferbook.model.pretrained import load_pretrained, open_pretrained  # noqa: E402
 from inferbook.model.quantized import is_quantized  # noqa: E402
+from inferbook.perf import quant  # noqa: E402
 
 # One worker runs them all (`make test` distributes with --dist loadgroup): the module's
 # fixtures — transformers' model and tokenizer, the library's model — are loaded once.
@@ -142,6 +144,19 @@ def test_weights_kept_in_their_blocks_compute_the_same_and_hold_the_files_bytes(
     quantized = sum(t.n_bytes for t in gguf.GGUFReader(str(gguf_path)).tensors
                     if t.tensor_type.name != "F32")
     assert held == quantized
+
+
+def test_the_estimators_int4_with_minimums_counts_the_files_q4_1_bytes(gguf_path):
+    """`--weights int4+min:32` (4-bit codes, a 16-bit scale and a 16-bit minimum per 32
+    weights) is how llama.cpp's Q4_1 stores this file's layer matrices: the estimator counts
+    their bytes to the byte; the symmetric int4:32 counts 18 bytes a block where Q4_1 has 20."""
+    import gguf
+    cfg = load_gguf_config(gguf_path)[1]
+    q4_1 = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(gguf_path)).tensors
+               if t.tensor_type.name == "Q4_1")
+    assert q4_1 > 0
+    assert quant.weight_bytes(cfg, "int4+min:32", roles=("matrix",)) == q4_1
+    assert quant.weight_bytes(cfg, "int4:32", roles=("matrix",)) == q4_1 * 18 / 20
 
 
 @pytest.mark.parametrize("source", [["--model", NAME],

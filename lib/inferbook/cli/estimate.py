@@ -86,7 +86,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--prompt", metavar="T", help="prompt tokens prefilled (default: the context)")
     w = p.add_mutually_exclusive_group()
     w.add_argument("--weights", default=None, metavar="FMT",
-                   help="bf16 | fp8 | int8 | int4[:group], scales counted (default bf16)")
+                   help="bf16 | fp8 | int8[+min] | int4[+min][:group]: scales, and +min's "
+                        "per-group minimums, counted (default bf16)")
     w.add_argument("--weight-bytes", metavar="BYTES",
                    help="plain bytes per parameter instead, no scales (2 bf16, 1 int8, 0.5 int4)")
     k = p.add_mutually_exclusive_group()

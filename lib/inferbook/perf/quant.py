@@ -4,7 +4,7 @@ A quantized number is a short code plus its share of a scale that turns codes ba
 values. Counting only the code (1 byte for int8, half a byte for int4) is the rule of thumb of
 the sources; what real formats store is a little more, and this module counts it:
 
-* **weights** ``bf16 | fp8 | int8 | int4[:group]`` — the matrices of every layer are stored
+* **weights** ``bf16 | fp8 | int8[+min] | int4[+min][:group]`` — the layer matrices are stored
   as codes with one 16-bit scale per `group` consecutive input rows of each output column
   (GPTQ's and AWQ's layout, Frantar et al. 2023, Lin et al. 2024, whose checkpoints keep fp16
   scales). Without a group, fp8 and int8 keep one scale per output channel (per-channel
@@ -16,7 +16,11 @@ the sources; what real formats store is a little more, and this module counts it
   or a latent-attention token's R_kv + H_rope numbers) is stored as 1-byte codes and one
   float32 scale, 1 + 4/H bytes per element.
 
-Symmetric formats: an asymmetric int4 adds a 4-bit zero point per group, 0.5/group bytes more.
+The formats are symmetric (w = scale · code) unless ``+min`` makes them asymmetric
+(w = scale · code + min): a 16-bit minimum beside each group's scale, as llama.cpp's Q4_1
+stores it (``int4+min:32``: 16 bytes of codes, a scale and a minimum, 20 bytes per 32
+weights, against Q4_0's 18 for ``int4:32``). GPTQ's and AWQ's zero points are 4-bit instead,
+0.5/group bytes more than symmetric.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ __all__ = ["WeightFormat", "parse_weight_format", "weight_bytes", "KV_FORMATS",
 WEIGHT_CODES = {"bf16": (2.0, None), "fp8": (1.0, None), "int8": (1.0, None),
                 "int4": (0.5, 128)}
 WEIGHT_SCALE_BYTES = 2          # fp16/bf16 scales, as GPTQ, AWQ and vLLM checkpoints store
+MIN_SUFFIX = "+min"             # asymmetric: a 16-bit minimum per group beside its scale
+ASYMMETRIC = ("int8", "int4")   # the formats that take one
 KV_FORMATS = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0}
 KV_SCALE_BYTES = 4              # float32, one per cached vector (memory.kv_quant)
 
@@ -42,17 +48,18 @@ KV_SCALE_BYTES = 4              # float32, one per cached vector (memory.kv_quan
 class WeightFormat:
     """How layer matrices are stored: `code_bytes` per weight plus a `scale_bytes` scale per
     `group` input rows of each output column (group None: one per output column; bf16 has
-    no scales)."""
+    no scales), plus `min_bytes` per group for an asymmetric format's minimum."""
 
     name: str
     code_bytes: float
     group: int | None = None
     scale_bytes: float = WEIGHT_SCALE_BYTES
+    min_bytes: float = 0.0
 
     @property
     def label(self) -> str:
-        return self.name if self.group is None or self.name == "bf16" else \
-            f"{self.name}:{self.group}"
+        name = self.name + (MIN_SUFFIX if self.min_bytes else "")
+        return name if self.group is None or self.name == "bf16" else f"{name}:{self.group}"
 
     def matrix_bytes(self, rows: int, cols: int) -> float:
         """Bytes of one [rows (inputs), cols (outputs)] matrix in this format."""
@@ -60,18 +67,24 @@ class WeightFormat:
         if self.name == "bf16":
             return codes
         groups = 1 if self.group is None else math.ceil(rows / self.group)
-        return codes + groups * cols * self.scale_bytes
+        return codes + groups * cols * (self.scale_bytes + self.min_bytes)
 
 
 def parse_weight_format(text: str) -> WeightFormat:
-    """'bf16', 'fp8', 'int8', 'int4', or any of the three quantized ones with ':group'
-    (a positive integer number of input rows per scale): 'int4:64', 'int8:128'."""
+    """'bf16', 'fp8', 'int8', 'int4', any of the three quantized ones with ':group'
+    (a positive integer number of input rows per scale): 'int4:64', 'int8:128'; int8 and
+    int4 with '+min' for a minimum per group as well: 'int4+min:32' (llama.cpp's Q4_1)."""
     if not isinstance(text, str):
         raise ValueError(f"a weight format must be a string, got {text!r}")
     name, sep, group_text = text.strip().partition(":")
+    asymmetric = name.endswith(MIN_SUFFIX)
+    name = name.removesuffix(MIN_SUFFIX)
+    if asymmetric and name not in ASYMMETRIC:
+        raise ValueError(f"only {' and '.join(ASYMMETRIC)} take '{MIN_SUFFIX}' (a minimum "
+                         f"per group): {text!r}")
     if name not in WEIGHT_CODES:
         raise ValueError(f"unknown weight format {text!r}; known: {', '.join(WEIGHT_CODES)} "
-                         "(fp8, int8 and int4 take ':group')")
+                         "(fp8, int8 and int4 take ':group', int8 and int4 '+min')")
     code, group = WEIGHT_CODES[name]
     if sep:
         if name == "bf16":
@@ -80,7 +93,7 @@ def parse_weight_format(text: str) -> WeightFormat:
             raise ValueError(f"the group of {text!r} must be a positive integer "
                              "(input rows per scale)")
         group = int(group_text)
-    return WeightFormat(name, code, group)
+    return WeightFormat(name, code, group, min_bytes=WEIGHT_SCALE_BYTES if asymmetric else 0.0)
 
 
 def weight_bytes(cfg: ModelConfig, fmt: WeightFormat | str,
