@@ -92,6 +92,9 @@ def open_page(page, server, name):
 
 @pytest.mark.parametrize("name", toc_pages())
 def test_page_renders(page, server, name):
+    """Each page is opened once and checked for everything a reader of it meets: typeset math,
+    no error in a cell, every image, nothing fetched from outside, the switch to its Chinese
+    twin, its Colab button (notebook pages) and its library listings (chapters)."""
     assert (SITE / f"{name}.html").is_file(), f"no page for toc entry {name}"
     open_page(page, server, name)
 
@@ -112,21 +115,35 @@ def test_page_renders(page, server, name):
         .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
     assert not broken, f"images failed to load: {broken}"
 
+    # The language switch leads to the page's Chinese twin, which was built.
+    assert language_switch_target(page) == f"{server}/zh/{name}.html"
+    assert (SITE / "zh" / f"{name}.html").is_file()
+
+    if is_notebook(name):
+        assert_colab_button_opens(page, name)
+    if name in chapter_pages():
+        assert_listings_are_highlighted_and_keep_their_lines_whole(page, name)
     assert not page.outside_requests, f"the page fetched from outside: {page.outside_requests}"
 
 
-@pytest.mark.parametrize("name", [p for p in toc_pages() if is_notebook(p)])
-def test_notebook_pages_link_to_a_colab_notebook_in_the_repository(page, server, name):
-    open_page(page, server, name)
+def language_switch_target(pg) -> str | None:
+    """Where the page's language switch leads (the other edition's twin of the page)."""
+    return pg.evaluate("""() => {
+        const a = document.querySelector('.ib-language-switch a.ib-language-link');
+        return a ? a.href : null; }""")
+
+
+def assert_colab_button_opens(page, name: str, edition: str = "") -> None:
+    """The open page's Colab buttons all open `<edition><name>.ipynb`, committed in the
+    repository on the branch the site names."""
     links = page.evaluate("""() => [...document.querySelectorAll(
         'a[href*="colab.research.google.com"]')].map(a => a.href)""")
     assert links, f"{name} has no Colab button"
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     repo = config["repository"]["url"].removeprefix("https://github.com/")
     prefix = f"https://colab.research.google.com/github/{repo}/blob/{config['repository']['branch']}/"
-    assert all(link.startswith(prefix) for link in links), links
-    target = links[0].removeprefix(prefix)
-    assert target == f"{name}.ipynb"
+    target = f"{edition}{name}.ipynb"
+    assert all(link == prefix + target for link in links), links
     assert (ROOT / target).is_file(), f"the Colab link points at {target}, which is not committed"
 
 
@@ -207,9 +224,9 @@ WRAPPED = """(sel) => [...document.querySelectorAll(sel)].map(pre => {
 })"""
 
 
-@pytest.mark.parametrize("name", chapter_pages())
-def test_library_listings_are_highlighted_and_keep_their_lines_whole(page, server, name):
-    open_page(page, server, name)
+def assert_listings_are_highlighted_and_keep_their_lines_whole(page, name: str) -> None:
+    """The open chapter's library listings are highlighted code, and every code block keeps
+    each line whole at three widths (the viewport is left at the last, a phone's)."""
     cells = page.evaluate("""(sel) => [...document.querySelectorAll('div.cell')].map(c => ({
         source: c.querySelector('div.cell_input')?.textContent ?? '',
         listings: [...c.querySelectorAll(sel)].map(pre => ({

@@ -2,8 +2,9 @@
 
 Needs `make book` (both editions). For every page of the table of contents: the Chinese page
 exists and says it is Chinese, its math is typeset, no cell shows an error, every image loads,
-nothing is fetched from outside, and its language switch leads to its English twin — and the
-English page's to it. Notebook pages open their Chinese Colab twin, committed under zh/. On a
+nothing is fetched from outside, its language switch leads to its English twin (test_site.py
+checks the English page's switch), and notebook pages open their Chinese Colab twin, committed
+under zh/. On a
 translated page the glued values are exactly the English page's, each in its Chinese form
 (read from the build's executed notebook: name -> English text, name__zh -> Chinese text),
 and its figures are as many. Chinese text is drawn with a font that has the characters: two
@@ -21,7 +22,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_site import SHOTS, SITE, browser, open_page, page, server, toc_pages  # noqa: F401
+from test_site import (  # noqa: F401
+    SHOTS,
+    SITE,
+    assert_colab_button_opens,
+    browser,
+    language_switch_target,
+    open_page,
+    page,
+    server,
+    toc_pages,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ZH = SITE / "zh"
@@ -40,12 +51,6 @@ def built():
         pytest.fail("no Chinese edition in _build/html/zh: run `make book`")
 
 
-def switch_target(pg) -> str:
-    return pg.evaluate("""() => {
-        const a = document.querySelector('.ib-language-switch a.ib-language-link');
-        return a ? a.href : null; }""")
-
-
 @pytest.mark.parametrize("name", toc_pages())
 def test_chinese_page_renders_and_links_to_its_english_twin(page, server, name):  # noqa: F811
     open_page(page, server, f"zh/{name}")
@@ -59,24 +64,10 @@ def test_chinese_page_renders_and_links_to_its_english_twin(page, server, name):
     broken = page.evaluate("""() => [...document.images]
         .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
     assert not broken, f"images failed to load: {broken}"
-    assert switch_target(page) == f"{server}/{name}.html"
+    assert language_switch_target(page) == f"{server}/{name}.html"
+    if is_notebook(name):
+        assert_colab_button_opens(page, name, edition="zh/")
     assert not page.outside_requests, page.outside_requests
-
-
-@pytest.mark.parametrize("name", toc_pages())
-def test_english_page_links_to_its_chinese_twin(page, server, name):  # noqa: F811
-    open_page(page, server, name)
-    assert switch_target(page) == f"{server}/zh/{name}.html"
-    assert (ZH / f"{name}.html").is_file()
-
-
-@pytest.mark.parametrize("name", [p for p in toc_pages() if is_notebook(p)])
-def test_chinese_notebook_pages_open_their_chinese_colab_twin(page, server, name):  # noqa: F811
-    open_page(page, server, f"zh/{name}")
-    links = page.evaluate("""() => [...document.querySelectorAll(
-        'a[href*="colab.research.google.com"]')].map(a => a.href)""")
-    assert links and all(link.endswith(f"/zh/{name}.ipynb") for link in links), links
-    assert (ROOT / "zh" / f"{name}.ipynb").is_file()
 
 
 def straight(text: str) -> str:
