@@ -22,7 +22,7 @@ def test_the_deepseek_points_say_the_layout_their_code_ran():
     assert DEEPSEEK and {p.layout for p in DEEPSEEK} == {"1d-ws"}
 
 
-@pytest.mark.parametrize("point", DEEPSEEK, ids=lambda p: f"b{p.batch}")
+@pytest.mark.parametrize("point", DEEPSEEK, ids=lambda p: f"b{p.batch}-s{p.context}")
 def test_each_point_is_planned_in_its_stated_layout(point):
     assert point_costs(point).plan.share.comms.layout == point.layout
 
