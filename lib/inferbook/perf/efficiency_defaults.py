@@ -67,19 +67,16 @@ FITTED: dict[tuple[str, str], float] = {
     ('experts_mfu', 'GPU'): 0.2344,
     ('link', 'GPU'): 0.5134,
     ('mbu_cache', 'GPU'): 0.6636,
-    ('moe_layer_s', 'GPU'): 1.909e-12,
     ('pass_overhead_s', 'GPU'): 2.881e-06,
     ('weight_only_int4', 'GPU'): 0.7419,
     ('weight_only_int8', 'GPU'): 0.9911,
     ('mfu_fp8', 'Hopper'): 0.5231,
     ('prefill_layer_s', 'Hopper'): 0.0001229,
     ('mbu', 'NVIDIA'): 0.6998,
-    ('mbu_cache', 'TPU'): 0.7789,
-    ('mfu_bf16', 'TPU'): 0.3333,
-    ('moe_layer_s', 'TPU'): 0.0002154,
-    ('weight_only_int8', 'TPU'): 1.0,
-    ('mbu', 'TPU v5e'): 1.0,
-    ('mbu', 'TPU v6e'): 0.5652,
+    ('mbu_cache', 'TPU'): 0.7191,
+    ('mfu_bf16', 'TPU'): 0.3405,
+    ('moe_layer_s', 'TPU'): 0.0002152,
+    ('mbu', 'TPU v6e'): 0.5758,
 }
 
 
