@@ -289,7 +289,7 @@
 # | `weights_s` | s | the weight bytes the step reads / (n · `mbu` · W) |
 # | `kv_cache_s` | s | the cache bytes it reads, at the cache's fraction of n · W |
 # | `attention_s` | s | attention's FLOPs (scores, values and the Q, K, V, O projections) / (n · `mfu` · C) |
-# | `mlp_s` | s | the MLP's FLOPs (dense MLPs, experts, routers) / (n · `mfu` · C) |
+# | `mlp_s` | s | the MLP's FLOPs (dense MLPs, experts, routers) / (n · `mfu` · C), plus a mixture's routed rows (their dispatch and combine) / (n · `mbu` · W) |
 # | `logits_s` | s | the unembedding's FLOPs / (n · `mfu` · C) |
 # | `communication_s` | s | the collectives: bandwidth time plus latencies |
 # | `dcn_s` | s | of `communication_s`, the part spent between hosts (`dcn_time_s`; 0 in one interconnect domain) |
@@ -320,7 +320,7 @@
 # | `weights_s` | 秒 | 步骤读取的权重字节数 / (n · `mbu` · W) |
 # | `kv_cache_s` | 秒 | 它读取的缓存字节数，按缓存的 n · W 比例计算 |
 # | `attention_s` | 秒 | 注意力的 FLOPs（得分、值以及 Q、K、V、O 投影）/ (n · `mfu` · C) |
-# | `mlp_s` | 秒 | MLP 的 FLOPs（稠密 MLP、专家、路由器）/ (n · `mfu` · C) |
+# | `mlp_s` | 秒 | MLP 的 FLOPs（稠密 MLP、专家、路由器）/ (n · `mfu` · C)，加上混合专家被路由的行（它们的分发与合并）/ (n · `mbu` · W) |
 # | `logits_s` | 秒 | 反嵌入的 FLOPs / (n · `mfu` · C) |
 # | `communication_s` | 秒 | 集合通信：带宽时间加上延迟 |
 # | `dcn_s` | 秒 | `communication_s` 中花在主机之间的部分（即 `dcn_time_s`；只有一个互连域时为 0） |
@@ -425,11 +425,19 @@
 # **Mixtures of experts.** Routing is taken as balanced: each token picks k distinct experts,
 # each expert with probability k/E, independently of other tokens. Skewed routing touches fewer
 # experts for the same average, so `experts_touched` and the step's weight read are upper bounds.
+# Each token's k (token, expert) pairs are rows of D activations that a routing layer moves four
+# times (written sorted by expert, read by the experts, their outputs written, read back to be
+# combined), on every chip that works on them: all B · k of them on each chip of the 1D layout,
+# whose slice of every expert needs every row, and B · k / Z on each chip of the expert-parallel
+# layout. In the 1D layout this traffic grows with the batch on every chip, however many chips.
 
 # %% [markdown] tags=["lang-zh"]
 # **混合专家。** 路由被视为均衡的：每个词元挑选 k 个不同的专家，每个专家被选中的概率为 k/E，与其他
 # 词元无关。偏斜的路由在平均值相同时触及的专家更少，所以 `experts_touched` 和步骤读取的权重字节数都是
-# 上界。
+# 上界。每个词元的 k 个（词元，专家）对各是一行 D 个激活值，一个路由层要把它们在内存中搬运四次（按专家
+# 排序后写入、由专家读取、写出专家的输出、读回来加权合并），而且每个处理它们的芯片都要搬运：1D 布局中
+# 每个芯片都持有每个专家的一片，需要全部 B · k 行；专家并行布局中每个芯片只处理 B · k / Z 行。所以在
+# 1D 布局中，这部分流量在每个芯片上都随批次增长，与芯片数无关。
 
 # %% [markdown]
 # **Efficiency.** Under `--ideal` every part of a step pays its bare roofline. By default

@@ -368,7 +368,7 @@ def test_the_report_shows_the_generation_its_cost_and_where_the_step_goes(capsys
     assert code == 0 and err == ""
     for text in ("output 256", "efficiency: calibrated", "whole generation",
                  "cost per million tokens, decoding", "reading the weights",
-                 "reading the KV cache", "the MLP's arithmetic", "collectives",
+                 "reading the KV cache", "the MLP (arithmetic, routed rows)", "collectives",
                  "fixed costs per layer", "of the step"):
         assert text in out, text
     assert f"${got['usd_per_million_tokens']:,.4g}" in out

@@ -148,7 +148,9 @@ def test_the_estimator_composes_the_core(preset, chip_name, n, B, S, T):
     """The bare-roofline estimate, in the 1D or 2D layout, rebuilt as StepCosts: attention
     over the cache; the dense weights (the input embedding read B rows deep) and, for a
     mixture, the routed experts the batch touches as a part of their own; the prefill the
-    same over its B·T tokens with the cache it writes."""
+    same over its B·T tokens with the cache it writes; and a mixture's routed rows: each
+    of n chips in the 1D layout holds a slice of every expert, so each writes, reads, writes
+    and reads back all tokens · k rows of D bfloat16 numbers in every routing layer."""
     cfg, chip = PRESETS[preset], CHIPS[chip_name]
     est = estimate(cfg, chip, batch=B, context=S, prompt=T, chips=n, weight_bytes=2,
                    kv_bytes=2, efficiency="ideal", layout="1d-ws" if n > 1 else None)
@@ -163,7 +165,12 @@ def test_the_estimator_composes_the_core(preset, chip_name, n, B, S, T):
             table > 0)
         expert_flops = 2 * tokens * routed * cfg.moe.k / cfg.moe.E if cfg.moe else 0.0
         out = [Work(name, flops - expert_flops, dense + extra)]
-        return out + ([Work("experts", expert_flops, touched, grouped=True)] if cfg.moe else [])
+        if cfg.moe is None:
+            return out
+        routing_layers = cfg.L - len(set(cfg.moe.dense_layers))
+        rows = n * 4 * (tokens * cfg.moe.k) * cfg.D * 2 * routing_layers
+        return out + [Work("experts", expert_flops, touched, grouped=True),
+                      Work("routed rows", 0.0, rows)]
 
     kv = counts.kv_cache_bytes(cfg, B, S, 2)
     decode = (Work("attention", decode_attention_flops(cfg, B, S), copies * kv, cache=True),

@@ -79,7 +79,7 @@ _OPTIONAL = {"generation_time_s": "output", "output_tokens_per_s": "output",
              "usd_per_million_prompt_tokens": "price_per_chip_hour",
              "usd_per_million_output_tokens": "output"}
 _BREAKDOWN = {"weights_s": "reading the weights", "kv_cache_s": "reading the KV cache",
-              "attention_s": "attention's arithmetic", "mlp_s": "the MLP's arithmetic",
+              "attention_s": "attention's arithmetic", "mlp_s": "the MLP (arithmetic, routed rows)",
               "logits_s": "the logits' arithmetic", "communication_s": "collectives",
               "overhead_s": "fixed costs per layer"}
 

@@ -50,7 +50,7 @@ from inferbook.perf.roofline import peak_flops_per_s
 
 __all__ = ["FitData", "Parameter", "parameters_for", "efficiency_from", "fit_parameters"]
 
-_PARTS = 3                                # attention, weights, experts at most
+_PARTS = 4                                # attention, weights, experts, routed rows
 
 
 @dataclass(frozen=True)

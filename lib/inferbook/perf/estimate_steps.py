@@ -8,6 +8,15 @@ and read, and hands each to the library's one step-time formula. This module bui
     prefill   one pass   the forward pass's FLOPs, the weights its B·T tokens touch + the cache
                                                    it writes
 
+*The routed rows* of a mixture of experts are its (token, expert) pairs, k per token, each a
+row of D activations. A grouped-matmul MoE (`model.moe.moe_sparse`) moves each pair's row
+through memory four times a routing layer (`ROUTED_ROW_PASSES`): it writes the rows sorted
+by expert (dispatch), the experts' first matmuls read them, their last matmul writes each
+pair's output row, and the weighted sum over the k reads those back (combine). How many
+chips repeat that traffic is the layout's doing (`routed_row_bytes`): a chip that holds a
+slice of F_e of every expert (the 1D layout) works on every pair's row, so n chips move n
+copies of them, and a decode step's dispatch grows with B·k on every chip, not B·k / n.
+
 *The weights a pass touches* are every layer matrix, less the routed experts no token was
 routed to (`weight_bytes_read`), and of a lookup table (the input embedding, learned
 positions) only the rows its tokens look up, at most the table: a decode step of B sequences
@@ -34,7 +43,12 @@ from inferbook.perf.layout_comms import LayoutComms
 from inferbook.perf.step_cost import StepCost, Work
 
 __all__ = ["ModelBytes", "ChipShare", "weight_bytes_read", "lookup_bytes_read", "model_bytes_read",
-           "estimate_decode_cost", "prefill_cost", "matmul_flops_by_block"]
+           "estimate_decode_cost", "prefill_cost", "matmul_flops_by_block", "routed_row_bytes",
+           "ROUTED_ROWS", "ROUTED_ROW_PASSES"]
+
+ROUTED_ROWS = "routed rows"     # the part of a step that dispatches and combines them
+ROUTED_ROW_PASSES = 4           # dispatch write, experts' read, experts' write, combine read
+ACTIVATION_BYTES = 2.0          # the rows are bfloat16 activations
 
 
 def weight_bytes_read(cfg: ModelConfig, total_bytes: float, expert_bytes: float,
@@ -110,12 +124,25 @@ class ChipShare:
     split: int = 1                   # the layout's split: X of 2d-ws, Y of expert-parallel
 
 
+def routed_row_bytes(cfg: ModelConfig, share: ChipShare, tokens: float) -> float:
+    """Bytes of routed rows one chip moves in a pass over `tokens` tokens (see the module's
+    docstring): ROUTED_ROW_PASSES · tokens · k · D · 2 bytes per routing layer, for the pairs
+    the chip works on: every one in the 1D layout (its slice of F_e of every expert needs
+    every routed row), those routed to its group of E / Z experts, 1 / Z of them, in the
+    expert-parallel layout (the 2D layout serves dense models only). 0 for a dense model."""
+    if cfg.moe is None:
+        return 0.0
+    pairs = tokens * cfg.moe.k / share.experts_over
+    return ROUTED_ROW_PASSES * pairs * cfg.D * ACTIVATION_BYTES * _moe_layers(cfg)
+
+
 def _weight_parts(share: ChipShare, cfg: ModelConfig, mb: ModelBytes, tokens: float,
                   flops: float, extra_bytes: float, name: str) -> list[Work]:
     """The weights a pass over `tokens` tokens reads and multiplies as parts: `name` (every
     matrix but the routed experts, with `flops` FLOPs of matmuls and whatever else the pass
     computes, and `extra_bytes`) and, for a mixture of experts, 'experts' (their grouped
-    matmuls over the experts the tokens touch), each paying its own roofline. One chip's
+    matmuls over the experts the tokens touch) and ROUTED_ROWS (moving the tokens' routed
+    rows to them and back, `routed_row_bytes`), each paying its own roofline. One chip's
     share of them in the expert-parallel layout (the rest split over Y, the experts over
     all n), all of them for an even layout."""
     experts_read = 0.0 if cfg.moe is None else weight_bytes_read(cfg, mb.experts, mb.experts,
@@ -131,7 +158,9 @@ def _weight_parts(share: ChipShare, cfg: ModelConfig, mb: ModelBytes, tokens: fl
             extra_bytes / n
     parts = [Work(name, dense_flops, dense_read + extra_bytes, mb.dequantized)]
     if cfg.moe is not None:
+        rows = routed_row_bytes(cfg, share, tokens) * (share.chips if share.chips > 1 else 1)
         parts.append(Work("experts", expert_flops, experts_read, mb.dequantized, grouped=True))
+        parts.append(Work(ROUTED_ROWS, 0.0, rows))
     return parts
 
 

@@ -11,7 +11,8 @@ efficiency achieves, beside the step it joins into:
     attention_s        attention's FLOPs (scores, values and the Q, K, V, O projections)
                        / (n · mfu · C)
     mlp_s              the MLP's FLOPs (dense MLPs, routed and shared experts, routers)
-                       / (n · mfu · C)
+                       / (n · mfu · C), and a mixture's routed rows (dispatch and combine,
+                       `estimate_steps.routed_row_bytes`) / (n · mbu · W)
     logits_s           the unembedding's FLOPs / (n · mfu · C)
     communication_s    the collectives: bandwidth time / link + latencies
       dcn_s            of them, the data-centre network's share when the chips span hosts
@@ -32,7 +33,7 @@ from dataclasses import asdict, dataclass
 from inferbook.model.config import ModelConfig
 from inferbook.perf import params
 from inferbook.perf.efficiency import Efficiency
-from inferbook.perf.estimate_steps import matmul_flops_by_block
+from inferbook.perf.estimate_steps import ROUTED_ROWS, matmul_flops_by_block
 from inferbook.perf.hardware import Chip
 from inferbook.perf.roofline import peak_flops_per_s
 from inferbook.perf.step_cost import StepCost
@@ -67,7 +68,9 @@ def breakdown(cfg: ModelConfig, decode: StepCost, chip: Chip, chips: int, comput
     """The components of `decode`, a decode step of the estimator (`estimate_steps`: an
     'attention' part, then a 'weights' part) priced on `chips` chips under `efficiency`;
     `dcn_s` is the share of its collectives' time spent between hosts, priced alike."""
-    attention, *weights = decode.parts
+    attention, *parts = decode.parts
+    weights = [w for w in parts if w.name != ROUTED_ROWS]
+    routed_rows = sum(w.bytes for w in parts if w.name == ROUTED_ROWS)
     W = chips * chip.hbm_bytes_per_s
     C = chips * peak_flops_per_s(chip, compute) * efficiency.mfu(compute)
     blocks = matmul_flops_by_block(cfg, batch)
@@ -84,7 +87,8 @@ def breakdown(cfg: ModelConfig, decode: StepCost, chip: Chip, chips: int, comput
         weights_s=sum(w.bytes / (W * e.bandwidth(w.dequantized)) for w in weights),
         kv_cache_s=attention.bytes / (W * e.mbu_cache),
         attention_s=(attention.flops + scale * blocks["attention"]) / C,
-        mlp_s=scale * mlp_dense / C + expert_flops / (C * e.experts_mfu),
+        mlp_s=(scale * mlp_dense / C + expert_flops / (C * e.experts_mfu)
+               + routed_rows / (W * e.bandwidth())),
         logits_s=scale * blocks["logits"] / C,
         communication_s=(decode.comm_bandwidth_s / e.link
                          + decode.comm_latency_s
