@@ -149,9 +149,11 @@ def test_intermediate_share_follows_the_time_model_it_describes():
 def test_context_time_is_the_flop_bound_prefill():
     cfg = PRESETS["kipply-13b"]
     step = work_time(latency.small_batch_cost(cfg, A100, 1), A100)
-    prefill = latency.context_pass_time(step, 512, A100)
+    prefill = step * 512 / latency.context_pass_ratio(A100)
     assert prefill == pytest.approx(2 * counts.param_count(cfg) * 512 / A100.bf16_flops_per_s)
-    assert math.isclose(latency.context_pass_time(step, 512, A100, 0.9), prefill * 0.9)
+    assert math.isclose(step * 512 / latency.context_pass_ratio(A100, 0.9), prefill * 0.9)
+    assert latency.context_pass_ratio(dataclasses.replace(A100, hbm_bytes_per_s=1.5e12), 0.9) \
+        == pytest.approx(231, abs=0.2)
 
 
 @given(name=st.sampled_from(["llama-2-13b", "llama-3-70b", "kipply-52b"]),

@@ -41,7 +41,7 @@ __all__ = ["kv_projection_flops", "kv_projection_times", "break_even_tokens",
            "tensor_parallel_cost",
            "flops_per_comm_byte", "comm_intensity",
            "layer_flop_breakdown", "intermediate_share_approx", "intermediate_share_at_width",
-           "context_pass_time"]
+           "context_pass_ratio"]
 
 
 # The kv cache: FLOPs against bytes --------------------------------------------------------------
@@ -230,13 +230,13 @@ def intermediate_share_at_width(share: float, d_from: int, d_to: int) -> float:
     return share * r / (share * r + (1 - share) * r ** 2)
 
 
-def context_pass_time(step_s: float, tokens: int, chip: Chip, bandwidth_share: float = 1.0,
-                        compute: str = "bf16") -> float:
-    """A forward pass over `tokens` context tokens: step_s · tokens / (A_f / (A_bm · share)).
+def context_pass_ratio(chip: Chip, bandwidth_share: float = 1.0,
+                       compute: str = "bf16") -> float:
+    """A_f / (A_bm · share): how many context tokens a FLOP-bound forward pass processes in
+    the time of one memory-bound decode step.
 
-    kipply, "comparing against real benchmarks": a FLOP-bound pass over T tokens takes T
-    divided by the flops-to-bandwidth ratio times as long as a memory-bound decode step (she
-    uses 90% of the bandwidth: 312e12 / (1.5e12 · 0.9) = 231).
+    kipply, "comparing against real benchmarks": a pass over T tokens takes T divided by this
+    ratio times as long as a decode step that reads the weights (she uses 90% of the
+    bandwidth: 312e12 / (1.5e12 · 0.9) = 231).
     """
-    ratio = peak_flops_per_s(chip, compute) / (chip.hbm_bytes_per_s * bandwidth_share)
-    return step_s * tokens / ratio
+    return peak_flops_per_s(chip, compute) / (chip.hbm_bytes_per_s * bandwidth_share)
