@@ -59,6 +59,7 @@ from inferbook.model.features import MoE
 from inferbook.model.presets import get_preset
 from inferbook.perf import comm_time, counts, decode_roofline, estimator, latency, params, roofline
 from inferbook.perf.hardware import get_chip
+from inferbook.perf.step_cost import step_time, work_time
 
 book = bookdata.load("scaling_book_published.json")
 kipply = bookdata.load("kipply_assumptions.json")
@@ -141,7 +142,7 @@ for variant, kv_cfg, published in (("K = 40", llama, tab),
                                    ("K = 8", llama.replace(K=8), tab["small_kv"])):
     for B, ms in zip(tab["batch"], published["step_ms"]):
         kv = counts.kv_cache_bytes(kv_cfg, B, S)
-        ours = decode_roofline.decode_step_time(counts.param_count(llama), weights, kv, B, v5e, chips)
+        ours = step_time(decode_roofline.decode_step_cost(counts.param_count(llama), weights, kv, B), v5e, chips)
         diffs.append(abs(ours * 1e3 / ms - 1))
         rows.append(f"| {variant} | {B} | {ms} ms | {fmt_seconds(ours, 2)} |")
 assert max(diffs) < 0.01
@@ -413,8 +414,8 @@ glue("err_p7_formula", f"{n_star:.0f}");
 app = book["appendix_a"]
 D_a, F_a, chips_a = 8192, 32768, 4
 layer = 2 * D_a * F_a
-floor_exact = decode_roofline.step_time_lower_bound(2 * layer, 0, v5e, chips_a)
-floor_rounded = decode_roofline.step_time_lower_bound(2 * app["layer_params_rounded"], 0, v5e, chips_a)
+floor_exact = step_time(decode_roofline.lower_bound_step_cost(2 * layer, 0), v5e, chips_a)
+floor_rounded = step_time(decode_roofline.lower_bound_step_cost(2 * app["layer_params_rounded"], 0), v5e, chips_a)
 assert abs(floor_rounded * 1e6 / app["layer_floor_us"] - 1) < 0.01     # the source's figure
 assert floor_exact < 0.95 * floor_rounded
 glue("err_a_D", f"{D_a:,}")
@@ -546,9 +547,9 @@ pub = kipply["published_results"]
 assert her_a100.bf16_flops_per_s == a100.bf16_flops_per_s
 assert round(latency.break_even_tokens(her_a100)) == pub["ratio_flops_per_byte"]
 m13 = get_preset("kipply-13b")
-her_13b = latency.small_batch_latency(m13, her_a100, 1,
-                                              params=12 * m13.L * m13.D ** 2).total_s
-ours_13b = latency.small_batch_latency(m13, a100, 1).total_s
+her_13b = step_time(latency.small_batch_cost(m13, her_a100, 1, params=12 * m13.L * m13.D ** 2),
+                    her_a100, 1)
+ours_13b = step_time(latency.small_batch_cost(m13, a100, 1), a100, 1)
 assert round(her_13b * 1e3, 1) == pub["ft_predicted_ms_per_token"]["1"]
 glue("err_k_bw", fmt_rate(her["hbm_bytes_per_s"])); glue("err_k_bw_reg", fmt_rate(a100.hbm_bytes_per_s, digits=3))
 glue("err_k_ratio_pub", str(pub["ratio_flops_per_byte"]))
@@ -648,20 +649,21 @@ glue("err_k_cap3_ours", f"{cap_ours[3]:,}"); glue("err_k_cap4_ours", f"{cap_ours
 
 # %% tags=["hide-input"]
 gopher = get_preset("gopher-280b")
-lat = latency.small_batch_latency(gopher, a100, 16).comms_s
+lat = latency.small_batch_cost(gopher, a100, 16).comm_s
 assert lat == 4 * gopher.L * a100.hop_latency_s
-big = latency.large_batch_latency(gopher, a100, 16, 512)
+big = latency.large_batch_cost(gopher, a100, 16, 512)
+big_s, big_compute = step_time(big, a100, 16), work_time(big, a100, 16)
 written = pub["gopher_large_batch_total_ms_written"]
-assert round(big.total_s * 1e3) == written[0] != written[1]
+assert round(big_s * 1e3) == written[0] != written[1]
 glue("err_k_lat_written", pub["gopher_comms_written"])
 glue("err_k_512a", fmt_seconds(written[0] / 1e3, 0)); glue("err_k_512b", fmt_seconds(written[1] / 1e3, 0))
-assert big.total_s == big.compute_s and round(big.total_s * 1e3) == pub["gopher_large_batch_compute_ms"]
+assert big_s == big_compute and round(big_s * 1e3) == pub["gopher_large_batch_compute_ms"]
 glue("err_k_lat_double", fmt_seconds(2 * lat, 2)); glue("err_k_lat", fmt_seconds(lat, 2))
-glue("err_k_512", fmt_seconds(big.total_s)); glue("err_k_512_flops", fmt_seconds(big.compute_s))
-glue("err_k_512_comm", fmt_seconds(big.comms_s))
+glue("err_k_512", fmt_seconds(big_s)); glue("err_k_512_flops", fmt_seconds(big_compute))
+glue("err_k_512_comm", fmt_seconds(big.comm_s))
 share_hers = lat / (lat + pub["gopher_large_batch_comms_ms"] / 1e3)
 assert abs(share_hers - pub["gopher_latency_share_of_comms"]) > 0.01
-glue("err_k_lat_share", fmt_percent(lat / (lat + big.comms_s), 1))
+glue("err_k_lat_share", fmt_percent(lat / (lat + big.comm_s), 1))
 glue("err_k_lat_share_pub", fmt_percent(pub["gopher_latency_share_of_comms"]))
 glue("err_k_comm_pub", fmt_seconds(pub["gopher_large_batch_comms_ms"] / 1e3, 0))
 glue("err_k_lat_share_hers", fmt_percent(share_hers, 1));

@@ -45,7 +45,9 @@ from IPython.display import Markdown
 from inferbook.book.listing import show_source
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, decode_roofline, latency, roofline, step_cost
+from inferbook.perf.decode_roofline import decode_step_cost
 from inferbook.perf.hardware import get_chip
+from inferbook.perf.step_cost import step_time
 
 print(info.describe())
 
@@ -120,7 +122,7 @@ from inferbook.book.present import (
 
 # %%
 show_source(step_cost.work_time, step_cost.step_time, decode_roofline.decode_step_cost,
-            decode_roofline.decode_step_time, decode_roofline.step_time_lower_bound)
+            decode_roofline.lower_bound_step_cost)
 
 # %% [markdown]
 # ### A quick estimate
@@ -145,7 +147,7 @@ quiz_steps = {}
 for B in (4, 256):
     kv = B * quiz["context"] * quiz["kv_per_token"]
     weights = quiz["params"] * quiz["weight_bytes"]
-    quiz_steps[B] = decode_roofline.decode_step_time(quiz["params"], weights, kv, B, v5e, quiz["chips"])
+    quiz_steps[B] = step_time(decode_step_cost(quiz["params"], weights, kv, B), v5e, quiz["chips"])
     flop_time = 2 * B * quiz["params"] / (quiz["chips"] * v5e.bf16_flops_per_s)
     load_time = weights / (quiz["chips"] * v5e.hbm_bytes_per_s)
     print(f"B={B:3d}: KV {fmt_bytes(kv)}, attention {fmt_seconds(kv / (16 * v5e.hbm_bytes_per_s))}"
@@ -153,7 +155,7 @@ for B in (4, 256):
           f" -> step {fmt_seconds(quiz_steps[B])}")
     if B == 4:
         assert flop_time < load_time          # small batch: the weights are a load problem
-        assert quiz_steps[4] == decode_roofline.step_time_lower_bound(weights, kv, v5e, 16)
+        assert quiz_steps[4] == step_time(decode_roofline.lower_bound_step_cost(weights, kv), v5e, 16)
     else:
         assert flop_time > load_time          # large batch: the matmuls are compute-bound
 kv_seq_quiz = quiz["context"] * quiz["kv_per_token"]
@@ -208,7 +210,7 @@ glue("ch3_quiz_tput_ratio", fmt_ratio((256 / quiz_steps[256]) / (4 / quiz_steps[
 # 权重和缓存放不进切片内存的设置不画出来。
 
 # %%
-show_source(latency.tensor_parallel_step_time)
+show_source(latency.tensor_parallel_cost)
 
 # %%
 llama = get_preset("llama-2-13b")
@@ -222,10 +224,11 @@ def frontier_points(weight_bytes):
     points = []
     for n in chip_counts:
         for B in batches:
-            if not decode_roofline.estimate_decode(llama, v5e, batch=B, context=S_chat, chips=n,
-                                            weight_bytes=weight_bytes).fits:
+            if not decode_roofline.decode_footprint(llama, v5e, batch=B, context=S_chat, chips=n,
+                                                    weight_bytes=weight_bytes).fits:
                 continue
-            t = latency.tensor_parallel_step_time(llama, v5e, n, B, S_chat, weight_bytes).total_s
+            t = step_time(latency.tensor_parallel_cost(llama, v5e, n, B, S_chat, weight_bytes),
+                          v5e, n)
             points.append((t, B / t / n, n, B))
     return points
 
@@ -429,8 +432,8 @@ def llama_table(cfg_kv, label):
     rows = []
     for B in table_batches:
         kv = counts.kv_cache_bytes(cfg_kv, B, S)
-        step = decode_roofline.decode_step_time(total, weights_bf16, kv, B, v5e, chips)
-        lower = decode_roofline.step_time_lower_bound(weights_bf16, kv, v5e, chips)
+        step = step_time(decode_step_cost(total, weights_bf16, kv, B), v5e, chips)
+        lower = step_time(decode_roofline.lower_bound_step_cost(weights_bf16, kv), v5e, chips)
         rows.append(dict(B=B, kv=kv, total=weights_bf16 + kv,
                          fits=weights_bf16 + kv <= chips * v5e.hbm_bytes, step=step,
                          lower=lower, tput=roofline.tokens_per_s(B, step)))
@@ -540,15 +543,14 @@ assert gqa_tput[64] / gqa_tput[8] > 2
 glue("ch3_gqa_fit", str(gqa_fit))
 glue("ch3_gqa_tput_64", f"{gqa_tput[64]:,.0f}")
 glue("ch3_gqa_best_vs_mha_best", fmt_ratio(gqa_tput[64] / roofline.tokens_per_s(
-    max_b, decode_roofline.decode_step_time(total, weights_bf16, counts.kv_cache_bytes(llama, max_b, S),
-                              max_b, v5e, chips))))
+    max_b, step_time(decode_step_cost(total, weights_bf16, counts.kv_cache_bytes(llama, max_b, S),
+                                      max_b), v5e, chips))))
 
 bs = np.unique(np.geomspace(1, 256, 60).astype(int))
 fig, ax = plt.subplots(figsize=(6.5, 4))
 for cfg_kv, label in ((llama, "K = 40 (MHA)"), (gqa, "K = 8 (GQA, 5× smaller cache)")):
-    t = [roofline.tokens_per_s(B, decode_roofline.decode_step_time(total, weights_bf16,
-                                                     counts.kv_cache_bytes(cfg_kv, B, S), B,
-                                                     v5e, chips)) for B in bs]
+    t = [roofline.tokens_per_s(B, step_time(decode_step_cost(
+        total, weights_bf16, counts.kv_cache_bytes(cfg_kv, B, S), B), v5e, chips)) for B in bs]
     fit = int((chips * v5e.hbm_bytes - weights_bf16) // (S * counts.kv_bytes_per_token(cfg_kv)))
     line, = ax.plot(bs, t, label=label)
     ax.plot(bs[bs <= fit], np.array(t)[bs <= fit], lw=3, color=line.get_color(), alpha=0.5)
@@ -625,7 +627,7 @@ cli_rows = [estimate(llama, v5e, batch=B, context=S, chips=chips, efficiency="id
 by_batch = {r.batch: r for r in cli_rows}
 for r in cli_rows:
     kv = counts.kv_cache_bytes(llama, r.batch, S)
-    roof = decode_roofline.decode_step_time(total, weights_bf16, kv, r.batch, v5e, chips)
+    roof = step_time(decode_step_cost(total, weights_bf16, kv, r.batch), v5e, chips)
     # The chapter's step, plus the collectives: their bytes overlap, their latencies add.
     assert roof < r.step_time_s <= roof + r.comm_time_s
     assert r.fits == (weights_bf16 + kv <= chips * v5e.hbm_bytes)

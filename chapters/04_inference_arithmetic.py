@@ -71,6 +71,7 @@ from inferbook.model.config import ModelConfig
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, latency, roofline
 from inferbook.perf.hardware import get_chip
+from inferbook.perf.step_cost import step_time, work_time
 
 print(info.describe())
 a100 = get_chip("A100 40GB")
@@ -481,7 +482,9 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 # Both leave out reading the KV cache (it depends on the context) and the unembedding's extra
 # traffic. Her example is a Gopher-sized model {cite:p}`rae2021gopher` on 16 A100s. In the
 # library each of her formulas lists the step's parts and collectives the way she counts them
-# and hands them to its one step-time formula, `step_cost.step_time` (chapter 3).
+# (a step's cost), and its one step-time formula, `step_cost.step_time` (chapter 3), prices
+# them: her "compute" is the parts' roofline (`step_cost.work_time`), her "comms" the
+# collectives' time (the cost's `comm_s`).
 
 # %% [markdown] tags=["lang-zh"]
 # 所有链路的一个方向加起来是 {glue:text}`ch4_link`（两个方向都算则是 {glue:text}`ch4_link_both`）。
@@ -500,30 +503,34 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 #
 # 两者都没有计入读取 KV 缓存（它取决于上下文）和反嵌入带来的额外流量。她的例子是一个 Gopher 规模的
 # 模型 {cite:p}`rae2021gopher`，跑在 16 块 A100 上。在库中，她的每个公式都按她的算法列出这一步的
-# 各部分和集合通信，再交给库中唯一的步骤时间公式 `step_cost.step_time`（第 3 章）。
+# 各部分和集合通信（即这一步的成本），再由库中唯一的步骤时间公式 `step_cost.step_time`（第 3 章）
+# 给它定价：她的“计算”是各部分的屋顶线（`step_cost.work_time`），她的“通信”是集合通信的时间
+# （成本的 `comm_s`）。
 
 # %%
-show_source(latency.small_batch_latency)
+show_source(latency.small_batch_cost)
 
 # %%
 gopher = get_preset("gopher-280b")
-small = latency.small_batch_latency(gopher, a100, 16)
-comm_b1 = latency.large_batch_latency(gopher, a100, 16, 1).comms_s
-large = latency.large_batch_latency(gopher, a100, 16, 512)
-assert small.comms_s == 4 * gopher.L * a100.hop_latency_s
-assert comm_b1 < small.comms_s / 50          # at batch 1 the bytes are nothing; latency rules
-assert large.total_s == large.compute_s > large.comms_s
+small = latency.small_batch_cost(gopher, a100, 16)
+comm_b1 = latency.large_batch_cost(gopher, a100, 16, 1).comm_s
+large = latency.large_batch_cost(gopher, a100, 16, 512)
+small_s, small_compute = step_time(small, a100, 16), work_time(small, a100, 16)
+large_s, large_compute = step_time(large, a100, 16), work_time(large, a100, 16)
+assert small.comm_s == 4 * gopher.L * a100.hop_latency_s
+assert comm_b1 < small.comm_s / 50           # at batch 1 the bytes are nothing; latency rules
+assert large_s == large_compute > large.comm_s
 
 # %% tags=["hide-input"]
 glue("ch4_hop", fmt_seconds(a100.hop_latency_s, 0))
 glue("ch4_gopher_params", fmt_count(counts.param_count(gopher)))
-glue("ch4_gopher_small", fmt_seconds(small.compute_s))
-glue("ch4_gopher_lat", fmt_seconds(small.comms_s, 2))
+glue("ch4_gopher_small", fmt_seconds(small_compute))
+glue("ch4_gopher_lat", fmt_seconds(small.comm_s, 2))
 glue("ch4_gopher_b1_bytes", fmt_seconds(comm_b1, 0))
-glue("ch4_gopher_large", fmt_seconds(large.compute_s))
-glue("ch4_gopher_large_comm", fmt_seconds(large.comms_s))
-glue("ch4_gopher_large_per_token", fmt_seconds(large.total_s / 512, 2))
-glue("ch4_gopher_lat_share", fmt_percent(small.comms_s / (large.total_s + small.comms_s)));
+glue("ch4_gopher_large", fmt_seconds(large_compute))
+glue("ch4_gopher_large_comm", fmt_seconds(large.comm_s))
+glue("ch4_gopher_large_per_token", fmt_seconds(large_s / 512, 2))
+glue("ch4_gopher_lat_share", fmt_percent(small.comm_s / (large_s + small.comm_s)));
 
 # %% [markdown]
 # With the preset's {glue:text}`ch4_gopher_params` parameters, a small-batch step costs
@@ -539,8 +546,8 @@ glue("ch4_gopher_lat_share", fmt_percent(small.comms_s / (large.total_s + small.
 # the FLOP and load terms shrink like $1/N$, the message latency does not.
 #
 # The library joins both regimes, and adds the KV read she leaves out, in
-# `tensor_parallel_step_time`: the roofline step plus the collectives, overlapped where they
-# can be. Across batch sizes:
+# `tensor_parallel_cost`: the roofline step plus the collectives, which `step_time` overlaps
+# where they can be. Across batch sizes:
 
 # %% [markdown] tags=["lang-zh"]
 # 按预设的参数量 {glue:text}`ch4_gopher_params`，小批次下的一步要花 {glue:text}`ch4_gopher_small`
@@ -552,25 +559,24 @@ glue("ch4_gopher_lat_share", fmt_percent(small.comms_s / (large.total_s + small.
 # 如果不重叠，它占大批次一步的 {glue:text}`ch4_gopher_lat_share`。正是通信让更多的芯片无法把延迟压到
 # 零：FLOP 项和载入项按 $1/N$ 缩小，消息延迟却不会。
 #
-# 库在 `tensor_parallel_step_time` 中把两种情形合在一起，并补上了她略去的 KV 读取：屋顶线的一步，
-# 加上集合通信，能重叠的地方就重叠。在不同的批量大小下：
+# 库在 `tensor_parallel_cost` 中把两种情形合在一起，并补上了她略去的 KV 读取：屋顶线的一步，
+# 加上集合通信，`step_time` 在能重叠的地方让它们重叠。在不同的批量大小下：
 
 # %%
 bs = np.unique(np.geomspace(1, 2048, 80).astype(int))
-joined = [latency.tensor_parallel_step_time(gopher, a100, 16, B, 0).total_s for B in bs]
-small_line = [small.total_s] * len(bs)
-large_line = [latency.large_batch_latency(gopher, a100, 16, B).compute_s for B in bs]
-comm_line = [latency.large_batch_latency(gopher, a100, 16, B).comms_s for B in bs]
-for B, t in zip(bs, joined):
-    assert t >= max(small.compute_s, latency.large_batch_latency(gopher, a100, 16, B)
-                    .compute_s) * 0.999
+joined = [step_time(latency.tensor_parallel_cost(gopher, a100, 16, B, 0), a100, 16) for B in bs]
+small_line = [small_s] * len(bs)
+large_line = [work_time(latency.large_batch_cost(gopher, a100, 16, B), a100, 16) for B in bs]
+comm_line = [latency.large_batch_cost(gopher, a100, 16, B).comm_s for B in bs]
+for t, large_B in zip(joined, large_line):
+    assert t >= max(small_compute, large_B) * 0.999
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.loglog(bs, np.array(small_line) * 1e3, ":", label="small batch: weights + message latency")
 ax.loglog(bs, np.array(large_line) * 1e3, ":", label="large batch: FLOPs")
 ax.loglog(bs, np.array(comm_line) * 1e3, ":", label="collective bytes")
-ax.loglog(bs, np.array(joined) * 1e3, "k", label="joined (tensor_parallel_step_time)")
+ax.loglog(bs, np.array(joined) * 1e3, "k", label="joined (tensor_parallel_cost)")
 ax.axvline(roofline.critical_batch(a100), color="gray", lw=0.8)
 ax.set_xlabel("batch size B")
 ax.set_ylabel("time per decode step (ms)")
@@ -581,7 +587,7 @@ glue_figure("ch4_batch_figure", fig, zh=dict(
     title=f"{gopher.name}，16 × A100 40GB（不含 KV 缓存）",
     xlabel="批量大小 B", ylabel="每个解码步骤的时间（ms）",
     legend=["小批次：权重 + 消息延迟", "大批次：FLOPs", "集合通信的字节",
-            "合并（tensor_parallel_step_time）"]))
+            "合并（tensor_parallel_cost）"]))
 
 # %% [markdown]
 # ```{glue:figure} ch4_batch_figure
@@ -596,13 +602,15 @@ glue_figure("ch4_batch_figure", fig, zh=dict(
 # 她最后的那道练习值得一做：52B 模型，四块 GPU，一个 256 个序列的批次。
 
 # %%
-ex10 = latency.large_batch_latency(m52, a100, 4, 256)
-assert ex10.compute_s > ex10.comms_s
-print(ex10)
+ex10 = latency.large_batch_cost(m52, a100, 4, 256)
+ex10_compute = work_time(ex10, a100, 4)
+assert ex10_compute > ex10.comm_s
+print(f"compute {fmt_seconds(ex10_compute)}, comms {fmt_seconds(ex10.comm_s)}, "
+      f"step {fmt_seconds(step_time(ex10, a100, 4))}")
 
 # %% tags=["hide-input"]
-glue("ch4_ex10_compute", fmt_seconds(ex10.compute_s))
-glue("ch4_ex10_comms", fmt_seconds(ex10.comms_s))
+glue("ch4_ex10_compute", fmt_seconds(ex10_compute))
+glue("ch4_ex10_comms", fmt_seconds(ex10.comm_s))
 
 # %% [markdown]
 # Compute {glue:text}`ch4_ex10_compute`, communication {glue:text}`ch4_ex10_comms`.
@@ -877,13 +885,13 @@ assert 4 * a100.hop_latency_s * 1e6 < lo
 pred = {}
 for r in runs:
     n = r["gpus"]
-    floor = latency.small_batch_latency(m13, a100, n)
+    floor = latency.small_batch_cost(m13, a100, n)
     share = profile["bandwidth_share"][str(n)]
-    refined = floor.compute_s / share + profile["intermediate_activations_ms"][str(n)] / 1e3 \
-        + floor.comms_s
+    refined = work_time(floor, a100, n) / share \
+        + profile["intermediate_activations_ms"][str(n)] / 1e3 + floor.comm_s
     context = 2 * counts.param_count(m13) * r["context_tokens"] / (n * a100.bf16_flops_per_s)
     assert context >= counts.param_bytes(m13) / (n * a100.hbm_bytes_per_s)   # FLOP-bound
-    pred[n] = dict(floor=floor.total_s, refined=refined, context=context,
+    pred[n] = dict(floor=step_time(floor, a100, n), refined=refined, context=context,
                    measured=r["ms_per_token"] / 1e3, context_measured=r["context_ms"] / 1e3)
 for n, p in pred.items():
     assert p["floor"] < p["refined"] < p["measured"]        # floors stay below measurement
@@ -909,7 +917,7 @@ glue("ch4_ft_ref1", fmt_seconds(pred[1]["refined"]))
 glue("ch4_ft_ref2", fmt_seconds(pred[2]["refined"]))
 glue("ch4_ft_ctx1", fmt_seconds(pred[1]["context"]))
 glue("ch4_ft_ctx2", fmt_seconds(pred[2]["context"]))
-glue("ch4_ft_comm2", fmt_seconds(latency.small_batch_latency(m13, a100, 2).comms_s, 2))
+glue("ch4_ft_comm2", fmt_seconds(latency.small_batch_cost(m13, a100, 2).comm_s, 2))
 
 x = np.arange(len(pred))
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.8))

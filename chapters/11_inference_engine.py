@@ -56,6 +56,7 @@ from inferbook.model import decode, decoder
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, phase_time, timing
 from inferbook.perf.hardware import get_chip
+from inferbook.perf.step_cost import step_time
 from inferbook.serving import (
     CostTimer,
     LinearCost,
@@ -682,7 +683,7 @@ rows = []
 for name in ("TPU v5e", "H100 SXM", "L4"):
     chip = get_chip(name)
     t = phase_time.kv_transfer_seconds(llama, prompt_tokens, chip.link_bytes_per_s, 2)
-    prefill = phase_time.prefill_seconds(llama, chip, prompt_tokens)
+    prefill = step_time(phase_time.prefill_step_cost(llama, prompt_tokens), chip)
     rows.append((name, chip.interconnect, t, prefill))
     print(f"{name:9s} one {chip.interconnect} link: transfer {fmt_seconds(t)}; "
           f"prefill on one chip (roofline) {fmt_seconds(prefill)}")

@@ -53,6 +53,7 @@ from inferbook.model import decoder
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, phase_time, timing
 from inferbook.perf.hardware import get_chip
+from inferbook.perf.step_cost import step_time
 from inferbook.serving import (
     BlockManager,
     CostTimer,
@@ -678,7 +679,7 @@ kv_history = history * counts.kv_bytes_per_token(llama, 2)
 for name in ("L4", "A10"):
     chip = get_chip(name)
     load = kv_history / chip.link_bytes_per_s           # over the chip's PCIe link
-    recompute = phase_time.prefill_seconds(llama, chip, history)
+    recompute = step_time(phase_time.prefill_step_cost(llama, history), chip)
     assert load < recompute
     print(f"{name}: read {fmt_bytes(kv_history)} of cached KV from host memory over "
           f"{chip.interconnect}: {fmt_seconds(load)}; recompute it: {fmt_seconds(recompute)}")
@@ -687,7 +688,7 @@ l4 = get_chip("L4")
 # %% tags=["hide-input"]
 glue("ch12_hist_kv", fmt_bytes(kv_history))
 glue("ch12_l4_load", fmt_seconds(kv_history / l4.link_bytes_per_s))
-glue("ch12_l4_recompute", fmt_seconds(phase_time.prefill_seconds(llama, l4, history)))
+glue("ch12_l4_recompute", fmt_seconds(step_time(phase_time.prefill_step_cost(llama, history), l4)))
 
 # %% [markdown]
 # Fetching {glue:text}`ch12_hist_kv` over an L4's PCIe link takes

@@ -56,6 +56,7 @@ from inferbook.model.presets import get_preset
 from inferbook.model.sampling import Sampler
 from inferbook.perf import phase_time, speculation, timing
 from inferbook.perf.hardware import get_chip
+from inferbook.perf.step_cost import step_time
 from inferbook.serving import speculative
 from inferbook.serving.draft import PromptLookup, truncated_draft
 from inferbook.serving.speculative import speculative_generate, verify
@@ -91,11 +92,12 @@ glue("ch13_device", DEVICE)
 target_cfg, draft_cfg = get_preset("llama-2-70b"), get_preset("llama-2-7b")
 chip = get_chip("H200")
 context = 1000
-step = phase_time.generate_step_seconds(target_cfg, chip, 1, context)
-verify_s = {g: phase_time.prefill_seconds(target_cfg, chip, g + 1, context) for g in range(1, 9)}
+step = step_time(phase_time.generate_step_cost(target_cfg, 1, context), chip)
+verify_s = {g: step_time(phase_time.prefill_step_cost(target_cfg, g + 1, context), chip)
+            for g in range(1, 9)}
 for g, t in verify_s.items():
     print(f"gamma={g}: score {g + 1} tokens in {fmt_seconds(t)}  ({t / step:.2f}× one step)")
-draft_step = phase_time.generate_step_seconds(draft_cfg, chip, 1, context)
+draft_step = step_time(phase_time.generate_step_cost(draft_cfg, 1, context), chip)
 c_h200 = draft_step / step
 assert max(verify_s.values()) < 1.1 * step          # scoring 9 tokens costs ~ one step
 

@@ -83,6 +83,7 @@ from inferbook.parallel.sharding import make_plan, shard_params
 from inferbook.perf import collectives, counts, estimator, hlo, moe_layouts, params, roofline
 from inferbook.perf.decode_attention_cost import decode_attention_per_cached_token
 from inferbook.perf.hardware import get_chip
+from inferbook.perf.step_cost import step_time
 
 print(info.describe())
 v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
@@ -852,7 +853,8 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
 # $(n-1)/n$ of it, and tensor parallelism adds a second AllReduce per layer after attention.
 # Expert parallelism pays elsewhere: every chip holds and reads the whole attention. Which costs more depends on the
 # batch. Priced on eight H100s with the estimator's rule (the larger of the roofline and the
-# collectives' bandwidth time, plus their latencies; `moe_layouts.moe_decode_step`):
+# collectives' bandwidth time, plus their latencies: `moe_layouts.moe_decode_step` builds one
+# chip's share of the step, `step_cost.step_time` prices it):
 
 # %% [markdown] tags=["lang-zh"]
 # 编译出的程序搬运的量与公式完全一致：全规约（AllReduce）为 $B \cdot D$ 个数，两次全交换（AllToAll）为
@@ -860,8 +862,8 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
 # 还会拉大：一次全规约要发送它的数组的 $2(n-1)/n$（先一次规约散射（ReduceScatter），再一次全收集
 # （AllGather），各 $(n-1)/n$），一次全交换只发送其中的 $(n-1)/n$；而且张量并行在注意力之后每层还要再做
 # 一次全规约。专家并行的代价在别处：每块芯片都持有并读取完整的注意力。哪种代价更高取决于批次。按估算器的规则
-# （取屋顶线时间与集合通信的带宽时间中较大的那个，再加上它们的延迟；`moe_layouts.moe_decode_step`）在
-# 八块 H100 上估算一步的耗时：
+# （取屋顶线时间与集合通信的带宽时间中较大的那个，再加上它们的延迟：`moe_layouts.moe_decode_step`
+# 列出一块芯片在这一步中的份额，`step_cost.step_time` 给它定价）在八块 H100 上估算一步的耗时：
 
 # %%
 grid = [8 * 2 ** i for i in range(12)]
@@ -905,8 +907,8 @@ at_cross = {layout: moe_layouts.moe_decode_step(mixtral, h100, 8, cross, layout,
                                                 **({"capacity_factor": CF}
                                                    if layout != "1d-ws" else {}))
             for layout in ("1d-ws", "expert-parallel")}
-assert abs(at_cross["expert-parallel"].step_s - (ep_read + ep_latency)) < 1e-12
-assert abs(at_cross["1d-ws"].step_s - (compute + tp_latency)) < 1e-12
+assert abs(step_time(at_cross["expert-parallel"].cost, h100) - (ep_read + ep_latency)) < 1e-12
+assert abs(step_time(at_cross["1d-ws"].cost, h100) - (compute + tp_latency)) < 1e-12
 
 # %% tags=["hide-input"]
 glue("ch14_cross", f"{cross:,}")
@@ -921,8 +923,8 @@ glue("ch14_cross_exposed", fmt_seconds(exposed, 2))
 glue("ch14_cross_saved", fmt_seconds(saved, 2))
 
 fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.loglog(grid, [s.step_s * 1e3 for s in tp], "o-", label="tensor-parallel (1d-ws)")
-ax.loglog(grid, [s.step_s * 1e3 for s in ep], "s-", label=f"expert-parallel, c = {CF}")
+ax.loglog(grid, [step_time(s.cost, h100) * 1e3 for s in tp], "o-", label="tensor-parallel (1d-ws)")
+ax.loglog(grid, [step_time(s.cost, h100) * 1e3 for s in ep], "s-", label=f"expert-parallel, c = {CF}")
 ax.axvline(cross, color="gray", ls=":", label=f"crossover, B = {cross:,}")
 ax.set_xlabel("batch B (sequences, one token each)")
 ax.set_ylabel("decode step (ms)")

@@ -63,7 +63,7 @@ import math
 
 from inferbook.grading import check, summary
 from inferbook.model.presets import get_preset
-from inferbook.perf import comm_time, counts, phase_time
+from inferbook.perf import comm_time, counts, phase_time, step_cost
 from inferbook.perf.hardware import get_chip
 
 v5e, h100 = get_chip("TPU v5e"), get_chip("H100 SXM")
@@ -818,20 +818,22 @@ check("ch04.ex4_latency_16_gpus", latency16)
 # %% [markdown]
 # **Exercise 5.** The time of a whole sample: prefill the context, then decode. For the 13B
 # model on one A100 with 512 tokens of context and 10 new tokens (her FasterTransformer run):
-# the prefill takes `phase_time.prefill_seconds(m13, a100, 512)`, then decode step $j$
+# the prefill takes `step_cost.step_time(phase_time.prefill_step_cost(m13, 512), a100)` (the
+# prefill's cost, priced by the library's step time), then decode step $j$
 # ($j = 0, \dots, 9$) takes the step time of 2.1 with the cache of $512 + j$ tokens.
 
 # %% [markdown] tags=["lang-zh"]
 # **练习 5.** 完整的一次采样所需的时间：先预填充上下文，再解码。对 13B 模型，一块 A100，512 个词元的
 # 上下文，10 个新词元（她的 FasterTransformer 运行）：预填充用
-# `phase_time.prefill_seconds(m13, a100, 512)`，然后解码步骤 $j$（$j = 0, \dots, 9$）的时间是 2.1 中
+# `step_cost.step_time(phase_time.prefill_step_cost(m13, 512), a100)`（预填充的成本，由库的步骤时间
+# 定价），然后解码步骤 $j$（$j = 0, \dots, 9$）的时间是 2.1 中
 # 缓存有 $512 + j$ 个词元时的步骤时间。
 
 # %%
 # BEGIN SOLUTION
 P13, w13 = counts.param_count(m13), counts.param_bytes(m13)
 kv13 = counts.kv_bytes_per_token(m13)
-sample = phase_time.prefill_seconds(m13, a100, 512) + sum(
+sample = step_cost.step_time(phase_time.prefill_step_cost(m13, 512), a100) + sum(
     step_time(P13, w13, (512 + j) * kv13, 1, a100.bf16_flops_per_s, a100.hbm_bytes_per_s)
     for j in range(10))
 # END SOLUTION

@@ -54,7 +54,7 @@ import numpy as np
 from inferbook.grading import check, summary
 from inferbook.model.features import MoE
 from inferbook.model.presets import get_preset
-from inferbook.perf import counts, moe_layouts, params
+from inferbook.perf import counts, moe_layouts, params, step_cost
 from inferbook.perf.hardware import get_chip
 
 print(info.describe())
@@ -211,22 +211,24 @@ check("ch14.capacity_drops", dropped)
 # %% [markdown]
 # **2.4** Expert parallelism reads a copy of the attention weights on every chip but moves
 # smaller collectives; tensor parallelism (the 1D layout, `"1d-ws"`) splits everything.
-# `moe_layouts.moe_decode_step(cfg, chip, chips, batch, layout, capacity_factor=...)` prices a
-# decode step either way. For Mixtral-8x7B on 8 H100s with capacity factor 1.25, find the
+# `moe_layouts.moe_decode_step(cfg, chip, chips, batch, layout, capacity_factor=...)` builds a
+# decode step either way, one chip's share of it in its `cost`, which
+# `step_cost.step_time(step.cost, chip)` prices. For Mixtral-8x7B on 8 H100s with capacity factor 1.25, find the
 # smallest batch — a multiple of 8, so each chip serves whole sequences — at which
 # expert parallelism is no slower than tensor parallelism.
 
 # %% [markdown] tags=["lang-zh"]
 # **2.4** 专家并行在每块芯片上都读取一份注意力权重的副本，但搬运的集合通信较小；张量并行（一维布局，
 # `"1d-ws"`）则把一切都切分。`moe_layouts.moe_decode_step(cfg, chip, chips, batch, layout,
-# capacity_factor=...)` 可以估算两种方式下一个解码步骤的耗时。对于 8 块 H100 上的 Mixtral-8x7B、容量因子
+# capacity_factor=...)` 可以列出两种方式下的一个解码步骤，其 `cost` 是一块芯片在这一步中的份额，
+# 由 `step_cost.step_time(step.cost, chip)` 定价。对于 8 块 H100 上的 Mixtral-8x7B、容量因子
 # 1.25，找出专家并行不慢于张量并行的最小批次——它须是 8 的倍数，这样每块芯片服务的都是完整的序列。
 
 # %%
 # BEGIN SOLUTION
 def step(batch, layout):
-    return moe_layouts.moe_decode_step(mixtral, h100, 8, batch, layout,
-                                       capacity_factor=1.25).step_s
+    return step_cost.step_time(moe_layouts.moe_decode_step(
+        mixtral, h100, 8, batch, layout, capacity_factor=1.25).cost, h100)
 
 
 crossover = next(b for b in range(8, 2 ** 16, 8)

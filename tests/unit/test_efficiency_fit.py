@@ -29,6 +29,7 @@ from inferbook.perf.published_baseline import (
     point_costs,
 )
 from inferbook.perf.published_points import load_points
+from inferbook.perf.step_cost import step_time
 
 POINTS = load_points()
 FIT = [p for p in POINTS if p.split == "fit"]
@@ -58,7 +59,10 @@ def test_the_fast_pricing_is_the_step_time_formula(seed):
     fast = data.seconds(full(data, values))
     for pc, t in zip(data.costs, fast):
         eff = efficiency_from(values, pc.point.chip, pc.point.compute)
-        assert t == pytest.approx(pc.seconds(eff), rel=1e-9), pc.point.id
+        plan = pc.plan
+        slow = sum(count * step_time(cost, plan.chip, plan.share.chips, plan.compute, eff)
+                   for count, cost in pc.steps)
+        assert t == pytest.approx(slow, rel=1e-9), pc.point.id
 
 
 def test_the_fit_recovers_the_efficiency_that_made_the_data():

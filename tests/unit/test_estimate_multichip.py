@@ -20,6 +20,7 @@ from inferbook.perf.collectives import wire_bytes
 from inferbook.perf.estimator import estimate
 from inferbook.perf.hardware import CHIPS, get_chip
 from inferbook.perf.layout_comms import layout_comms
+from inferbook.perf.step_cost import step_time
 
 B, S = 16, 4096
 
@@ -143,8 +144,8 @@ def test_more_chips_than_one_domain_or_indivisible_shapes_are_refused():
 def test_kipplys_tensor_parallel_model_runs_on_every_chip_of_the_registry(chip_name):
     chip = CHIPS[chip_name]
     cfg = get_preset("llama-2-13b")
-    est = latency.tensor_parallel_step_time(cfg, chip, 4, 8, 2048)
-    assert est.total_s > latency.tensor_parallel_step_time(cfg, chip, 1, 8, 2048).total_s / 4
+    est = step_time(latency.tensor_parallel_cost(cfg, chip, 4, 8, 2048), chip, 4)
+    assert est > step_time(latency.tensor_parallel_cost(cfg, chip, 1, 8, 2048), chip) / 4
 
 
 def test_latent_attention_keeps_a_whole_copy_of_the_latent_on_every_chip():

@@ -5,6 +5,7 @@ import pytest
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, phase_time
 from inferbook.perf.hardware import get_chip
+from inferbook.perf.step_cost import step_time
 from inferbook.serving import CostTimer, MockEngine, Request, RooflineCost, serve
 
 CFG = get_preset("llama-2-13b")
@@ -17,15 +18,15 @@ def test_kv_transfer_is_bytes_over_bandwidth_plus_latency():
 
 
 def test_long_prefills_are_compute_bound_and_decode_steps_memory_bound():
-    long = phase_time.prefill_seconds(CFG, CHIP, 4096)
+    long = step_time(phase_time.prefill_step_cost(CFG, 4096), CHIP)
     flops = counts.forward_flops(CFG, 1, 4096, 4096, logits_for=1)
     assert long == pytest.approx(flops / CHIP.bf16_flops_per_s)
-    step = phase_time.generate_step_seconds(CFG, CHIP, 1, 0)
+    step = step_time(phase_time.generate_step_cost(CFG, 1, 0), CHIP)
     assert step == pytest.approx(counts.param_bytes(CFG, 2) / CHIP.hbm_bytes_per_s)
     # Batching is nearly free until the matmuls catch up with the weight reads ...
-    assert phase_time.generate_step_seconds(CFG, CHIP, 16, 0) == pytest.approx(step)
+    assert step_time(phase_time.generate_step_cost(CFG, 16, 0), CHIP) == pytest.approx(step)
     # ... while every sequence's KV cache must still be read.
-    with_kv = phase_time.generate_step_seconds(CFG, CHIP, 16, 16 * 2048)
+    with_kv = step_time(phase_time.generate_step_cost(CFG, 16, 16 * 2048), CHIP)
     assert with_kv - step == pytest.approx(16 * 2048 * counts.kv_bytes_per_token(CFG, 2)
                                            / CHIP.hbm_bytes_per_s)
 
@@ -37,9 +38,9 @@ def test_roofline_clock_charges_each_engine_call_its_estimate():
     for e in run.events:
         if e.kind == "prefill":
             assert e.end - e.start == pytest.approx(
-                phase_time.prefill_seconds(CFG, CHIP, e.tokens))
+                step_time(phase_time.prefill_step_cost(CFG, e.tokens), CHIP))
         if e.kind == "generate":     # weights once, plus the KV of at most 2 × 64 tokens
-            lo = phase_time.generate_step_seconds(CFG, CHIP, 2, 0)
-            hi = phase_time.generate_step_seconds(CFG, CHIP, 2, 2 * 64)
+            lo = step_time(phase_time.generate_step_cost(CFG, 2, 0), CHIP)
+            hi = step_time(phase_time.generate_step_cost(CFG, 2, 2 * 64), CHIP)
             assert lo < e.end - e.start <= hi
     assert run.summary.makespan_s > 0

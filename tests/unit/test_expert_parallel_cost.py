@@ -25,6 +25,7 @@ from inferbook.parallel.sharding import make_plan
 from inferbook.perf import collectives, hlo, moe_layouts
 from inferbook.perf.hardware import get_chip
 from inferbook.perf.layout_comms import expert_parallel_comms
+from inferbook.perf.step_cost import step_time
 
 
 def problem6(L: int | None = None) -> ModelConfig:
@@ -124,8 +125,8 @@ def test_the_crossover_is_the_first_batch_where_expert_parallelism_is_no_slower(
     assert B is not None and B % 8 == 0
 
     def step(batch, layout):
-        return moe_layouts.moe_decode_step(cfg, hw, 8, batch, layout,
-                                           capacity_factor=1.25).step_s
+        return step_time(moe_layouts.moe_decode_step(cfg, hw, 8, batch, layout,
+                                                     capacity_factor=1.25).cost, hw)
 
     assert step(B, "expert-parallel") <= step(B, "1d-ws")
     assert B == 8 or step(B - 8, "expert-parallel") > step(B - 8, "1d-ws")

@@ -43,13 +43,14 @@ def test_a_function_that_is_off_by_a_little_fails():
     q = registry.get("ch03.step_time_fn")
     from inferbook.perf import decode_roofline
     from inferbook.perf.hardware import Chip
+    from inferbook.perf.step_cost import step_time
 
     def almost(params, param_bytes, kv_bytes, batch, flops, bandwidth):
         chip = Chip("x", hbm_bytes=1e9, hbm_bytes_per_s=bandwidth, bf16_flops_per_s=flops,
                     int8_ops_per_s=None)
         # attention and weights added the wrong way: max of the three instead of a sum
-        return max(kv_bytes / bandwidth,
-                   decode_roofline.decode_step_time(params, param_bytes, 0, batch, chip))
+        return max(kv_bytes / bandwidth, step_time(
+            decode_roofline.decode_step_cost(params, param_bytes, 0, batch), chip))
 
     assert q.grade(almost).status == "failed"
     assert q.grade(lambda *a: q.reference(*a)).status == "passed"

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from inferbook.model.presets import PRESETS
 from inferbook.perf import counts, decode_roofline, latency, roofline
 from inferbook.perf.hardware import CHIPS
+from inferbook.perf.step_cost import step_time, work_time
 
 # Never reaches JAX: runs once, with JAX unimportable, not under both versions (conftest).
 pytestmark = pytest.mark.no_jax
@@ -60,41 +61,43 @@ def test_tensor_parallel_comm_bytes_equal_two_ring_all_reduces_per_layer(n):
        n=st.sampled_from([1, 2, 4, 8, 16]), wb=st.sampled_from([2, 1]))
 def test_small_batch_compute_is_the_memory_bound_step_without_a_cache(name, n, wb):
     cfg = PRESETS[name]
-    small = latency.small_batch_latency(cfg, dataclasses.replace(A100, hop_latency_s=8e-6),
-                                                n, wb)
-    bound = decode_roofline.step_time_lower_bound(counts.param_bytes(cfg, wb), 0, A100, n)
-    assert small.compute_s == pytest.approx(bound)
-    assert small.comms_s == (0 if n == 1 else 4 * cfg.L * 8e-6)
-    assert small.total_s == pytest.approx(small.compute_s + small.comms_s)
+    small = latency.small_batch_cost(cfg, dataclasses.replace(A100, hop_latency_s=8e-6), n, wb)
+    bound = step_time(decode_roofline.lower_bound_step_cost(counts.param_bytes(cfg, wb), 0),
+                      A100, n)
+    assert work_time(small, A100, n) == pytest.approx(bound)
+    assert small.comm_s == (0 if n == 1 else 4 * cfg.L * 8e-6)
+    assert step_time(small, A100, n) == pytest.approx(work_time(small, A100, n) + small.comm_s)
 
 
 @given(name=st.sampled_from(["kipply-52b", "gopher-280b"]), n=st.sampled_from([2, 4, 16]),
        batch=st.integers(1, 2048))
 def test_large_batch_compute_is_the_flop_term_of_the_general_step_time(name, n, batch):
     cfg = PRESETS[name]
-    large = latency.large_batch_latency(cfg, A100, n, batch)
+    large = latency.large_batch_cost(cfg, A100, n, batch)
+    compute = work_time(large, A100, n)
     P = counts.param_count(cfg)
     flop_term = 2 * batch * P / (n * A100.bf16_flops_per_s)
-    assert large.compute_s == pytest.approx(flop_term)
+    assert compute == pytest.approx(flop_term)
     # Her comms: B · 2 bytes · 4 · L · D over the chip's one-way link bandwidth.
-    assert large.comms_s == pytest.approx(batch * 2 * 4 * cfg.L * cfg.D
-                                          / (A100.link_bytes_per_s * A100.links))
-    assert large.total_s == max(large.compute_s, large.comms_s)
-    general = decode_roofline.decode_step_time(P, counts.param_bytes(cfg), 0, batch, A100, n)
+    assert large.comm_s == pytest.approx(batch * 2 * 4 * cfg.L * cfg.D
+                                         / (A100.link_bytes_per_s * A100.links))
+    assert step_time(large, A100, n) == max(compute, large.comm_s)
+    general = step_time(decode_roofline.decode_step_cost(P, counts.param_bytes(cfg), 0, batch),
+                        A100, n)
     if batch >= roofline.critical_batch(A100):
-        assert large.compute_s == pytest.approx(general)
+        assert compute == pytest.approx(general)
 
 
 def test_her_worked_examples_come_out_with_her_constants():
     """With her rounded A100 (1.5e12 B/s) and her round parameter counts."""
     a100 = dataclasses.replace(A100, hbm_bytes_per_s=1.5e12, hop_latency_s=8e-6)
     gopher = PRESETS["gopher-280b"]
-    small = latency.small_batch_latency(gopher, a100, 16, params=260e9)
-    assert small.compute_s == pytest.approx(2 * 260e9 / (16 * 1.5e12))
-    assert small.comms_s == pytest.approx(4 * 80 * 8e-6)
-    large = latency.large_batch_latency(gopher, a100, 16, 512, params=260e9)
-    assert large.compute_s == pytest.approx(512 * 2 * 260e9 / (16 * 312e12))
-    assert large.comms_s == pytest.approx(512 * 8 * 80 * 16384 / 300e9)
+    small = latency.small_batch_cost(gopher, a100, 16, params=260e9)
+    assert work_time(small, a100, 16) == pytest.approx(2 * 260e9 / (16 * 1.5e12))
+    assert small.comm_s == pytest.approx(4 * 80 * 8e-6)
+    large = latency.large_batch_cost(gopher, a100, 16, 512, params=260e9)
+    assert work_time(large, a100, 16) == pytest.approx(512 * 2 * 260e9 / (16 * 312e12))
+    assert large.comm_s == pytest.approx(512 * 8 * 80 * 16384 / 300e9)
     assert latency.break_even_tokens(a100) == pytest.approx(208)
     assert latency.comm_intensity(a100) == pytest.approx(1040)
 
@@ -145,31 +148,33 @@ def test_intermediate_share_follows_the_time_model_it_describes():
 
 def test_context_time_is_the_flop_bound_prefill():
     cfg = PRESETS["kipply-13b"]
-    step = latency.small_batch_latency(cfg, A100, 1).compute_s
-    prefill = latency.context_pass_time(step, 512, A100)
+    step = work_time(latency.small_batch_cost(cfg, A100, 1), A100)
+    prefill = step * 512 / latency.context_pass_ratio(A100)
     assert prefill == pytest.approx(2 * counts.param_count(cfg) * 512 / A100.bf16_flops_per_s)
-    assert math.isclose(latency.context_pass_time(step, 512, A100, 0.9), prefill * 0.9)
+    assert math.isclose(step * 512 / latency.context_pass_ratio(A100, 0.9), prefill * 0.9)
+    assert latency.context_pass_ratio(dataclasses.replace(A100, hbm_bytes_per_s=1.5e12), 0.9) \
+        == pytest.approx(231, abs=0.2)
 
 
 @given(name=st.sampled_from(["llama-2-13b", "llama-3-70b", "kipply-52b"]),
        chip=st.sampled_from(["TPU v5e", "A100 40GB", "TPU v6e"]), n=st.sampled_from([1, 2, 8, 64]),
        batch=st.integers(1, 1024), context=st.integers(1, 8192))
-def test_tensor_parallel_step_time_joins_the_roofline_and_both_of_kipplys_regimes(
+def test_tensor_parallel_cost_joins_the_roofline_and_both_of_kipplys_regimes(
         name, chip, n, batch, context):
     cfg, chip = PRESETS[name], CHIPS[chip]
-    est = latency.tensor_parallel_step_time(cfg, chip, n, batch, context)
+    est = step_time(latency.tensor_parallel_cost(cfg, chip, n, batch, context), chip, n)
     kv = counts.kv_cache_bytes(cfg, batch, context)
-    roof = decode_roofline.estimate_decode(cfg, chip, batch=batch, context=context,
-                                           chips=n).step_time_s
+    roof = step_time(decode_roofline.decode_footprint(cfg, chip, batch=batch, context=context,
+                                                      chips=n).step, chip, n)
     if n == 1:
-        assert est.total_s == pytest.approx(roof)
+        assert est == pytest.approx(roof)
         return
     hops = 4 * cfg.L * chip.hop_latency_s
-    small = latency.small_batch_latency(cfg, chip, n)
-    large = latency.large_batch_latency(cfg, chip, n, batch)
+    small = step_time(latency.small_batch_cost(cfg, chip, n), chip, n)
+    large = step_time(latency.large_batch_cost(cfg, chip, n, batch), chip, n)
     traffic = batch * 2 * 4 * cfg.L * cfg.D * (n - 1) / n / chip.interconnect_bytes_per_s
-    assert est.total_s == pytest.approx(max(roof, traffic) + hops)
+    assert est == pytest.approx(max(roof, traffic) + hops)
     if batch <= roofline.critical_batch(chip):     # memory-bound: her small batch + the cache
-        assert est.total_s >= small.total_s + kv / (n * chip.hbm_bytes_per_s) - 1e-12
+        assert est >= small + kv / (n * chip.hbm_bytes_per_s) - 1e-12
     else:                                          # FLOP-bound: her large batch + the cache
-        assert max(roof, traffic) >= large.total_s * (n - 1) / n - 1e-12
+        assert max(roof, traffic) >= large * (n - 1) / n - 1e-12

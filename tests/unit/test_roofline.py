@@ -19,6 +19,7 @@ from inferbook.model import decoder
 from inferbook.model.presets import PRESETS
 from inferbook.perf import counts, decode_roofline, roofline
 from inferbook.perf.hardware import CHIPS
+from inferbook.perf.step_cost import step_time
 
 chips = st.sampled_from(sorted(CHIPS))
 
@@ -134,9 +135,10 @@ def test_general_step_time_equals_a_roofline_per_weight_matrix(name, chip, batch
     cfg, chip = PRESETS[name], CHIPS[chip]
     P = counts.matmul_params(cfg)
     kv = counts.kv_cache_bytes(cfg, batch, context)
-    predicted = decode_roofline.decode_step_time(P, P * weight_bytes, kv, batch, chip, n)
+    predicted = step_time(decode_roofline.decode_step_cost(P, P * weight_bytes, kv, batch),
+                          chip, n)
     assert predicted == pytest.approx(per_matrix_step_time(cfg, chip, batch, kv, weight_bytes, n))
-    lower = decode_roofline.step_time_lower_bound(P * weight_bytes, kv, chip, n)
+    lower = step_time(decode_roofline.lower_bound_step_cost(P * weight_bytes, kv), chip, n)
     assert predicted >= lower * (1 - 1e-12)
     if batch <= roofline.critical_batch(chip, weight_bytes):
         assert predicted == pytest.approx(lower)
@@ -148,8 +150,8 @@ def test_general_step_time_equals_a_roofline_per_weight_matrix(name, chip, batch
 def test_max_batch_is_the_largest_batch_that_fits(name, chip, n, context, weight_bytes, kv_bytes):
     cfg, chip = PRESETS[name], CHIPS[chip]
     def fits(B):
-        return decode_roofline.estimate_decode(cfg, chip, batch=B, context=context, chips=n,
-                                        weight_bytes=weight_bytes, kv_bytes=kv_bytes).fits
+        return decode_roofline.decode_footprint(cfg, chip, batch=B, context=context, chips=n,
+                                                weight_bytes=weight_bytes, kv_bytes=kv_bytes).fits
 
     best = roofline.max_batch(cfg, chip, context, n, weight_bytes, kv_bytes)
     if best == 0:
@@ -158,10 +160,10 @@ def test_max_batch_is_the_largest_batch_that_fits(name, chip, n, context, weight
         assert fits(best) and not fits(best + 1)
 
 
-def test_estimate_decode_follows_its_definitions():
+def test_decode_footprint_follows_its_definitions():
     cfg, chip = PRESETS["llama-2-13b"], CHIPS["TPU v5e"]
-    est = decode_roofline.estimate_decode(cfg, chip, batch=16, context=8192, chips=8,
-                                          weight_bytes=1, kv_bytes=2)
+    est = decode_roofline.decode_footprint(cfg, chip, batch=16, context=8192, chips=8,
+                                           weight_bytes=1, kv_bytes=2)
     L, K, H = 40, 40, 128
     params = 40 * (4 * 5120 * 5120 + 3 * 5120 * 13824 + 2 * 5120) + 2 * 32000 * 5120 + 5120
     assert est.params == params and est.param_bytes == params
@@ -172,10 +174,9 @@ def test_estimate_decode_follows_its_definitions():
     assert est.fits == (est.total_bytes <= est.hbm_bytes)
     W, C = chip.hbm_bytes_per_s, chip.bf16_flops_per_s
     assert est.critical_batch == pytest.approx(C * 1 / (2 * W))
-    assert est.step_time_lower_bound_s == pytest.approx(est.total_bytes / (8 * W))
-    assert est.step_time_s == pytest.approx(
+    assert step_time(est.lower_bound, chip, 8) == pytest.approx(est.total_bytes / (8 * W))
+    assert step_time(est.step, chip, 8) == pytest.approx(
         est.kv_bytes / (8 * W) + max(2 * 16 * params / (8 * C), params / (8 * W)))
-    assert est.tokens_per_s == pytest.approx(16 / est.step_time_s)
 
 
 points = st.lists(st.tuples(st.floats(0.001, 10), st.floats(1, 1e6)), min_size=1, max_size=40)
@@ -197,10 +198,10 @@ def test_pareto_frontier_is_exactly_the_undominated_points(pts):
 
 def test_bigger_batches_trade_latency_for_throughput_until_b_crit():
     cfg, chip = PRESETS["llama-3-8b"], CHIPS["H100 SXM"]
-    ests = [decode_roofline.estimate_decode(cfg, chip, batch=b, context=1024)
-            for b in (1, 8, 64, 256)]
-    lat = [e.step_time_s for e in ests]
-    thr = [e.tokens_per_s for e in ests]
+    batches = (1, 8, 64, 256)
+    lat = [step_time(decode_roofline.decode_footprint(cfg, chip, batch=b, context=1024).step,
+                     chip) for b in batches]
+    thr = [roofline.tokens_per_s(b, t) for b, t in zip(batches, lat)]
     assert lat == sorted(lat) and thr == sorted(thr)
     assert roofline.pareto_frontier(lat, thr) == [0, 1, 2, 3]
 

@@ -4,9 +4,10 @@
 `chips` chips merged into one (an independent way to divide the work), and against what
 overlapping and non-overlapping communication must do. Then each view — the scaling book's
 decode step and lower bound, kipply's three latencies, the serving simulations' steps, the MoE
-layouts, `inferbook estimate` — is rebuilt here by hand as a `StepCost` and must give exactly
-the view's time; kipply's communication is checked against the layout pricing of the
-collectives it names.
+layouts, `inferbook estimate` — is rebuilt here by hand as a `StepCost`, and the view's cost,
+priced by `step_time`, must give exactly its time; the sources' views must also give the
+closed form their source writes, computed here from the chip's peaks. kipply's communication
+is checked against the layout pricing of the collectives it names.
 """
 
 import dataclasses
@@ -70,27 +71,40 @@ def test_the_sources_decode_step_and_kipplys_latencies_are_views(preset, chip_na
     P, pbytes = counts.param_count(cfg), counts.param_bytes(cfg, 2)
     kv = B * S * counts.kv_bytes_per_token(cfg, 2)
     parts = (Work("attention", 0.0, kv), Work("weights", 2 * B * P, pbytes))
-    assert decode_roofline.decode_step_time(P, pbytes, kv, B, chip, n) \
-        == step_time(StepCost(parts), chip, n)
-    assert decode_roofline.step_time_lower_bound(pbytes, kv, chip, n) \
-        == step_time(StepCost((Work("all", 0.0, kv + pbytes),)), chip, n)
-    assert S == 0 or decode_roofline.estimate_decode(cfg, chip, batch=B, context=S,
-                                                     chips=n).step_time_s \
-        == step_time(StepCost(parts), chip, n)
+    W, C = n * chip.hbm_bytes_per_s, n * chip.bf16_flops_per_s
+    # The scaling book's eq. 1 and its lower bound, as the source writes them.
+    eq1 = kv / W + max(2 * B * P / C, pbytes / W)
+    decode = step_time(decode_roofline.decode_step_cost(P, pbytes, kv, B), chip, n)
+    assert decode == step_time(StepCost(parts), chip, n)
+    assert decode == pytest.approx(eq1, rel=1e-12)
+    lower = step_time(decode_roofline.lower_bound_step_cost(pbytes, kv), chip, n)
+    assert lower == step_time(StepCost((Work("all", 0.0, kv + pbytes),)), chip, n)
+    assert lower == pytest.approx((kv + pbytes) / W, rel=1e-12)
+    if S:
+        fp = decode_roofline.decode_footprint(cfg, chip, batch=B, context=S, chips=n)
+        assert step_time(fp.step, chip, n) == decode
+        assert step_time(fp.lower_bound, chip, n) == lower
 
+    # kipply's small- and large-batch latencies and her two regimes joined, as she writes them.
     latency_s = 4 * cfg.L * chip.hop_latency_s if n > 1 else 0.0
-    small = latency.small_batch_latency(cfg, chip, n)
-    assert small.total_s == step_time(
+    small = latency.small_batch_cost(cfg, chip, n)
+    assert step_time(small, chip, n) == step_time(
         StepCost((Work("weights", 0.0, 2 * P),), comm_latency_s=latency_s), chip, n)
+    assert step_time(small, chip, n) == pytest.approx(2 * P / W + latency_s, rel=1e-12)
+    assert work_time(small, chip, n) == pytest.approx(2 * P / W, rel=1e-12)
+    assert small.comm_s == latency_s
     traffic = B * cfg.L * 4 * cfg.D * 2 / chip.interconnect_bytes_per_s if n > 1 else 0.0
-    large = latency.large_batch_latency(cfg, chip, n, B)
-    assert large.total_s == step_time(
+    large = latency.large_batch_cost(cfg, chip, n, B)
+    assert step_time(large, chip, n) == step_time(
         StepCost((Work("matmuls", B * 2 * P, 0.0),), comm_bandwidth_s=traffic), chip, n)
-    joined = latency.tensor_parallel_step_time(cfg, chip, n, B, S)
+    assert step_time(large, chip, n) == pytest.approx(max(B * 2 * P / C, traffic), rel=1e-12)
+    assert large.comm_s == traffic
+    joined = step_time(latency.tensor_parallel_cost(cfg, chip, n, B, S), chip, n)
     exact = traffic * (n - 1) / n
-    assert joined.total_s == pytest.approx(
-        step_time(StepCost(parts, exact, latency_s), chip, n), rel=1e-12)
-    assert joined.total_s >= max(small.compute_s, large.compute_s) * (1 - 1e-12)
+    assert joined == pytest.approx(step_time(StepCost(parts, exact, latency_s), chip, n),
+                                   rel=1e-12)
+    assert joined == pytest.approx(max(eq1, exact) + latency_s, rel=1e-12)
+    assert joined >= max(work_time(small, chip, n), work_time(large, chip, n)) * (1 - 1e-12)
 
 
 @pytest.mark.parametrize("chip_name", ["H100 SXM", "A100 40GB"])
@@ -106,8 +120,8 @@ def test_kipplys_communication_is_the_pricing_of_the_two_all_reduces_per_layer(c
     both = [collective_time(Comm(what, what, "all-reduce", n, B * cfg.D * 2, cfg.L), chip)
             for what in ("attention output", "MLP output")]
     bw, lat = sum(b for b, _ in both), sum(t for _, t in both)
-    joined = latency.tensor_parallel_step_time(cfg, chip, n, B, 0)
-    assert joined.comms_s - 4 * cfg.L * chip.hop_latency_s == pytest.approx(bw, rel=1e-12)
+    joined = latency.tensor_parallel_cost(cfg, chip, n, B, 0)
+    assert joined.comm_s - 4 * cfg.L * chip.hop_latency_s == pytest.approx(bw, rel=1e-12)
     assert lat == pytest.approx(4 * cfg.L * (3.6e-6 + (n - 1) * 0.47e-6), rel=1e-12)
     if chip_name == "H100 SXM" and n == 8:         # 6.89 µs, which the registry rounds to 6.9
         assert lat == pytest.approx(4 * cfg.L * chip.hop_latency_s, rel=2e-3)
@@ -118,12 +132,16 @@ def test_kipplys_communication_is_the_pricing_of_the_two_all_reduces_per_layer(c
 def test_the_serving_steps_are_views(preset, B, S, T):
     cfg, chip = PRESETS[preset], CHIPS["H100 SXM"]
     kvpt, pbytes = counts.kv_bytes_per_token(cfg, 2), counts.param_bytes(cfg, 2)
-    assert phase_time.generate_step_seconds(cfg, chip, B, B * S) == step_time(StepCost((
-        Work("attention", 0.0, B * S * kvpt),
-        Work("weights", counts.forward_flops(cfg, B, 1, 0, logits_for=1), pbytes))), chip)
-    assert phase_time.prefill_seconds(cfg, chip, T, S - T, B) == step_time(StepCost((
-        Work("pass", counts.forward_flops(cfg, B, T, S, logits_for=1),
-             pbytes + B * S * kvpt),)), chip)
+    W, C = chip.hbm_bytes_per_s, chip.bf16_flops_per_s
+    flops = counts.forward_flops(cfg, B, 1, 0, logits_for=1)
+    step = step_time(phase_time.generate_step_cost(cfg, B, B * S), chip)
+    assert step == step_time(StepCost((Work("attention", 0.0, B * S * kvpt),
+                                       Work("weights", flops, pbytes))), chip)
+    assert step == pytest.approx(B * S * kvpt / W + max(flops / C, pbytes / W), rel=1e-12)
+    flops = counts.forward_flops(cfg, B, T, S, logits_for=1)
+    prefill = step_time(phase_time.prefill_step_cost(cfg, T, S - T, B), chip)
+    assert prefill == step_time(StepCost((Work("pass", flops, pbytes + B * S * kvpt),)), chip)
+    assert prefill == pytest.approx(max(flops / C, (pbytes + B * S * kvpt) / W), rel=1e-12)
 
 
 @pytest.mark.parametrize("layout", moe_layouts.MOE_LAYOUTS)
@@ -136,8 +154,12 @@ def test_the_moe_layouts_step_is_a_view(layout, B):
     flops = (2 * params.active_param_count(cfg) * B + decode_attention_flops(cfg, B, S)) / n
     kv = counts.kv_cache_bytes(cfg, B, S, 2) / n
     assert got.comm == comm and got.flops == flops and got.kv_bytes == kv
-    assert got.step_s == step_time(StepCost((Work("step", flops, got.weight_bytes + kv),),
-                                            comm.bandwidth_s, comm.latency_s), chip)
+    assert step_time(got.cost, chip) == step_time(
+        StepCost((Work("step", flops, got.weight_bytes + kv),), comm.bandwidth_s,
+                 comm.latency_s), chip)
+    roof = max(flops / chip.bf16_flops_per_s, (got.weight_bytes + kv) / chip.hbm_bytes_per_s)
+    assert step_time(got.cost, chip) == pytest.approx(
+        max(roof, comm.bandwidth_s) + comm.latency_s, rel=1e-12)
 
 
 @pytest.mark.parametrize("preset, chip_name, n, B, S, T", [

@@ -13,15 +13,17 @@ What a model is and what a chip can do:
     quant.py        storage formats of weights and KV caches, scales counted
     decode_attention_cost.py  decoding attention's FLOPs and bytes per cached token, per step
 
-A step's cost, and the one formula that times it (every estimate below composes it):
+A step's cost, and the one formula that times it. Two public functions compute a step time,
+`step_cost.step_time` (one step, given its cost) and `estimator.estimate` (a deployment); the
+other modules build costs for `step_time` to price:
 
     roofline.py     arithmetic intensity, critical batch, the roofline of one operation,
                     max batch, Pareto front
     step_cost.py    a step as parts (FLOPs, bytes) and priced collectives -> its time
-    decode_roofline.py  the sources' decode step (the scaling book's eq. 1) as a view
+    decode_roofline.py  the sources' decode step (the scaling book's eq. 1) as a cost
     latency.py      the tensor-parallel latency model of "Transformer Inference Arithmetic"
     moe_layouts.py  a mixture of experts on many chips: tensor- against expert-parallel
-    phase_time.py   prefill, generate-step and KV-transfer times of a serving system
+    phase_time.py   prefill and generate-step costs, KV-transfer times of a serving system
     estimator.py    `inferbook estimate`: memory, decode, prefill, TTFT on one or many chips
     estimate_inputs.py  the checks every estimate's inputs pass, the CLI's and the library's
     pareto_plot.py  the latency-throughput figure of an estimate sweep

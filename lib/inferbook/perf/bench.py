@@ -43,7 +43,7 @@ from inferbook import __version__
 from inferbook.model import decode_layout
 from inferbook.model.config import ModelConfig
 from inferbook.model.decoder import init_params
-from inferbook.perf import calibration, counts, decode_roofline, roofline, step_programs, timing
+from inferbook.perf import calibration, counts, decode_roofline, step_programs, timing
 from inferbook.perf.bench_results import DEFAULT_BATCHES, bandwidth_bytes
 from inferbook.perf.hardware import chip_for_device
 from inferbook.perf.microbench import default_dtype, measured_chip, peak_matmul_flops
@@ -54,6 +54,7 @@ from inferbook.perf.read_roof import (
     measure_read_roof,
     read_programs,
 )
+from inferbook.perf.step_cost import StepCost, Work, step_time
 
 __all__ = ["mbu", "mfu", "decode_bytes", "decode_flops", "run_benchmark", "peer_speedup",
            "summary"]
@@ -131,10 +132,10 @@ def _utilisation(row: dict[str, Any], W: float, C: float,
             row.update({f"{key}_s": None, f"{key}_error": None})
             continue
         if row["kind"] == "decode":
-            roof = decode_roofline.decode_step_time(P, weight_bytes, nbytes - weight_bytes,
-                                                    row["batch"], chip)
+            roof = step_time(decode_roofline.decode_step_cost(
+                P, weight_bytes, nbytes - weight_bytes, row["batch"]), chip)
         else:
-            roof = roofline.roofline_time(flops, nbytes, chip)
+            roof = step_time(StepCost((Work("prefill", flops, nbytes),)), chip)
         row.update({f"{key}_s": roof, f"{key}_error": roof / t - 1})
 
 

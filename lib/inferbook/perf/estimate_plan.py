@@ -9,9 +9,10 @@ parallelism for a mixture of experts, `layout_comms.layout_candidates`), the one
 step is fastest under that efficiency — with the chips spread over hosts (`chips_per_host`),
 of the layouts that line up with the hosts, their collectives priced on both tiers
 (`dcn_comms.priced_layout`). Then the plan builds each step's `StepCost`
-(`estimate_decode_cost`, `prefill_cost`) and prices it (`seconds`). `published_baseline` and
-`efficiency_fit` use plans directly: a calibration prices the same steps under many
-efficiencies without settling the layout again.
+(`estimate_decode_cost`, `prefill_cost`), which the estimator prices with the library's one
+step time (`step_cost.step_time`). `published_baseline` and `efficiency_fit` use plans
+directly: a calibration prices the same steps under many efficiencies without settling the
+layout again.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inferbook.model.config import ModelConfig
+from inferbook.perf import counts, params, quant
 from inferbook.perf import estimate_inputs as inputs
-from inferbook.perf import params, quant
 from inferbook.perf.dcn_comms import layout_host_problem, priced_layout
 from inferbook.perf.efficiency import Efficiency
 from inferbook.perf.estimate_steps import ChipShare, ModelBytes, estimate_decode_cost, prefill_cost
@@ -64,10 +65,28 @@ class EstimatePlan:
         return prefill_cost(self.cfg, self.weights, self.prefill_share, self.batch,
                             self.prompt, self.kv_element_bytes, self.prefill_overlap)
 
-    def seconds(self, cost: StepCost, efficiency: Efficiency | None = None) -> float:
-        """`cost` priced on the plan's chips (under `efficiency`, default the plan's)."""
-        return step_time(cost, self.chip, self.share.chips, self.compute,
-                         self.efficiency if efficiency is None else efficiency)
+    @property
+    def weights_held(self) -> float:
+        """Weight bytes the chips hold together: every weight once, and everything but the
+        routed experts once more for each further copy the layout keeps."""
+        mb = self.weights
+        return mb.total + (self.share.weight_copies - 1) * (mb.total - mb.experts)
+
+    def cache_bytes_per_sequence(self) -> float:
+        """Cache bytes one sequence of the plan's context takes, over all its copies."""
+        return self.share.cache_copies * counts.kv_cache_bytes(self.cfg, 1, self.context,
+                                                               self.kv_element_bytes)
+
+    @property
+    def held_bytes(self) -> float:
+        """What the chips hold together: the weights and every copy of the batch's caches."""
+        return self.weights_held + self.share.cache_copies * counts.kv_cache_bytes(
+            self.cfg, self.batch, self.context, self.kv_element_bytes)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the weights and the batch's caches fit in the chips' memory."""
+        return self.held_bytes <= self.chips * self.chip.hbm_bytes
 
 
 def plan_estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | None = None,

@@ -36,7 +36,6 @@ from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
 from inferbook.perf import estimate_inputs as inputs
 from inferbook.perf.dcn_comms import HostsComms
-from inferbook.perf.decode_roofline import DecodeEstimate
 from inferbook.perf.efficiency import Efficiency
 from inferbook.perf.estimate_plan import EstimatePlan, plan_estimate
 from inferbook.perf.estimate_steps import model_bytes_read, weight_bytes_read
@@ -44,20 +43,33 @@ from inferbook.perf.generation_time import costs_per_million, generation_seconds
 from inferbook.perf.hardware import Chip
 from inferbook.perf.roofline import batches_that_fit, peak_flops_per_s
 from inferbook.perf.step_breakdown import StepBreakdown, breakdown
+from inferbook.perf.step_cost import StepCost, step_time
 
-__all__ = ["Estimate", "estimate", "estimate_from_plan", "critical_batch_moe",
+__all__ = ["Estimate", "estimate", "critical_batch_moe",
            "weight_bytes_read"]
 
 
 @dataclass(frozen=True)
-class Estimate(DecodeEstimate):
+class Estimate:
     """One row of `inferbook estimate`; book/estimate_reference.py defines every field.
 
-    The fields of the sources' decode estimate (`decode_roofline.DecodeEstimate`: parameters, bytes,
-    whether they fit, critical batch, step time, throughput), then what the command adds:
-    the setting, formats, efficiency, experts, communication, prefill, generation and price.
+    First the decode step as the sources count it (parameters, bytes, whether they fit,
+    critical batch, step time, throughput), then what the command adds: the setting,
+    formats, efficiency, experts, communication, prefill, generation and price.
     """
 
+    params: int
+    param_bytes: float
+    kv_bytes_per_token: float
+    kv_bytes: float
+    total_bytes: float
+    hbm_bytes: float
+    fits: bool
+    max_batch: int
+    critical_batch: float
+    step_time_lower_bound_s: float
+    step_time_s: float
+    tokens_per_s: float
     model: str
     hardware: str
     chips: int
@@ -162,27 +174,30 @@ def estimate(cfg: ModelConfig, chip: Chip, *, batch: int = 1, context: int | Non
                          mfu=mfu, prefill_overlap=prefill_overlap, output=output,
                          strict=strict, chips_per_host=chips_per_host)
     price = None if price_per_chip_hour is None else inputs.price("price", price_per_chip_hour)
-    return estimate_from_plan(plan, price)
+    return _estimate_from_plan(plan, price)
 
 
-def estimate_from_plan(plan: EstimatePlan, price_per_chip_hour: float | None = None
-                       ) -> Estimate:
+def _estimate_from_plan(plan: EstimatePlan, price_per_chip_hour: float | None = None
+                        ) -> Estimate:
     """The `Estimate` of a plan (`estimate_plan.plan_estimate`): every step priced."""
     cfg, chip, eff, share = plan.cfg, plan.chip, plan.efficiency, plan.share
     B, S, T, n, N_out, mb, e = (plan.batch, plan.context, plan.prompt, plan.chips, plan.output,
                                 plan.weights, plan.kv_element_bytes)
     P, A = params.param_count(cfg), params.active_param_count(cfg)
     W, C = chip.hbm_bytes_per_s, peak_flops_per_s(chip, plan.compute)
+    def seconds(cost: StepCost) -> float:
+        return step_time(cost, chip, share.chips, plan.compute, eff)
+
     decode = plan.decode_cost()
-    step = plan.seconds(decode)
-    prefill = plan.seconds(plan.prefill_cost())
+    step = seconds(decode)
+    prefill = seconds(plan.prefill_cost())
     gen = None if N_out is None else generation_seconds(
-        lambda ctx: plan.seconds(plan.decode_cost(ctx)), prefill, T, N_out)
+        lambda ctx: seconds(plan.decode_cost(ctx)), prefill, T, N_out)
     kv_total = counts.kv_cache_bytes(cfg, B, S, e)
     hbm = n * chip.hbm_bytes
-    weights_held = mb.total + (share.weight_copies - 1) * (mb.total - mb.experts)
-    per_seq = share.cache_copies * counts.kv_cache_bytes(cfg, 1, S, e)
-    total = weights_held + share.cache_copies * kv_total
+    weights_held = plan.weights_held
+    per_seq = plan.cache_bytes_per_sequence()
+    total = plan.held_bytes
     warnings = list(plan.warnings)
     if total > hbm:
         warnings.append(

@@ -8,8 +8,10 @@ Her model of a decode step on N tensor-parallel GPUs has two regimes:
 * large batch — the step does B · 2·P FLOPs (over N · A_f) while the collectives move
   B · bytes · 4·D per layer (over A_c); compute and communication overlap, so the larger wins.
 
-Each of her formulas is a view of the library's one step time (`step_cost.step_time`): it
-builds the step's parts and communication the way she counts them and hands them over.
+Each of her formulas is a view of the library's one step time: a function here builds the
+step's parts and communication the way she counts them (a `StepCost`), and
+`step_cost.step_time` prices it — her "total" — while `step_cost.work_time` is her "compute"
+and the cost's `comm_s` her "comms".
 
 Here A_bm is memory bandwidth, A_f peak FLOP/s, A_c interconnect bandwidth (one direction), all
 read from a `Chip`, and the per-message latency is the chip's `hop_latency_s`. Her tensor
@@ -24,22 +26,22 @@ for her models, where N_heads·d_head = d_model, they reduce to her formulas exa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from inferbook.model.config import ModelConfig
 from inferbook.perf.counts import kv_bytes_per_token, param_bytes, param_count
 from inferbook.perf.decode_roofline import decode_step_cost
 from inferbook.perf.hardware import Chip
 from inferbook.perf.roofline import peak_flops_per_s
-from inferbook.perf.step_cost import StepCost, Work, step_time, work_time
+from inferbook.perf.step_cost import StepCost, Work
 
 __all__ = ["kv_projection_flops", "kv_projection_times", "break_even_tokens",
            "kv_flops_saved", "kv_capacity_tokens", "min_chips_for_weights",
-           "tp_comm_bytes_per_token", "LatencyEstimate", "small_batch_latency",
-           "large_batch_latency", "tensor_parallel_step_time",
+           "tp_comm_bytes_per_token", "small_batch_cost", "large_batch_cost",
+           "tensor_parallel_cost",
            "flops_per_comm_byte", "comm_intensity",
            "layer_flop_breakdown", "intermediate_share_approx", "intermediate_share_at_width",
-           "context_pass_time"]
+           "context_pass_ratio"]
 
 
 # The kv cache: FLOPs against bytes --------------------------------------------------------------
@@ -110,30 +112,15 @@ def tp_comm_bytes_per_token(cfg: ModelConfig, chips: int, act_bytes: float = 2,
     return cfg.L * 4 * share * cfg.D * act_bytes
 
 
-@dataclass(frozen=True)
-class LatencyEstimate:
-    """A step's work, its communication, and the step they make (`step_cost.step_time`)."""
-
-    compute_s: float    # the work's roofline (compute or memory, whichever binds)
-    comms_s: float      # the collectives: bandwidth time plus latencies
-    total_s: float      # the step: max(work, comm bandwidth) + comm latency
-
-
 def _params(cfg: ModelConfig, params: float | None) -> float:
     return param_count(cfg) if params is None else params
 
 
-def _estimate(cost: StepCost, chip: Chip, chips: int, compute: str = "bf16"
-              ) -> LatencyEstimate:
-    return LatencyEstimate(work_time(cost, chip, chips, compute),
-                           cost.comm_bandwidth_s + cost.comm_latency_s,
-                           step_time(cost, chip, chips, compute))
-
-
-def small_batch_latency(cfg: ModelConfig, chip: Chip, chips: int,
-                        weight_bytes: float = 2, params: float | None = None,
-                        hop_latency_s: float | None = None) -> LatencyEstimate:
-    """compute = bytes·P / (N·A_bm); comms = 4·L·latency (kipply, "latency calculations").
+def small_batch_cost(cfg: ModelConfig, chip: Chip, chips: int,
+                     weight_bytes: float = 2, params: float | None = None,
+                     hop_latency_s: float | None = None) -> StepCost:
+    """compute = bytes·P / (N·A_bm); comms = 4·L·latency (kipply, "latency calculations"),
+    as a cost: one weight-load part and 4·L message latencies.
 
     The step is bound by loading the weights; each of the 4·L collectives pays one message
     latency (none on a single chip), and the two add: the latencies are the step's
@@ -146,13 +133,13 @@ def small_batch_latency(cfg: ModelConfig, chip: Chip, chips: int,
                          "pass hop_latency_s")
     cost = StepCost((Work("weight load", 0.0, weight_bytes * _params(cfg, params)),),
                     comm_latency_s=4 * cfg.L * latency if chips > 1 else 0.0)
-    return _estimate(cost, chip, chips)
+    return cost
 
 
-def large_batch_latency(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
-                        act_bytes: float = 2, params: float | None = None,
-                        compute: str = "bf16") -> LatencyEstimate:
-    """compute = B·2·P / (N·A_f); comms = B·bytes·4·L·D / A_c; total = the larger.
+def large_batch_cost(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
+                     act_bytes: float = 2, params: float | None = None) -> StepCost:
+    """compute = B·2·P / (N·A_f); comms = B·bytes·4·L·D / A_c; total = the larger, as a
+    cost: one matmul part and the collectives' bandwidth time.
 
     kipply, "latency calculations", large batch: FLOP-bound (the weight load left out),
     communication overlapped with compute, message latency dropped. A_c is one direction
@@ -164,22 +151,21 @@ def large_batch_latency(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
         if link is None:
             raise ValueError(f"{chip.name} has no interconnect bandwidth in the registry")
         comms = batch * tp_comm_bytes_per_token(cfg, chips, act_bytes, exact=False) / link
-    cost = StepCost((Work("matmuls", batch * 2 * _params(cfg, params), 0.0),),
+    return StepCost((Work("matmuls", batch * 2 * _params(cfg, params), 0.0),),
                     comm_bandwidth_s=comms)
-    return _estimate(cost, chip, chips, compute)
 
 
-def tensor_parallel_step_time(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
-                              context: int, weight_bytes: float = 2, kv_bytes: float = 2,
-                              act_bytes: float = 2, compute: str = "bf16") -> LatencyEstimate:
-    """A decode step on `chips` tensor-parallel chips, kipply's two regimes in one formula.
+def tensor_parallel_cost(cfg: ModelConfig, chip: Chip, chips: int, batch: int,
+                         context: int, weight_bytes: float = 2, kv_bytes: float = 2,
+                         act_bytes: float = 2) -> StepCost:
+    """A decode step on `chips` tensor-parallel chips, kipply's two regimes in one cost.
 
     The work is the sources' decode step (`decode_roofline.decode_step_cost`: KV read + the
     larger of weight load and FLOPs, all divided over the chips); the communication is her
     all-reduce traffic, B · bytes · 4·L·D·(N-1)/N / A_c, which overlaps with the work, and
-    4·L message latencies, which do not. For one chip it is the roofline step time; for
-    small batches it is kipply's small-batch latency plus the KV read; for large ones her
-    large-batch latency plus the KV read.
+    4·L message latencies, which do not. Priced by `step_cost.step_time`: for one chip it is
+    the roofline step time; for small batches kipply's small-batch latency plus the KV read;
+    for large ones her large-batch latency plus the KV read.
     """
     kv = batch * context * kv_bytes_per_token(cfg, kv_bytes)
     cost = decode_step_cost(param_count(cfg), param_bytes(cfg, weight_bytes), kv, batch)
@@ -189,7 +175,7 @@ def tensor_parallel_step_time(cfg: ModelConfig, chip: Chip, chips: int, batch: i
         traffic = batch * tp_comm_bytes_per_token(cfg, chips, act_bytes)
         cost = replace(cost, comm_bandwidth_s=traffic / chip.interconnect_bytes_per_s,
                        comm_latency_s=4 * cfg.L * chip.hop_latency_s)
-    return _estimate(cost, chip, chips, compute)
+    return cost
 
 
 def flops_per_comm_byte(cfg: ModelConfig, act_bytes: float = 2) -> dict[str, float]:
@@ -244,13 +230,13 @@ def intermediate_share_at_width(share: float, d_from: int, d_to: int) -> float:
     return share * r / (share * r + (1 - share) * r ** 2)
 
 
-def context_pass_time(step_s: float, tokens: int, chip: Chip, bandwidth_share: float = 1.0,
-                        compute: str = "bf16") -> float:
-    """A forward pass over `tokens` context tokens: step_s · tokens / (A_f / (A_bm · share)).
+def context_pass_ratio(chip: Chip, bandwidth_share: float = 1.0,
+                       compute: str = "bf16") -> float:
+    """A_f / (A_bm · share): how many context tokens a FLOP-bound forward pass processes in
+    the time of one memory-bound decode step.
 
-    kipply, "comparing against real benchmarks": a FLOP-bound pass over T tokens takes T
-    divided by the flops-to-bandwidth ratio times as long as a memory-bound decode step (she
-    uses 90% of the bandwidth: 312e12 / (1.5e12 · 0.9) = 231).
+    kipply, "comparing against real benchmarks": a pass over T tokens takes T divided by this
+    ratio times as long as a decode step that reads the weights (she uses 90% of the
+    bandwidth: 312e12 / (1.5e12 · 0.9) = 231).
     """
-    ratio = peak_flops_per_s(chip, compute) / (chip.hbm_bytes_per_s * bandwidth_share)
-    return step_s * tokens / ratio
+    return peak_flops_per_s(chip, compute) / (chip.hbm_bytes_per_s * bandwidth_share)

@@ -16,10 +16,11 @@ n copies of the attention weights and moves fewer, smaller collectives. So tenso
 wins at small batches, where reading weights is the step, and expert parallelism once the
 communication it saves outweighs the copies it reads: `crossover_batch` finds that batch.
 
-The step is the library's one step time (`step_cost.step_time`) of one chip's share: the
-roofline of the bytes it reads and the FLOPs it does, overlapped with the collectives'
-bandwidth time, plus their latencies. It
-assumes balanced routing: in expectation every chip gets its share of tokens and experts.
+`moe_decode_step` builds one chip's share of the step as a cost, which the library's one
+step time prices (`step_cost.step_time(step.cost, chip)`): the roofline of the bytes it
+reads and the FLOPs it does, overlapped with the collectives' bandwidth time, plus their
+latencies. It assumes balanced routing: in expectation every chip gets its share of tokens
+and experts.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def expert_parallel_param_bytes(cfg: ModelConfig, X: int = 1, Y: int = 1, Z: int
 
 @dataclass(frozen=True)
 class MoEStep:
-    """One decode step of an MoE on `chips` chips, per chip."""
+    """One decode step of an MoE on `chips` chips, per chip: what it reads, computes and
+    sends, and all of it as one chip's `cost` (price it with `step_cost.step_time(cost,
+    chip)`, one chip: the shares are already per chip)."""
 
     layout: str
     batch: int
@@ -75,15 +78,15 @@ class MoEStep:
     kv_bytes: float         # cache read
     flops: float
     comm: LayoutComms
-    step_s: float
+    cost: StepCost
 
 
 def moe_decode_step(cfg: ModelConfig, chip: Chip, chips: int, batch: int, layout: str, *,
                     context: int = 0, capacity_factor: float | None = None,
-                    weight_bytes: float = 2, act_bytes: float = 2,
-                    compute: str = "bf16") -> MoEStep:
+                    weight_bytes: float = 2, act_bytes: float = 2) -> MoEStep:
     """A decode step of `batch` sequences with `context` cached tokens each, tensor-parallel
-    ("1d-ws") or expert-parallel over all `chips`: max(roofline, comm bandwidth) + latency."""
+    ("1d-ws") or expert-parallel over all `chips`, as one chip's share; its time,
+    max(roofline, comm bandwidth) + latency, is `step_time(step.cost, chip)`."""
     if layout not in MOE_LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(MOE_LAYOUTS)}, got {layout!r}")
     if cfg.moe is None:
@@ -102,14 +105,14 @@ def moe_decode_step(cfg: ModelConfig, chip: Chip, chips: int, batch: int, layout
                                   act_bytes=act_bytes))
     # One chip's share, one roofline over it (chips=1: the shares are already per chip).
     cost = StepCost((Work("decode step", flops, read + kv),), comm.bandwidth_s, comm.latency_s)
-    return MoEStep(layout, batch, read, kv, flops, comm, step_time(cost, chip, 1, compute))
+    return MoEStep(layout, batch, read, kv, flops, comm, cost)
 
 
 def crossover_batch(cfg: ModelConfig, chip: Chip, chips: int, *, max_batch: int = 2 ** 20,
-                    **step_options: float) -> int | None:
+                    compute: str = "bf16", **step_options: float) -> int | None:
     """The smallest batch (a multiple of `chips`, so that every chip serves whole sequences)
     from which the expert-parallel step is no slower than the tensor-parallel one; None if
-    tensor parallelism stays faster up to `max_batch`.
+    tensor parallelism stays faster up to `max_batch`. Both steps are priced in `compute`.
 
     Doubles the batch until expert parallelism wins, then bisects the last doubling: the
     search assumes one crossing, which `moe_decode_step`'s terms give (expert parallelism
@@ -118,7 +121,7 @@ def crossover_batch(cfg: ModelConfig, chip: Chip, chips: int, *, max_batch: int 
     def ep_wins(B: int) -> bool:
         ep = moe_decode_step(cfg, chip, chips, B, "expert-parallel", **step_options)
         tp = moe_decode_step(cfg, chip, chips, B, "1d-ws", **step_options)
-        return ep.step_s <= tp.step_s
+        return step_time(ep.cost, chip, 1, compute) <= step_time(tp.cost, chip, 1, compute)
 
     lo, hi = 0, 1                                       # in units of `chips` sequences
     while not ep_wins(hi * chips):

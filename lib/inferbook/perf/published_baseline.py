@@ -38,7 +38,7 @@ from inferbook.perf.estimate_plan import EstimatePlan, plan_estimate
 from inferbook.perf.generation_time import MAX_STEP_SAMPLES, step_groups
 from inferbook.perf.hardware import CHIPS
 from inferbook.perf.published_points import PublishedPoint, load_points
-from inferbook.perf.step_cost import StepCost
+from inferbook.perf.step_cost import StepCost, step_time
 
 __all__ = ["Comparison", "MAX_STEP_SAMPLES", "PointCosts", "point_costs", "measured_seconds",
            "predict",
@@ -82,13 +82,16 @@ class PointCosts:
     steps: tuple[tuple[int, StepCost], ...]
     fits: bool
 
-    def seconds(self, efficiency: Efficiency | None = None) -> float:
+    def _seconds(self, efficiency: Efficiency | None = None) -> float:
         """The time the steps take under `efficiency` (default: the plan's)."""
-        return sum(count * self.plan.seconds(cost, efficiency) for count, cost in self.steps)
+        plan = self.plan
+        e = plan.efficiency if efficiency is None else efficiency
+        return sum(count * step_time(cost, plan.chip, plan.share.chips, plan.compute, e)
+                   for count, cost in self.steps)
 
     def value(self, efficiency: Efficiency | None = None) -> float:
         """The point's quantity, in its unit, under `efficiency`."""
-        p, seconds = self.point, self.seconds(efficiency)
+        p, seconds = self.point, self._seconds(efficiency)
         if p.quantity == "decode_tokens_per_s_per_sequence":
             return 1 / seconds
         if p.quantity == "ttft_ms":
@@ -99,20 +102,18 @@ class PointCosts:
 
 def point_costs(p: PublishedPoint, efficiency: Efficiency | str = "ideal") -> PointCosts:
     """The steps of the point's measured quantity, planned under `efficiency`."""
-    from inferbook.perf.estimator import estimate_from_plan
-
     B = p.batch // p.dp
     if p.quantity == "decode_tokens_per_s_per_sequence":
         plan = _plan(p, B, p.context, None, efficiency)
-        return PointCosts(p, plan, ((1, plan.decode_cost()),), estimate_from_plan(plan).fits)
+        return PointCosts(p, plan, ((1, plan.decode_cost()),), plan.fits)
     if p.quantity == "ttft_ms":
         plan = _plan(p, B, p.prompt, p.prompt, efficiency)
-        return PointCosts(p, plan, ((1, plan.prefill_cost()),), estimate_from_plan(plan).fits)
+        return PointCosts(p, plan, ((1, plan.prefill_cost()),), plan.fits)
     plan = _plan(p, B, p.prompt + p.output, p.prompt, efficiency, p.output)
     steps = [(1, plan.prefill_cost())]
     steps += [(count, plan.decode_cost(p.prompt + middle))
               for count, middle in step_groups(p.output - 1)]
-    return PointCosts(p, plan, tuple(steps), estimate_from_plan(plan).fits)
+    return PointCosts(p, plan, tuple(steps), plan.fits)
 
 
 def measured_seconds(p: PublishedPoint) -> float:

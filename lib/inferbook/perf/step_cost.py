@@ -19,21 +19,25 @@ of the scaling book's part 7, Austin et al. 2025). A step may instead wait for i
 bytes too (`overlap=False`: a prefill whose all-reduces run between its matmuls), and under an
 efficiency each pass through the model's layers pays a fixed cost per layer.
 
-The sources' formulas are views of this one: each builds a `StepCost` the way its source
-counts, and calls `step_time`:
+`step_time` is one of the library's two public functions that compute a step time; the
+other is `estimator.estimate`, which builds a deployment's steps (`estimate_steps`) and
+prices them here. Everything else that speaks of a step's time builds the step's cost and
+leaves the pricing to `step_time`; the sources' formulas are such named views, each building
+a `StepCost` the way its source counts:
 
-    decode_roofline.decode_step_time       the scaling book's eq. 1:
+    decode_roofline.decode_step_cost       the scaling book's eq. 1:
                                            KV read + max(2·B·P / C, weights / W)
-    decode_roofline.step_time_lower_bound  every byte read once, nothing else
-    latency.small_batch_latency            kipply: weight load + 4·L message latencies
-    latency.large_batch_latency            kipply: max(2·B·P / C, all-reduce bytes / A_c)
-    latency.tensor_parallel_step_time      both of her regimes, with the KV read
-    phase_time.generate_step_seconds       the serving simulations' decode step
-    phase_time.prefill_seconds             and their prefill
+    decode_roofline.lower_bound_step_cost  every byte read once, nothing else
+    latency.small_batch_cost               kipply: weight load + 4·L message latencies
+    latency.large_batch_cost               kipply: max(2·B·P / C, all-reduce bytes / A_c)
+    latency.tensor_parallel_cost           both of her regimes, with the KV read
+    phase_time.generate_step_cost          the serving simulations' decode step
+    phase_time.prefill_step_cost           and their prefill
     moe_layouts.moe_decode_step            an MoE, tensor- against expert-parallel
-    estimator.estimate                     `inferbook estimate`: decode, prefill, any layout
 
-and tests/unit/test_step_cost.py checks each against a `StepCost` built here by hand.
+tests/unit/test_step_cost.py checks each against a `StepCost` built here by hand, and
+tests/unit/test_step_time_entry_points.py that no other public function of perf/ or
+parallel/ prices a step.
 """
 
 from __future__ import annotations
@@ -94,6 +98,12 @@ class StepCost:
     @property
     def bytes(self) -> float:
         return sum(w.bytes for w in self.parts)
+
+    @property
+    def comm_s(self) -> float:
+        """The collectives' time on the bare roofline: bandwidth time plus latencies (what
+        kipply calls a step's "comms"; `step_time` overlaps the first with the work)."""
+        return self.comm_bandwidth_s + self.comm_latency_s
 
 
 def work_time(cost: StepCost, chip: Chip, chips: int = 1, compute: str = "bf16",

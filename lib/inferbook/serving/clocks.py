@@ -33,6 +33,7 @@ from typing import Callable, Protocol, TypeVar
 from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, phase_time
 from inferbook.perf.hardware import Chip
+from inferbook.perf.step_cost import step_time
 from inferbook.perf.timing import timed_call
 from inferbook.serving.checks import finite_number
 
@@ -143,11 +144,12 @@ class RooflineCost:
 
     def __call__(self, op: Op) -> float:
         if op.kind == "prefill":
-            return phase_time.prefill_seconds(self.cfg, self.chip, op.tokens, op.context,
-                                            op.batch, self.weight_bytes, self.kv_bytes)
+            return step_time(phase_time.prefill_step_cost(
+                self.cfg, op.tokens, op.context, op.batch, self.weight_bytes, self.kv_bytes),
+                self.chip)
         if op.kind == "generate":
-            return phase_time.generate_step_seconds(self.cfg, self.chip, op.batch, op.context,
-                                                  self.weight_bytes, self.kv_bytes)
+            return step_time(phase_time.generate_step_cost(
+                self.cfg, op.batch, op.context, self.weight_bytes, self.kv_bytes), self.chip)
         # Copies: read and write the moved KV once.
         moved = 2 * op.batch * op.tokens * counts.kv_bytes_per_token(self.cfg, self.kv_bytes)
         return moved / self.chip.hbm_bytes_per_s

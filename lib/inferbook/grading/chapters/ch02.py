@@ -58,8 +58,10 @@ def _even_batch() -> float:
 def _appendix_a(params: float | None = None) -> float:
     """Time to read one layer's bf16 weights, split over 4 v5e chips: the step's floor."""
     from inferbook.perf import decode_roofline
+    from inferbook.perf.step_cost import step_time
     p = 2 * APPENDIX_D * APPENDIX_F if params is None else params
-    return decode_roofline.step_time_lower_bound(2 * p, 0, get_chip(V5E), APPENDIX_CHIPS)
+    return step_time(decode_roofline.lower_bound_step_cost(2 * p, 0), get_chip(V5E),
+                     APPENDIX_CHIPS)
 
 
 def _decode_batch_memory_bound() -> bool:

@@ -20,6 +20,7 @@ import math
 
 from inferbook.model.presets import get_preset
 from inferbook.perf import comm_time, counts, decode_roofline, roofline
+from inferbook.perf.step_cost import step_time
 
 from ..compare import allclose
 from ..questions import Exact, Function, Mistake, Numeric
@@ -50,7 +51,7 @@ def _published(*keys):
 def _quiz(B: int, bandwidth: float | None = None) -> float:
     """The quiz: 30e9 int8 parameters, 100 kB of cache per token, 8,192 tokens, 16 v5e."""
     chip = _v5e() if bandwidth is None else dataclasses.replace(_v5e(), hbm_bytes_per_s=bandwidth)
-    return decode_roofline.decode_step_time(30e9, 30e9, B * 8192 * 100e3, B, chip, 16)
+    return step_time(decode_roofline.decode_step_cost(30e9, 30e9, B * 8192 * 100e3, B), chip, 16)
 
 
 def _BW81() -> float:
@@ -74,8 +75,8 @@ def _weights() -> float:
 def _table_step(B: int, K: int | None = None) -> float:
     cfg = _llama()
     kv = counts.kv_cache_bytes(cfg if K is None else cfg.replace(K=K), B, CTX)
-    return decode_roofline.decode_step_time(counts.param_count(cfg), _weights(), kv, B, _v5e(),
-                                            CHIPS)
+    return step_time(decode_roofline.decode_step_cost(counts.param_count(cfg), _weights(), kv, B),
+                     _v5e(), CHIPS)
 
 
 def _gqa_max_batch() -> int:
@@ -108,7 +109,8 @@ def _p3() -> float:
 
 def _p4_step() -> float:
     kv = _p2() * P2_CONTEXT * counts.kv_bytes_per_token(_m18(), 1)
-    return decode_roofline.step_time_lower_bound(counts.param_bytes(_m18(), 1), kv, _v5e(), SLICE)
+    return step_time(decode_roofline.lower_bound_step_cost(counts.param_bytes(_m18(), 1), kv),
+                     _v5e(), SLICE)
 
 
 def _moe(experts: int) -> int:
@@ -162,7 +164,7 @@ def _step_reference(params, param_bytes, kv_bytes, batch, flops_per_s, hbm_bytes
     from inferbook.perf.hardware import Chip
     chip = Chip("random", hbm_bytes=1e9, hbm_bytes_per_s=hbm_bytes_per_s,
                 bf16_flops_per_s=flops_per_s, int8_ops_per_s=None)
-    return decode_roofline.decode_step_time(params, param_bytes, kv_bytes, batch, chip)
+    return step_time(decode_roofline.decode_step_cost(params, param_bytes, kv_bytes, batch), chip)
 
 
 _KEYS_ONLY = ("the close translation's answer: it stores keys but forgets the values; the "
@@ -171,8 +173,8 @@ _KEYS_ONLY = ("the close translation's answer: it stores keys but forgets the va
 QUESTIONS = [
     Function("ch03.step_time_fn", "Write the general step time", 2,
              "kv_bytes / W + max(2 · batch · params / C, param_bytes / W)",
-             library_answers=("inferbook.perf.decode_roofline.decode_step_time",
-                              "inferbook.perf.step_cost.step_time"),
+             library_answers=("inferbook.perf.step_cost.step_time",
+                              "inferbook.perf.step_cost.work_time"),
              reference=_step_reference, cases=_step_cases, compare=allclose(1e-9, 0)),
     Numeric("ch03.quiz_step_b4", "Step-time quiz: batch 4", 1,
             "small batch: every weight byte and every cache byte read once, over 16 chips' "

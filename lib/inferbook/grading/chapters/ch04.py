@@ -20,6 +20,7 @@ import math
 
 from inferbook.model.presets import get_preset
 from inferbook.perf import counts, decode_roofline, latency, phase_time, roofline
+from inferbook.perf.step_cost import step_time, work_time
 
 from ..compare import allclose
 from ..questions import Exact, Function, Mistake, Numeric
@@ -78,10 +79,22 @@ def _sample_time() -> float:
     """Exercise 5: prefill the context, then SAMPLE_NEW decode steps against a growing cache."""
     cfg, chip = get_preset("kipply-13b"), _a100()
     P, pbytes = counts.param_count(cfg), counts.param_bytes(cfg)
-    steps = sum(decode_roofline.decode_step_time(
-                    P, pbytes, counts.kv_cache_bytes(cfg, 1, SAMPLE_CONTEXT + j), 1, chip)
+    steps = sum(step_time(decode_roofline.decode_step_cost(
+                    P, pbytes, counts.kv_cache_bytes(cfg, 1, SAMPLE_CONTEXT + j), 1), chip)
                 for j in range(SAMPLE_NEW))
-    return phase_time.prefill_seconds(cfg, chip, SAMPLE_CONTEXT) + steps
+    return step_time(phase_time.prefill_step_cost(cfg, SAMPLE_CONTEXT), chip) + steps
+
+
+def _small_batch(cfg, chips: int) -> tuple[float, float, float]:
+    """kipply's small-batch step on `chips` A100s: (step, weight-load time, comms)."""
+    cost, chip = latency.small_batch_cost(cfg, _a100(), chips), _a100()
+    return step_time(cost, chip, chips), work_time(cost, chip, chips), cost.comm_s
+
+
+def _large_batch(cfg, chips: int, batch: int) -> tuple[float, float, float]:
+    """kipply's large-batch step on `chips` A100s: (step, FLOP time, comms)."""
+    cost, chip = latency.large_batch_cost(cfg, _a100(), chips, batch), _a100()
+    return step_time(cost, chip, chips), work_time(cost, chip, chips), cost.comm_s
 
 
 def _narrow():
@@ -141,15 +154,14 @@ QUESTIONS = [
                       Mistake(lambda r: 4 * r / 3, "keep the exact (N − 1)/N here")]),
     Numeric("ch04.gopher_small_batch", "Small-batch latency of the 260B model on 16 A100s", 1,
             "P·2 bytes / (16 · bandwidth) + 4·L · 8 µs (the chip's hop_latency_s)",
-            reference=lambda: latency.small_batch_latency(_gopher(), _a100(), 16).total_s,
+            reference=lambda: _small_batch(_gopher(), 16)[0],
             rel_tol=0.01,
-            mistakes=[Mistake(lambda r: r + latency.small_batch_latency(
-                _gopher(), _a100(), 16).comms_s, "the post writes 2·4·L·8 µs; its formula "
+            mistakes=[Mistake(lambda r: r + _small_batch(
+                _gopher(), 16)[2], "the post writes 2·4·L·8 µs; its formula "
                 "4·L·latency counts each message once")]),
     Numeric("ch04.gopher_large_batch", "Large-batch latency of the 260B model at batch 512", 1,
             "the larger of batch·2·P / (16 · FLOP/s) and the communication time",
-            reference=lambda: latency.large_batch_latency(_gopher(), _a100(), 16, 512)
-            .total_s, rel_tol=0.01),
+            reference=lambda: _large_batch(_gopher(), 16, 512)[0], rel_tol=0.01),
     Numeric("ch04.flops_per_token_24d2", "kipply's FLOPs per token of the 52B model", 1,
             "24·D² per layer: 2 FLOPs × (4·D² attention + 8·D² MLP weights)",
             reference=lambda: counts.approx_flops_per_token(_m52()), rel_tol=0.005),
@@ -182,13 +194,14 @@ QUESTIONS = [
     Numeric("ch04.ex4_latency_16_gpus", "Exercise 4: small-batch latency of 52B on 16 GPUs",
             1, "weights over 16 GPUs' bandwidth, plus 4·L message latencies that do not "
             "shrink with more GPUs",
-            reference=lambda: latency.small_batch_latency(_m52(), _a100(), 16).total_s,
+            reference=lambda: _small_batch(_m52(), 16)[0],
             rel_tol=0.01,
-            mistakes=[Mistake(lambda r: latency.small_batch_latency(_m52(), _a100(), 16)
-                              .compute_s, "add the 4·L message latencies")]),
+            mistakes=[Mistake(lambda r: _small_batch(_m52(), 16)[1],
+                              "add the 4·L message latencies")]),
     Numeric("ch04.ex5_sample_time", "Exercise 5: a whole sample, 13B on one A100", 2,
-            "phase_time.prefill_seconds for the 512-token context, then 10 steps: step j "
-            "(j = 0 … 9) is decode_roofline.decode_step_time with the cache of 512 + j tokens",
+            "step_time of phase_time.prefill_step_cost for the 512-token context, then 10 "
+            "steps: step j (j = 0 … 9) is step_time of decode_roofline.decode_step_cost with "
+            "the cache of 512 + j tokens",
             reference=_sample_time, rel_tol=0.01),
     Numeric("ch04.ex6_intermediate_share", "Exercise 6: the MLP hidden activation of a "
             "2,048-token prefill, as a fraction of the weights (52B)", 1,
@@ -209,18 +222,15 @@ QUESTIONS = [
             "every shard (260B, 16 GPUs)", 1,
             "an AllGather of every shard replaces ReduceScatter + AllGather: 2 messages per "
             "layer instead of 4",
-            reference=lambda: latency.small_batch_latency(_gopher(), _a100(), 16)
-            .comms_s / 2, rel_tol=0.01,
+            reference=lambda: _small_batch(_gopher(), 16)[2] / 2, rel_tol=0.01,
             mistakes=[Mistake(lambda r: 2 * r, "that is the latency of the usual scheme")]),
     Numeric("ch04.ex10_compute", "Exercise 10: 52B on 4 GPUs at batch 256: FLOP time", 1,
             "batch · 2·P / (4 · FLOP/s)",
-            reference=lambda: latency.large_batch_latency(_m52(), _a100(), 4, 256)
-            .compute_s, rel_tol=0.01),
+            reference=lambda: _large_batch(_m52(), 4, 256)[1], rel_tol=0.01),
     Numeric("ch04.ex10_comms", "Exercise 10: the same step's communication time", 1,
             "batch · 2 bytes · 4·L·D / A_c, A_c the one-way NVLink bandwidth of all links; "
             "she rounds (N−1)/N to 1",
-            reference=lambda: latency.large_batch_latency(_m52(), _a100(), 4, 256)
-            .comms_s, rel_tol=0.01,
+            reference=lambda: _large_batch(_m52(), 4, 256)[2], rel_tol=0.01,
             mistakes=[Mistake(lambda r: r / 2, _ELEMENTS),
                       Mistake(lambda r: 3 * r / 4, "this question follows her formula: "
                               "(N − 1)/N rounded to 1")]),
@@ -300,10 +310,11 @@ ZH = {
     "weights over 16 GPUs' bandwidth, plus 4·L message latencies that do not shrink with more "
     "GPUs":
         "权重除以 16 块 GPU 的带宽，再加上 4·L 次消息延迟——它们不会因为 GPU 增多而缩短",
-    "phase_time.prefill_seconds for the 512-token context, then 10 steps: step j (j = 0 … 9) "
-    "is decode_roofline.decode_step_time with the cache of 512 + j tokens":
-        "512 个词元的上下文用 phase_time.prefill_seconds，然后是 10 步：第 j 步（j = 0 … 9）"
-        "是缓存中有 512 + j 个词元时的 decode_roofline.decode_step_time",
+    "step_time of phase_time.prefill_step_cost for the 512-token context, then 10 "
+    "steps: step j (j = 0 … 9) is step_time of decode_roofline.decode_step_cost with "
+    "the cache of 512 + j tokens":
+        "512 个词元的上下文用 phase_time.prefill_step_cost 的 step_time，然后是 10 步：第 j 步"
+        "（j = 0 … 9）是缓存中有 512 + j 个词元时 decode_roofline.decode_step_cost 的 step_time",
     "[T, F] in bf16 is T·F·2 bytes; divide by the bf16 weight bytes":
         "bf16 的 [T, F] 占 T·F·2 字节；再除以 bf16 权重的字节数",
     "a [B, D] activation (2 bytes each) feeds 2·B·D·D FLOPs; split over 2 GPUs":

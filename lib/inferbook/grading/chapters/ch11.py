@@ -46,13 +46,15 @@ def _transfer() -> float:
 
 def _prefill() -> float:
     from inferbook.perf import phase_time
-    return phase_time.prefill_seconds(_cfg(), _chip(), PROMPT)
+    from inferbook.perf.step_cost import step_time
+    return step_time(phase_time.prefill_step_cost(_cfg(), PROMPT), _chip())
 
 
 def _decode_step() -> float:
     from inferbook.perf import phase_time
-    return phase_time.generate_step_seconds(_cfg(), _chip(), DECODE_BATCH,
-                                          DECODE_BATCH * DECODE_CONTEXT)
+    from inferbook.perf.step_cost import step_time
+    return step_time(phase_time.generate_step_cost(_cfg(), DECODE_BATCH,
+                                                   DECODE_BATCH * DECODE_CONTEXT), _chip())
 
 
 _FIRST_TOKEN = ("the prefill already produces each request's first token, so a request of n "

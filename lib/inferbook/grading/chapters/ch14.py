@@ -205,9 +205,9 @@ QUESTIONS = [
                       Mistake(lambda r: r * 2, "latent attention caches no values: the "
                               "latent serves both")]),
     Numeric("ch14.ep_tp_crossover", "Batch from which expert parallelism is faster", 2,
-            "moe_layouts.moe_decode_step gives each layout's step; try batches 8, 16, 24, … "
-            "(whole sequences per chip) and take the first at which expert-parallel is no "
-            "slower than 1d-ws",
+            "moe_layouts.moe_decode_step gives each layout's step, step_cost.step_time prices "
+            "its cost; try batches 8, 16, 24, … (whole sequences per chip) and take the first "
+            "at which expert-parallel is no slower than 1d-ws",
             reference=_crossover, rel_tol=0),
     Numeric("ch14.wp6_bytes_per_chip", "Worked problem 6: int8 weight bytes per chip", 1,
             "experts [E_Z, D, F_Y] over all 128 chips; attention, embeddings and the "
@@ -264,10 +264,11 @@ ZH = {
     "every layer caches the latent (R_kv numbers) and the shared rotary key (H_rope): "
     "L·(R_kv + H_rope)·2":
         "每一层缓存潜在向量（R_kv 个数）和共享的旋转键（H_rope 个数）：L·(R_kv + H_rope)·2",
-    "moe_layouts.moe_decode_step gives each layout's step; try batches 8, 16, 24, … (whole "
-    "sequences per chip) and take the first at which expert-parallel is no slower than 1d-ws":
-        "moe_layouts.moe_decode_step 给出每种布局的一步；依次试批次 8、16、24、…（每块芯片上都是"
-        "完整的序列），取专家并行第一次不慢于 1d-ws 的那个批次",
+    "moe_layouts.moe_decode_step gives each layout's step, step_cost.step_time prices its "
+    "cost; try batches 8, 16, 24, … (whole sequences per chip) and take the first at which "
+    "expert-parallel is no slower than 1d-ws":
+        "moe_layouts.moe_decode_step 给出每种布局的一步，step_cost.step_time 为它的成本定价；依次试"
+        "批次 8、16、24、…（每块芯片上都是完整的序列），取专家并行第一次不慢于 1d-ws 的那个批次",
     "experts [E_Z, D, F_Y] over all 128 chips; attention, embeddings and the unembedding over Y "
     "only (heads and D), W_K and W_V over gcd(K, Y); norms and routers whole "
     "(moe_layouts.expert_parallel_param_bytes)":
