@@ -504,7 +504,7 @@ Markdown(f"| GPUs | bytes each GPU sends per token ({m52.name}) | KV cache per t
 # 两者都没有计入读取 KV 缓存（它取决于上下文）和反嵌入带来的额外流量。她的例子是一个 Gopher 规模的
 # 模型 {cite:p}`rae2021gopher`，跑在 16 块 A100 上。在库中，她的每个公式都按她的算法列出这一步的
 # 各部分和集合通信（即这一步的成本），再由库中唯一的步骤时间公式 `step_cost.step_time`（第 3 章）
-# 给它定价：她的“计算”是各部分的屋顶线（`step_cost.work_time`），她的“通信”是集合通信的时间
+# 算出它的耗时：她的“计算”是各部分的屋顶线（`step_cost.work_time`），她的“通信”是集合通信的时间
 # （成本的 `comm_s`）。
 
 # %%

@@ -854,7 +854,10 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
 # Expert parallelism pays elsewhere: every chip holds and reads the whole attention. Which costs more depends on the
 # batch. Priced on eight H100s with the estimator's rule (the larger of the roofline and the
 # collectives' bandwidth time, plus their latencies: `moe_layouts.moe_decode_step` builds one
-# chip's share of the step, `step_cost.step_time` prices it):
+# chip's share of the step — its weights, cache and collectives, as the source counts them —
+# and `step_cost.step_time` prices it). This view leaves out one thing the estimator counts,
+# the routed rows' own trips through memory (`estimate_steps.routed_row_bytes`): a
+# tensor-parallel chip moves every routed row, an expert-parallel chip only its experts' rows.
 
 # %% [markdown] tags=["lang-zh"]
 # 编译出的程序搬运的量与公式完全一致：全规约（AllReduce）为 $B \cdot D$ 个数，两次全交换（AllToAll）为
@@ -863,7 +866,10 @@ Markdown("| batch | tensor-parallel: AllReduce | expert-parallel: two AllToAlls 
 # （AllGather），各 $(n-1)/n$），一次全交换只发送其中的 $(n-1)/n$；而且张量并行在注意力之后每层还要再做
 # 一次全规约。专家并行的代价在别处：每块芯片都持有并读取完整的注意力。哪种代价更高取决于批次。按估算器的规则
 # （取屋顶线时间与集合通信的带宽时间中较大的那个，再加上它们的延迟：`moe_layouts.moe_decode_step`
-# 列出一块芯片在这一步中的份额，`step_cost.step_time` 给它定价）在八块 H100 上估算一步的耗时：
+# 按原文的算法列出一块芯片在这一步中的份额——权重、缓存和集合通信，`step_cost.step_time` 算出它的
+# 耗时）在八块 H100 上估算一步的耗时。这个视图没有计入估算器另外计入的一项：路由行本身在内存中的往返
+# （`estimate_steps.routed_row_bytes`）——张量并行的芯片要搬运全部路由行，专家并行的芯片只搬运属于
+# 自己那些专家的行。
 
 # %%
 grid = [8 * 2 ** i for i in range(12)]

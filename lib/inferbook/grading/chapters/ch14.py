@@ -267,8 +267,9 @@ ZH = {
     "moe_layouts.moe_decode_step gives each layout's step, step_cost.step_time prices its "
     "cost; try batches 8, 16, 24, … (whole sequences per chip) and take the first at which "
     "expert-parallel is no slower than 1d-ws":
-        "moe_layouts.moe_decode_step 给出每种布局的一步，step_cost.step_time 为它的成本定价；依次试"
-        "批次 8、16、24、…（每块芯片上都是完整的序列），取专家并行第一次不慢于 1d-ws 的那个批次",
+        "moe_layouts.moe_decode_step 给出每种布局的一步，step_cost.step_time 由它的成本算出"
+        "耗时；依次试批次 8、16、24、…（每块芯片上都是完整的序列），"
+        "取专家并行第一次不慢于 1d-ws 的那个批次",
     "experts [E_Z, D, F_Y] over all 128 chips; attention, embeddings and the unembedding over Y "
     "only (heads and D), W_K and W_V over gcd(K, Y); norms and routers whole "
     "(moe_layouts.expert_parallel_param_bytes)":
