@@ -83,10 +83,10 @@ def _reencode(w: Any, qtype: str | None, dtype: Any) -> Any:
 def reencode_layers(params: dict[str, Any], qtype: str | None,
                     dtype: Any = jnp.float32) -> dict[str, Any]:
     """`params` with every layer matrix (the attention's and the MLP's 2-D weights; a mixture
-    of experts' stacked matrices are 3-D and, like its router, stay) re-encoded as `qtype` blocks, or, with
-    `qtype` None, decoded to dense `dtype` arrays. Norms, biases, the embedding and the
-    unembedding stay as they are, as the estimator's weight formats leave them
-    (`perf.quant.weight_bytes`)."""
+    of experts' stacked matrices are 3-D and, like its router, stay) re-encoded as `qtype`
+    blocks, or, with `qtype` None, decoded to dense `dtype` arrays. Norms, biases, the
+    embedding and the unembedding stay as they are, as the estimator's weight formats leave
+    them (`perf.quant.weight_bytes`)."""
     if qtype is not None:
         _check_type(qtype)
     if "layers" not in params:
