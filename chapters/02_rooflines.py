@@ -858,8 +858,8 @@ Markdown("| layer matrices | estimator's format | bytes held | decode step, batc
 # float32's) and the same top token at only {glue:text}`ch2_wf_agree_q40`. Its sixteen codes
 # are spread symmetrically around zero, so a block whose weights are not centred wastes some
 # of them, where Q4_1's minimum places its sixteen codes exactly over the block's range; and
-# these weights were rounded to Q4_1's grid before, so rounding them to a different, coarser
-# grid moves almost every one of them.
+# these weights already sit on Q4_1's grid, so rounding them to another grid — nowhere finer,
+# coarser wherever a block is off-centre — moves almost every one of them.
 #
 # **Time.** On {glue:text}`ch2_wf_device` a decode step at batch 1 took
 # {glue:text}`ch2_wf_t_f32` with float32 layers, {glue:text}`ch2_wf_t_q8` with Q8_0,
@@ -895,8 +895,8 @@ Markdown("| layer matrices | estimator's format | bytes held | decode step, batc
 # 除以 127 的一半。Q4_0 则是实实在在的损失：困惑度 {glue:text}`ch2_wf_ppl_q40`（检验它至少比 float32
 # 高 {glue:text}`ch2_wf_q40_rise`），最可能的词元只在 {glue:text}`ch2_wf_agree_q40` 的位置上相同。它的
 # 十六个编码对称地分布在零的两侧，所以权重不以零为中心的块会浪费其中一些编码；而 Q4_1 的最小值把
-# 十六个编码恰好铺在块的取值范围上。况且这些权重先前已经舍入到 Q4_1 的网格上，再舍入到另一个更粗的
-# 网格，几乎每个权重都会移动。
+# 十六个编码恰好铺在块的取值范围上。况且这些权重已经落在 Q4_1 的网格上，再舍入到另一个网格——它
+# 没有一处更细，块的取值偏离零点的地方还更粗——几乎每个权重都会移动。
 #
 # **时间。** 在 {glue:text}`ch2_wf_device` 上，批次为 1 的解码步骤用 float32 层矩阵时耗时
 # {glue:text}`ch2_wf_t_f32`，Q8_0 时 {glue:text}`ch2_wf_t_q8`，Q4_1 时 {glue:text}`ch2_wf_t_q41`，
@@ -922,7 +922,7 @@ Markdown("| layer matrices | estimator's format | bytes held | decode step, batc
 #   it into a prediction.
 # - Fewer bytes per weight shorten a memory-bound step only where decoding them costs less
 #   than reading the bytes they save: on the CPUs this book is built on, it does not. Quantizing a trained model's
-#   weights further to 8 bits costs almost nothing; to a coarser 4-bit grid, a measurable loss.
+#   weights further to 8 bits costs almost nothing; to a symmetric 4-bit grid, a measurable loss.
 # ```
 
 # %% [markdown] tags=["lang-zh"]
@@ -936,7 +936,7 @@ Markdown("| layer matrices | estimator's format | bytes held | decode step, batc
 #   序列，它的代价就随之增长。
 # - 在真实设备上，屋顶线是一个下限。在模型的形状上测量内核，才能把它变成一个预测。
 # - 每个权重的字节数减少，只有在解码它们比读取省下的字节更便宜时，才能缩短内存受限的步骤：在构建本书的 CPU
-#   上并非如此。把训练好的模型的权重再量化到 8 位几乎没有代价；量化到更粗的 4 位网格，则有可以测量
+#   上并非如此。把训练好的模型的权重再量化到 8 位几乎没有代价；量化到对称的 4 位网格，则有可以测量
 #   出来的损失。
 # ```
 
