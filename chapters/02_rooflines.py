@@ -661,18 +661,6 @@ glue("ch2_valley_sentence", valley);
 # The scaling book's appendix shows the same kind of sweep on a TPU: step time almost flat up to
 # a batch of about {glue:text}`ch2_bcrit_v5e` — the v5e's $B_\text{crit}$ — then growing
 # linearly, and throughput levelling off beyond it {cite:p}`austin2025scaling`.
-#
-# ```{admonition} Takeaways
-# - An operation is compute-bound when its FLOPs per byte exceed the chip's $C / W$ — a few
-#   hundred for current accelerators.
-# - A weight matmul does about $B$ FLOPs per bfloat16 byte: prefill is compute-bound, decoding
-#   needs $B_\text{crit} = (C / W) \cdot (\text{bytes per weight} / 2)$ sequences per step to
-#   be. Quantized weights lower $B_\text{crit}$; quantized arithmetic raises it.
-# - Decoding attention does about one FLOP per byte of KV cache at any batch size: it is always
-#   memory-bound, and its cost grows with every sequence added.
-# - On a real device the roofline is a floor. Measuring the kernels at the model's shapes turns
-#   it into a prediction.
-# ```
 
 # %% [markdown] tags=["lang-zh"]
 # ```{glue:figure} ch2_valley_figure
@@ -687,7 +675,257 @@ glue("ch2_valley_sentence", valley);
 # 《How to Scale Your Model》的附录在 TPU 上展示了同一类扫描：步骤时间几乎保持平坦，直到批次约为
 # {glue:text}`ch2_bcrit_v5e`——即 v5e 的 $B_\text{crit}$——之后线性增长，吞吐量也在那之后趋于平稳
 # {cite:p}`austin2025scaling`。
+
+# %% [markdown]
+# ## Weight formats on a trained model
 #
+# At batch 1 a decode step is a read of the weights, so the roofline says: fewer bytes per
+# weight, a proportionally faster step — provided turning codes back into numbers costs
+# nothing. Here is that claim tried on chapter 1's trained model, SmolLM2-135M-Instruct, with
+# its layer matrices (the attention's and the MLP's) held in four formats:
+#
+# - **float32**, 4 bytes a weight;
+# - **Q8_0**, llama.cpp's int8 format: 32 one-byte codes and one 16-bit scale per block of 32
+#   weights, the estimator's `int8:32`;
+# - **Q4_1**, the format of the file we load: 4-bit codes with a 16-bit scale *and* a 16-bit
+#   minimum per 32 weights, the estimator's `int4+min:32`;
+# - **Q4_0**, symmetric int4: 4-bit codes and one scale per 32 weights, the estimator's
+#   `int4:32`.
+#
+# The quantized formats stay in their blocks in memory and are decoded inside each compiled
+# step, next to the matmul that uses them (`QuantizedMatrix`, chapter 1). The tied embedding is
+# the file's Q8_0 blocks in all four, as the estimator leaves embeddings out of a weight format.
+#
+# One caveat shapes what this section can show. The only trained weights we have are the
+# file's Q4_1 values; "float32" here means those values decoded, not the original bfloat16
+# checkpoint. So the section cannot show what int4 costs against the original model. What it
+# can show: the bytes each format holds, exactly; each format's step time on your device; and
+# what quantizing these weights *further* costs. Q8_0 and Q4_0 are made from the float32
+# values by the `gguf` package's encoders (llama.cpp's reference rounding: to the nearest
+# code, the scale set by each block's largest weight):
+
+# %% [markdown] tags=["lang-zh"]
+# ## 训练好的模型上的权重格式
+#
+# 批次为 1 时，一个解码步骤就是把权重读一遍。所以屋顶线说：每个权重的字节数越少，步骤就按比例越快
+# ——前提是把编码变回数值不花任何代价。下面就在第 1 章那个训练好的模型 SmolLM2-135M-Instruct 上检验
+# 这个说法：它的层矩阵（注意力的和 MLP 的）以四种格式存放：
+#
+# - **float32**，每个权重 4 个字节；
+# - **Q8_0**，llama.cpp 的 int8 格式：每块 32 个权重，存 32 个一字节的编码和一个 16 位的缩放因子，
+#   即估算器的 `int8:32`；
+# - **Q4_1**，我们加载的文件所用的格式：4 位编码，每 32 个权重一个 16 位缩放因子*和*一个 16 位最小值，
+#   即估算器的 `int4+min:32`；
+# - **Q4_0**，对称的 int4：4 位编码，每 32 个权重一个缩放因子，即估算器的 `int4:32`。
+#
+# 量化的格式在内存中保持块的形式，在每个编译好的步骤里、紧挨着使用它们的矩阵乘法解码
+# （`QuantizedMatrix`，第 1 章）。四种格式中，共享的嵌入都是文件里的 Q8_0 块，因为估算器也不把嵌入
+# 算进权重格式。
+#
+# 有一点需要先说明，它决定了本节能说明什么。我们手上唯一训练好的权重，是文件里的 Q4_1 数值；这里的
+# “float32”指的是把这些数值解码出来，而不是原始的 bfloat16 检查点。所以本节无法说明 int4 相对原始
+# 模型损失了多少。它能说明的是：每种格式占多少字节，精确到字节；每种格式在你的设备上的步骤时间；以及
+# 把这些权重*再*量化一次的代价。Q8_0 和 Q4_0 由 `gguf` 包的编码器从 float32 数值得到（llama.cpp 的
+# 参考舍入：舍入到最近的编码，缩放因子由每块中最大的权重决定）：
+
+# %%
+import jax
+import jax.numpy as jnp
+
+from inferbook.book import bookdata
+from inferbook.memory import kv_quality
+from inferbook.model import decoder, requantize
+from inferbook.model.pretrained import load_pretrained
+from inferbook.perf import quant
+
+show_source(requantize.encode_matrix)
+
+# %%
+smol = load_pretrained("smollm2-135m-instruct", keep_quantized=True)   # Q4_1 layers, as stored
+wf_cfg = smol.cfg
+float32_layers = jax.jit(lambda p: requantize.reencode_layers(p, None))(smol.params)
+wf_params = {"float32": float32_layers,
+             "Q8_0": requantize.reencode_layers(float32_layers, "Q8_0"),
+             "Q4_1": smol.params,
+             "Q4_0": requantize.reencode_layers(float32_layers, "Q4_0")}
+# Each format's name in the estimator; float32 holds twice the estimator's bfloat16 count.
+wf_formats = {"float32": "bf16", "Q8_0": "int8:32", "Q4_1": "int4+min:32", "Q4_0": "int4:32"}
+wf_bytes = {k: requantize.layer_matrix_bytes(p) for k, p in wf_params.items()}
+wf_counted = {k: quant.weight_bytes(wf_cfg, f, roles=("matrix",)) * (2 if k == "float32" else 1)
+              for k, f in wf_formats.items()}
+assert wf_bytes == wf_counted, (wf_bytes, wf_counted)     # every byte held, as counted
+
+# Quality: the first wf_T tokens of chapter 5's story, one forward pass per format.
+story = bookdata.load("scandal_in_bohemia.json")
+wf_T = 256
+wf_tokens = jnp.asarray([smol.tokenizer.encode("\n\n".join(story["paragraphs"][:40]))[:wf_T]])
+assert wf_tokens.shape[1] == wf_T
+wf_logits = {k: decoder.forward(p, wf_cfg, wf_tokens) for k, p in wf_params.items()}
+# The float32 model's top next token at every position: what each format is held to.
+wf_choice = jnp.concatenate([wf_tokens[:, :1], jnp.argmax(wf_logits["float32"][:, :-1], -1)], 1)
+wf_ppl = {k: kv_quality.perplexity(lg, wf_tokens) for k, lg in wf_logits.items()}
+wf_agree = {k: kv_quality.greedy_agreement(lg, wf_choice, 0) for k, lg in wf_logits.items()}
+
+# Speed: one decode step at batch 1 (a 64-token cache), the four formats in alternation.
+wf_timings = timing.time_alternating(
+    [timing.decode_step_timer(p, wf_cfg, 1, 64) for p in wf_params.values()], rounds=5, warmup=1)
+wf_step = {k: t.median_s for k, t in zip(wf_params, wf_timings)}
+for k in wf_params:
+    print(f"{k:8s} {fmt_bytes(wf_bytes[k]):>9s} of layer matrices   step {fmt_seconds(wf_step[k]):>9s}"
+          f"   perplexity {wf_ppl[k]:6.2f}   same top token as float32 {wf_agree[k]:6.1%}")
+
+# %%
+Q8_PPL_TOLERANCE = 0.01     # Q8_0's perplexity within this share of float32's ...
+Q8_AGREEMENT_FLOOR = 0.9    # ... and at least this share of the same top tokens
+Q4_0_PPL_RISE = 0.1         # Q4_0's perplexity at least this share above float32's
+np.testing.assert_allclose(wf_ppl["Q4_1"], wf_ppl["float32"], rtol=1e-3)   # the same values
+assert abs(wf_ppl["Q8_0"] / wf_ppl["float32"] - 1) <= Q8_PPL_TOLERANCE
+assert wf_agree["Q8_0"] >= Q8_AGREEMENT_FLOOR
+assert wf_ppl["Q4_0"] >= (1 + Q4_0_PPL_RISE) * wf_ppl["float32"]
+assert wf_agree["Q4_0"] < wf_agree["Q8_0"]
+
+DEQUANT_FLOOR = 0.5         # on a CPU, a 4-bit step takes at least this share of float32's
+wf_on_cpu = jax.devices()[0].platform == "cpu"
+if wf_on_cpu:
+    for k in ("Q4_1", "Q4_0"):
+        share = wf_step[k] / wf_step["float32"]
+        expect_measured(
+            share >= DEQUANT_FLOOR,
+            f"on a CPU, decoding {k}'s blocks in every step eats most of what its fewer bytes "
+            f"save: its batch-1 step takes at least {fmt_percent(DEQUANT_FLOOR)} of the "
+            "float32 step's time",
+            expected=f"at least {fmt_percent(DEQUANT_FLOOR)} of the float32 step",
+            measured=f"{fmt_percent(share)} ({fmt_seconds(wf_step[k])} against "
+                     f"{fmt_seconds(wf_step['float32'])}, {DEVICE})")
+
+# %% tags=["hide-input"]
+wf_names = list(wf_params)
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(8, 3.2), layout="constrained")
+ax0.bar(wf_names, [wf_bytes[k] / 1e6 for k in wf_names], color="tab:blue")
+ax0.set_ylabel("MB"); ax0.set_title("layer matrices held", fontsize=10)
+ax1.bar(wf_names, [wf_step[k] * 1e3 for k in wf_names], color="tab:orange")
+ax1.set_ylabel("ms"); ax1.set_title(f"decode step at batch 1, {DEVICE}", fontsize=10)
+glue_figure("ch2_wf_figure", fig, zh=[dict(title="层矩阵占用的字节"),
+                                      dict(title=f"批次为 1 时的解码步骤，{DEVICE}")],
+            keep=wf_names + ["MB", "ms"])
+wf_short = {"float32": "f32", "Q8_0": "q8", "Q4_1": "q41", "Q4_0": "q40"}
+for k, s in wf_short.items():
+    glue(f"ch2_wf_bytes_{s}", fmt_bytes(wf_bytes[k]))
+    glue(f"ch2_wf_t_{s}", fmt_seconds(wf_step[k]))
+    glue(f"ch2_wf_ppl_{s}", f"{wf_ppl[k]:.2f}")
+    glue(f"ch2_wf_agree_{s}", fmt_percent(wf_agree[k]))
+glue("ch2_wf_bf16", fmt_bytes(quant.weight_bytes(wf_cfg, "bf16", roles=("matrix",))))
+glue("ch2_wf_T", str(wf_T))
+glue("ch2_wf_device", DEVICE)
+glue("ch2_wf_byte_share", fmt_percent(wf_bytes["Q4_1"] / wf_bytes["float32"]))
+glue("ch2_wf_time_share", fmt_percent(wf_step["Q4_1"] / wf_step["float32"]))
+glue("ch2_wf_q8_ppl_tol", fmt_percent(Q8_PPL_TOLERANCE))
+glue("ch2_wf_q8_agree_floor", fmt_percent(Q8_AGREEMENT_FLOOR))
+glue("ch2_wf_q40_rise", fmt_percent(Q4_0_PPL_RISE))
+glue("ch2_wf_dequant_floor", fmt_percent(DEQUANT_FLOOR))
+glue("ch2_wf_here", bilingual(
+    "This device is a CPU, so the chapter made that check here." if wf_on_cpu else
+    "This device is not a CPU, so the chapter made no check of its times: they are what it "
+    "measured.",
+    zh="这台设备是 CPU，所以本章在这里做了这项检验。" if wf_on_cpu else
+    "这台设备不是 CPU，所以本章没有检验它的时间：上面的数就是它测出来的。"))
+Markdown("| layer matrices | estimator's format | bytes held | decode step, batch 1 | "
+         "perplexity | same top token as float32 |\n|---|---|---:|---:|---:|---:|\n"
+         + "\n".join(f"| {k} | `{wf_formats[k]}`{' × 2' if k == 'float32' else ''} | "
+                     f"{fmt_bytes(wf_bytes[k])} | {fmt_seconds(wf_step[k])} | "
+                     f"{wf_ppl[k]:.2f} | {fmt_percent(wf_agree[k])} |" for k in wf_names))
+
+# %% [markdown]
+# ```{glue:figure} ch2_wf_figure
+# ```
+#
+# **Bytes.** The layer matrices hold {glue:text}`ch2_wf_bytes_f32` in float32
+# ({glue:text}`ch2_wf_bf16` would be bfloat16's), {glue:text}`ch2_wf_bytes_q8` as Q8_0,
+# {glue:text}`ch2_wf_bytes_q41` as Q4_1 and {glue:text}`ch2_wf_bytes_q40` as Q4_0: each is,
+# to the byte, what the estimator counts for its format (the code asserts it). The 4-bit
+# formats are not half of int8's bytes: the 16-bit scale, and Q4_1's minimum, weigh more
+# against 16 bytes of codes than against 32.
+#
+# **Quality**, on the first {glue:text}`ch2_wf_T` tokens of the story: the perplexity and the
+# share of positions at which each format's most likely next token is the float32 model's.
+# Q4_1 gives float32's perplexity, {glue:text}`ch2_wf_ppl_f32`, as it must: they are the same
+# numbers, decoded in the step or before it. Re-encoding them as Q8_0 is nearly lossless:
+# perplexity {glue:text}`ch2_wf_ppl_q8`, within {glue:text}`ch2_wf_q8_ppl_tol` of float32's,
+# and the same top token at {glue:text}`ch2_wf_agree_q8` of the positions (the chapter checks
+# at least {glue:text}`ch2_wf_q8_agree_floor`) — with 127 codes on each side of zero, no
+# weight moves by more than half its block's largest magnitude over 127. Q4_0 is a real loss: perplexity
+# {glue:text}`ch2_wf_ppl_q40` (checked to be at least {glue:text}`ch2_wf_q40_rise` above
+# float32's) and the same top token at only {glue:text}`ch2_wf_agree_q40`. Its sixteen codes
+# are spread symmetrically around zero, so a block whose weights are not centred wastes some
+# of them, where Q4_1's minimum places its sixteen codes exactly over the block's range; and
+# these weights already sit on Q4_1's grid, so rounding them to another grid — nowhere finer,
+# coarser wherever a block is off-centre — moves almost every one of them.
+#
+# **Time.** On {glue:text}`ch2_wf_device` a decode step at batch 1 took
+# {glue:text}`ch2_wf_t_f32` with float32 layers, {glue:text}`ch2_wf_t_q8` with Q8_0,
+# {glue:text}`ch2_wf_t_q41` with Q4_1 and {glue:text}`ch2_wf_t_q40` with Q4_0 (medians, the
+# four timed in alternation). Q4_1 reads {glue:text}`ch2_wf_byte_share` of float32's layer
+# bytes; its step took {glue:text}`ch2_wf_time_share` of float32's time. The roofline's
+# prediction assumes the decoding is free, and where the same cores decode the blocks and do
+# the arithmetic, it is not: XLA's CPU code turns every code back into a float32 number in
+# every step, work comparable to reading the float32 bytes it saves. On a CPU the chapter
+# checks that much, and no more: each 4-bit step takes at least
+# {glue:text}`ch2_wf_dequant_floor` of the float32 step's time.
+# {glue:text}`ch2_wf_here` On an accelerator, where bandwidth is scarcer than arithmetic,
+# and with kernels written to decode the blocks in registers as they arrive (llama.cpp's, for
+# one), fewer bytes are what make int4 worth it; the estimator's `--weights` option predicts
+# that case, and only a measurement on the device says whether its kernels reach it.
+
+# %% [markdown] tags=["lang-zh"]
+# ```{glue:figure} ch2_wf_figure
+# ```
+#
+# **字节。** 层矩阵以 float32 存放时占 {glue:text}`ch2_wf_bytes_f32`（bfloat16 则是
+# {glue:text}`ch2_wf_bf16`），Q8_0 占 {glue:text}`ch2_wf_bytes_q8`，Q4_1 占
+# {glue:text}`ch2_wf_bytes_q41`，Q4_0 占 {glue:text}`ch2_wf_bytes_q40`：每一个都与估算器对其格式算出
+# 的字节数一字节不差（代码断言了这一点）。4 位格式并不是 int8 字节数的一半：16 位的缩放因子，以及
+# Q4_1 的最小值，相对 16 个字节的编码，比相对 32 个字节的编码分量更重。
+#
+# **质量**，在故事的前 {glue:text}`ch2_wf_T` 个词元上衡量：困惑度，以及每种格式最可能的下一个
+# 词元与 float32 模型相同的位置所占的比例。Q4_1 的困惑度与 float32 相同，都是
+# {glue:text}`ch2_wf_ppl_f32`，这是必然的：它们是同样的数，只是在步骤里解码还是在步骤之前解码。把它们
+# 重新编码成 Q8_0 几乎没有损失：困惑度 {glue:text}`ch2_wf_ppl_q8`，与 float32 相差不到
+# {glue:text}`ch2_wf_q8_ppl_tol`，最可能的词元在 {glue:text}`ch2_wf_agree_q8` 的位置上相同（本章检验
+# 至少为 {glue:text}`ch2_wf_q8_agree_floor`）——正负两侧各有 127 个编码，每个权重最多移动块中最大权重
+# 除以 127 的一半。Q4_0 则是实实在在的损失：困惑度 {glue:text}`ch2_wf_ppl_q40`（检验它至少比 float32
+# 高 {glue:text}`ch2_wf_q40_rise`），最可能的词元只在 {glue:text}`ch2_wf_agree_q40` 的位置上相同。它的
+# 十六个编码对称地分布在零的两侧，所以权重不以零为中心的块会浪费其中一些编码；而 Q4_1 的最小值把
+# 十六个编码恰好铺在块的取值范围上。况且这些权重已经落在 Q4_1 的网格上，再舍入到另一个网格——它
+# 没有一处更细，块的取值偏离零点的地方还更粗——几乎每个权重都会移动。
+#
+# **时间。** 在 {glue:text}`ch2_wf_device` 上，批次为 1 的解码步骤用 float32 层矩阵时耗时
+# {glue:text}`ch2_wf_t_f32`，Q8_0 时 {glue:text}`ch2_wf_t_q8`，Q4_1 时 {glue:text}`ch2_wf_t_q41`，
+# Q4_0 时 {glue:text}`ch2_wf_t_q40`（中位数，四者交替计时）。Q4_1 读取的层矩阵字节数是 float32 的
+# {glue:text}`ch2_wf_byte_share`；它的步骤用了 float32 的 {glue:text}`ch2_wf_time_share` 的时间。屋顶线
+# 的预测假定解码不花代价；而在同一些核心既要解码块又要做运算的地方，这并不成立：XLA 在 CPU 上生成的
+# 代码在每一步都把每个编码变回一个 float32 数，这份工作与读取它省下的 float32 字节相当。在 CPU 上，
+# 本章只检验这么多：每个 4 位格式的步骤至少要用 float32 步骤时间的
+# {glue:text}`ch2_wf_dequant_floor`。{glue:text}`ch2_wf_here` 在加速器上，带宽比运算更稀缺，再配上在
+# 寄存器里随到随解码的内核（例如 llama.cpp 的内核），字节更少正是 int4 值得使用的原因；估算器的
+# `--weights` 选项预测的就是这种情形，而它的内核能否做到，只有在设备上测量才知道。
+
+# %% [markdown]
+# ```{admonition} Takeaways
+# - An operation is compute-bound when its FLOPs per byte exceed the chip's $C / W$ — a few
+#   hundred for current accelerators.
+# - A weight matmul does about $B$ FLOPs per bfloat16 byte: prefill is compute-bound, decoding
+#   needs $B_\text{crit} = (C / W) \cdot (\text{bytes per weight} / 2)$ sequences per step to
+#   be. Quantized weights lower $B_\text{crit}$; quantized arithmetic raises it.
+# - Decoding attention does about one FLOP per byte of KV cache at any batch size: it is always
+#   memory-bound, and its cost grows with every sequence added.
+# - On a real device the roofline is a floor. Measuring the kernels at the model's shapes turns
+#   it into a prediction.
+# - Fewer bytes per weight shorten a memory-bound step only where decoding them costs less
+#   than reading the bytes they save: on the CPUs this book is built on, it does not. Quantizing a trained model's
+#   weights further to 8 bits costs almost nothing; to a symmetric 4-bit grid, a measurable loss.
+# ```
+
+# %% [markdown] tags=["lang-zh"]
 # ```{admonition} 要点
 # - 当一个操作每字节的 FLOPs 超过芯片的 $C / W$ 时，它就是计算受限的——对当前的加速器而言，这个值
 #   是几百。
@@ -697,6 +935,9 @@ glue("ch2_valley_sentence", valley);
 # - 解码注意力在任何批量大小下，每字节 KV 缓存大约只做一次 FLOP：它总是内存受限的，而且每增加一个
 #   序列，它的代价就随之增长。
 # - 在真实设备上，屋顶线是一个下限。在模型的形状上测量内核，才能把它变成一个预测。
+# - 每个权重的字节数减少，只有在解码它们比读取省下的字节更便宜时，才能缩短内存受限的步骤：在构建本书的 CPU
+#   上并非如此。把训练好的模型的权重再量化到 8 位几乎没有代价；量化到对称的 4 位网格，则有可以测量
+#   出来的损失。
 # ```
 
 # %% [markdown]
