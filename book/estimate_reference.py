@@ -425,8 +425,8 @@
 # **Mixtures of experts.** Routing is taken as balanced: each token picks k distinct experts,
 # each expert with probability k/E, independently of other tokens. Skewed routing touches fewer
 # experts for the same average, so `experts_touched` and the step's weight read are upper bounds.
-# Each token's k (token, expert) pairs are rows of D activations that a routing layer moves four
-# times (written sorted by expert, read by the experts, their outputs written, read back to be
+# Each token's k (token, expert) pairs are rows of D activations that a routing layer moves
+# {glue:text}`ref_routed_passes` times (written sorted by expert, read by the experts, their outputs written, read back to be
 # combined), on every chip that works on them: all B · k of them on each chip of the 1D layout,
 # whose slice of every expert needs every row, and B · k / Z on each chip of the expert-parallel
 # layout. In the 1D layout this traffic grows with the batch on every chip, however many chips.
@@ -434,7 +434,7 @@
 # %% [markdown] tags=["lang-zh"]
 # **混合专家。** 路由被视为均衡的：每个词元挑选 k 个不同的专家，每个专家被选中的概率为 k/E，与其他
 # 词元无关。偏斜的路由在平均值相同时触及的专家更少，所以 `experts_touched` 和步骤读取的权重字节数都是
-# 上界。每个词元的 k 个（词元，专家）对各是一行 D 个激活值，一个路由层要把它们在内存中搬运四次（按专家
+# 上界。每个词元的 k 个（词元，专家）对各是一行 D 个激活值，一个路由层要把它们在内存中搬运 {glue:text}`ref_routed_passes` 次（按专家
 # 排序后写入、由专家读取、写出专家的输出、读回来加权合并），而且每个处理它们的芯片都要搬运：1D 布局中
 # 每个芯片都持有每个专家的一片，需要全部 B · k 行；专家并行布局中每个芯片只处理 B · k / Z 行。所以在
 # 1D 布局中，这部分流量在每个芯片上都随批次增长，与芯片数无关。
@@ -505,6 +505,7 @@ from IPython.display import Markdown
 
 from inferbook.book import bookdata
 from inferbook.book.present import fmt_ratio, glue
+from inferbook.perf.estimate_steps import ROUTED_ROW_PASSES
 from inferbook.perf.published_baseline import predict
 from inferbook.perf.published_points import load_points
 
@@ -554,6 +555,7 @@ refused = [r for r in peers["rows"] if r["genz"] is None]
 assert [predict(points[r["id"]], "calibrated")[1] for r in refused] == [True] * len(refused)
 held = [r for r in peers["rows"] if points[r["id"]].split == "held_out"]
 glue("ref_peer_cases", str(len(peers["rows"])))
+glue("ref_routed_passes", str(ROUTED_ROW_PASSES))
 glue("ref_peer_held", str(len(held)))
 glue("ref_peer_mixtral_la", fmt_ratio(mixtral["measured"] / mixtral["llm_analysis"], 1))
 for tool in tools:

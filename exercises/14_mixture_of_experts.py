@@ -219,8 +219,9 @@ check("ch14.capacity_drops", dropped)
 
 # %% [markdown] tags=["lang-zh"]
 # **2.4** 专家并行在每块芯片上都读取一份注意力权重的副本，但搬运的集合通信较小；张量并行（一维布局，
-# `"1d-ws"`）则把一切都切分。`moe_layouts.moe_decode_step(cfg, chip, chips, batch, layout,
-# capacity_factor=...)` 可以列出两种方式下的一个解码步骤，其 `cost` 是一块芯片在这一步中的份额，
+# `"1d-ws"`）则把一切都切分。
+# `moe_layouts.moe_decode_step(cfg, chip, chips, batch, layout, capacity_factor=...)`
+# 可以列出两种方式下的一个解码步骤，其 `cost` 是一块芯片在这一步中的份额，
 # 由 `step_cost.step_time(step.cost, chip)` 算出耗时。对于 8 块 H100 上的 Mixtral-8x7B、容量因子
 # 1.25，找出专家并行不慢于张量并行的最小批次——它须是 8 的倍数，这样每块芯片服务的都是完整的序列。
 
