@@ -27,7 +27,8 @@ from inferbook.perf.hardware import Chip
 from inferbook.perf.roofline import critical_batch, max_batch
 from inferbook.perf.step_cost import StepCost, Work
 
-__all__ = ["decode_step_cost", "lower_bound_step_cost", "DecodeFootprint", "decode_footprint"]
+__all__ = ["decode_step_cost", "lower_bound_step_cost", "DecodeHoldings", "DecodeFootprint",
+           "decode_footprint"]
 
 
 def decode_step_cost(params: float, param_bytes: float, kv_bytes: float,
@@ -55,9 +56,9 @@ def lower_bound_step_cost(param_bytes: float, kv_bytes: float) -> StepCost:
 
 
 @dataclass(frozen=True)
-class DecodeFootprint:
-    """One decode step in the sources' counts (see `decode_footprint`): what it holds, and
-    what it does as two costs for `step_cost.step_time` to price."""
+class DecodeHoldings:
+    """What a decode step holds in the sources' counts, and the batches it allows: the first
+    fields of a `DecodeFootprint` and of every row of `inferbook estimate` (`Estimate`)."""
 
     params: int
     param_bytes: float
@@ -68,6 +69,13 @@ class DecodeFootprint:
     fits: bool
     max_batch: int
     critical_batch: float
+
+
+@dataclass(frozen=True)
+class DecodeFootprint(DecodeHoldings):
+    """One decode step in the sources' counts (see `decode_footprint`): what it holds, and
+    what it does as two costs for `step_cost.step_time` to price."""
+
     step: StepCost              # equation 1's parts (`decode_step_cost`)
     lower_bound: StepCost       # every byte once (`lower_bound_step_cost`)
 

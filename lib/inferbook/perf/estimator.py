@@ -36,6 +36,7 @@ from inferbook.model.config import ModelConfig
 from inferbook.perf import counts, params, quant
 from inferbook.perf import estimate_inputs as inputs
 from inferbook.perf.dcn_comms import HostsComms
+from inferbook.perf.decode_roofline import DecodeHoldings
 from inferbook.perf.efficiency import Efficiency
 from inferbook.perf.estimate_plan import EstimatePlan, plan_estimate
 from inferbook.perf.estimate_steps import model_bytes_read, weight_bytes_read
@@ -50,23 +51,15 @@ __all__ = ["Estimate", "estimate", "critical_batch_moe",
 
 
 @dataclass(frozen=True)
-class Estimate:
+class Estimate(DecodeHoldings):
     """One row of `inferbook estimate`; book/estimate_reference.py defines every field.
 
-    First the decode step as the sources count it (parameters, bytes, whether they fit,
-    critical batch, step time, throughput), then what the command adds: the setting,
-    formats, efficiency, experts, communication, prefill, generation and price.
+    First what the decode step holds as the sources count it (`DecodeHoldings`: parameters,
+    bytes, whether they fit, the batches), then its step time and throughput, then what the
+    command adds: the setting, formats, efficiency, experts, communication, prefill,
+    generation and price.
     """
 
-    params: int
-    param_bytes: float
-    kv_bytes_per_token: float
-    kv_bytes: float
-    total_bytes: float
-    hbm_bytes: float
-    fits: bool
-    max_batch: int
-    critical_batch: float
     step_time_lower_bound_s: float
     step_time_s: float
     tokens_per_s: float
