@@ -193,8 +193,12 @@ test-notebooks: venv fonts models
 test-colab: colab-venv
 	$(COLAB)/bin/python tests/colab_notebooks.py --jobs $(JOBS)
 
+# The estimator page first and alone: it states how long Pyodide takes to show the first
+# estimate on this machine, which a second browser on the other core would slow; then the
+# site's pages, two browsers at a time.
 test-browser: chromium fonts
-	$(PY) -m pytest tests/browser -q -n $(JOBS) --dist loadfile
+	$(PY) -m pytest tests/browser/test_estimator.py -q -p no:cacheprovider
+	$(PY) -m pytest tests/browser -q -n $(JOBS) --dist loadfile --ignore tests/browser/test_estimator.py
 
 test: lint test-venv oldjax-venv chromium fonts bwrap
 	$(MAKE) --no-print-directory test-unit
