@@ -40,30 +40,30 @@ N_NEW = 8
 CLI_LIMIT_S = 600.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gguf_path():
     return fetch(NAME, progress=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def model(gguf_path):
     return load_pretrained(gguf_path)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference(gguf_path):
     hf = transformers.AutoModelForCausalLM.from_pretrained(
         gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
     return hf.eval()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def prompts(model):
     return ([model.prompt(t) for t in PLAIN]
             + [model.prompt(q, chat=True) for q in CHAT])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def our_tokens(model, prompts):
     return model.generate(prompts, N_NEW).tokens
 
@@ -88,7 +88,7 @@ def last_logits(params, cfg, prompts):
     return np.asarray(decode.prefill(params, cfg, tokens_BT, lengths_B, cache)[0])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def our_logits(model, prompts):
     return last_logits(model.params, model.cfg, prompts)
 
@@ -177,12 +177,12 @@ TEXTS = ["Hello world!", "The quick brown fox jumps over the lazy dog.",
          "In 1969, 3 astronauts flew 384400 km.", "don't won't I'll we're"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference_tokenizer(gguf_path):
     return transformers.AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spec(gguf_path):
     return open_pretrained(gguf_path)
 
