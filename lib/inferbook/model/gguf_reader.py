@@ -50,15 +50,35 @@ class GGUFFile:
         return self.metadata.get(f"{self.architecture}.{key}", default)
 
 
-def open_gguf(path: str | Path) -> GGUFFile:
-    """Open and check a GGUF file; CheckpointError (one line) if it cannot be read whole."""
+def _reader(path: Path) -> Any:
+    """The gguf package's reader over a plain array view of the mapped file.
+
+    The reader memory-maps the file and slices the map once per metadata value: a tokenizer of
+    49,152 tokens and as many merges is some 250,000 slices, and each slice of an `np.memmap`
+    runs numpy's Python-level `memmap.__array_finalize__`. Over a plain `ndarray` view of the
+    same mapping (same bytes, nothing copied, still read-only) the reader opens SmolLM2's file
+    about 2.8 times faster (medians of three on this project's 2-core CPU: 5.2 s -> 1.8 s)."""
     import gguf  # imported here: the package reads numpy only, but is not needed elsewhere
 
+    class PlainViewReader(gguf.GGUFReader):
+        @property
+        def data(self) -> np.ndarray:
+            return self._plain
+
+        @data.setter
+        def data(self, mapped: np.ndarray) -> None:
+            self._plain = mapped.view(np.ndarray)
+
+    return PlainViewReader(str(path))
+
+
+def open_gguf(path: str | Path) -> GGUFFile:
+    """Open and check a GGUF file; CheckpointError (one line) if it cannot be read whole."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"GGUF file {path} does not exist")
     try:
-        reader = gguf.GGUFReader(str(path))
+        reader = _reader(path)
     except ValueError as err:
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if "GGMLQuantizationType" in text:
