@@ -144,3 +144,18 @@ def test_quantized_weights_stay_in_their_own_layout():
     np.testing.assert_allclose(decoder.forward(quantized, cfg, tokens, lengths),
                                decoder.forward(dense, cfg, tokens, lengths), rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, 8, 9])
+def test_a_product_of_any_number_of_rows_is_x_times_w_in_either_layout(rows):
+    """`linear` multiplies a few rows by an [out, in] matrix one row at a time under jax 0.7.2
+    on a CPU (`rows_one_at_a_time`): every count of rows, in both layouts, gives x · W."""
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 24)).astype(np.float32)
+    w = rng.standard_normal((24, 40)).astype(np.float32)
+    want = x.astype(np.float64) @ w.astype(np.float64)
+    for p in ({"w": jnp.asarray(w)}, {"w_t": jnp.asarray(w.T.copy())}):
+        got = np.asarray(decode_layout.linear(p, "w", jnp.asarray(x)))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        got3 = np.asarray(decode_layout.linear(p, "w", jnp.asarray(x[None])))
+        np.testing.assert_allclose(got3[0], want, rtol=1e-5, atol=1e-5)

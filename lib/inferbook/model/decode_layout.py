@@ -65,10 +65,33 @@ def linear(p: dict[str, Any], name: str, x: jax.Array, **kwargs: Any) -> jax.Arr
         # the contraction over the decoded matrix's last axis (the plain weight's form) about
         # 18 times slower (67 ms against 3.7 ms for SmolLM2's Q8_0 unembedding, 49,152 × 576).
         x2 = x.reshape(-1, x.shape[-1])
-        y = (jnp.matmul(x2, w.T, **kwargs) if decoded else
-             jax.lax.dot_general(x2, w, (((1,), (1,)), ((), ())), **kwargs))
+        if decoded:
+            y = jnp.matmul(x2, w.T, **kwargs)
+        elif rows_one_at_a_time(x2.shape[0]):
+            y = jnp.concatenate([_rows_times_out_in(x2[i:i + 1], w, **kwargs)
+                                 for i in range(x2.shape[0])])
+        else:
+            y = _rows_times_out_in(x2, w, **kwargs)
         return y.reshape(*x.shape[:-1], w.shape[0])
     return jnp.matmul(x, w, **kwargs)
+
+
+def _rows_times_out_in(x2: jax.Array, w: jax.Array, **kwargs: Any) -> jax.Array:
+    return jax.lax.dot_general(x2, w, (((1,), (1,)), ((), ())), **kwargs)
+
+
+# Under jax 0.7.2 (Colab's) XLA:CPU multiplies 2 to 7 rows by an [out, in] matrix 4 to 25
+# times slower than it multiplies them one row at a time (medians of seven on a 2-core CPU:
+# SmolLM2's tied unembedding, 49,152 × 576, takes 123 ms for two rows against 5.5 ms for one;
+# 8 rows or more run as fast as they should). Under jax 0.10.2 the product with all rows is
+# as fast as the rows one at a time, or faster. Below that version on a CPU, such products run
+# row by row: B matrix–vector products, each a read of the matrix.
+_FEW_ROWS_SLOW = tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 8)
+
+
+def rows_one_at_a_time(rows: int) -> bool:
+    """Whether `linear` multiplies `rows` rows by an [out, in] matrix one row at a time."""
+    return _FEW_ROWS_SLOW and 1 < rows < 8 and jax.default_backend() == "cpu"
 
 
 def for_batch(params: dict[str, Any], cfg: ModelConfig, batch: int) -> dict[str, Any]:
