@@ -46,6 +46,13 @@ def gguf_path():
 
 
 @pytest.fixture(scope="session")
+def gguf_tensors(gguf_path):
+    """The file's tensors as the gguf package reads them (the reference for byte counts)."""
+    import gguf
+    return gguf.GGUFReader(str(gguf_path)).tensors
+
+
+@pytest.fixture(scope="session")
 def model(gguf_path):
     return load_pretrained(gguf_path)
 
@@ -133,27 +140,23 @@ def test_a_safetensors_directory_of_the_same_weights_gives_the_same_tokens(
 
 
 def test_weights_kept_in_their_blocks_compute_the_same_and_hold_the_files_bytes(
-        gguf_path, prompts, our_logits):
-    import gguf
+        gguf_path, gguf_tensors, prompts, our_logits):
     kept = load_pretrained(gguf_path, keep_quantized=True)
     logits = last_logits(kept.params, kept.cfg, prompts)
     np.testing.assert_allclose(logits, our_logits, rtol=0, atol=1e-4 * np.abs(our_logits).max())
     assert (logits.argmax(-1) == our_logits.argmax(-1)).all()
     held = sum(w.nbytes for w in jax.tree.leaves(kept.params, is_leaf=is_quantized)
                if is_quantized(w))
-    quantized = sum(t.n_bytes for t in gguf.GGUFReader(str(gguf_path)).tensors
-                    if t.tensor_type.name != "F32")
+    quantized = sum(t.n_bytes for t in gguf_tensors if t.tensor_type.name != "F32")
     assert held == quantized
 
 
-def test_the_estimators_int4_with_minimums_counts_the_files_q4_1_bytes(gguf_path):
+def test_the_estimators_int4_with_minimums_counts_the_files_q4_1_bytes(gguf_path, gguf_tensors):
     """`--weights int4+min:32` (4-bit codes, a 16-bit scale and a 16-bit minimum per 32
     weights) is how llama.cpp's Q4_1 stores this file's layer matrices: the estimator counts
     their bytes to the byte; the symmetric int4:32 counts 18 bytes a block where Q4_1 has 20."""
-    import gguf
     cfg = load_gguf_config(gguf_path)[1]
-    q4_1 = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(gguf_path)).tensors
-               if t.tensor_type.name == "Q4_1")
+    q4_1 = sum(int(t.n_bytes) for t in gguf_tensors if t.tensor_type.name == "Q4_1")
     assert q4_1 > 0
     assert quant.weight_bytes(cfg, "int4+min:32", roles=("matrix",)) == q4_1
     assert quant.weight_bytes(cfg, "int4:32", roles=("matrix",)) == q4_1 * 18 / 20
