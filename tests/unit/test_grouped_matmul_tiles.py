@@ -6,13 +6,13 @@ import math
 
 import pytest
 
+from inferbook.model.presets import get_preset
 from inferbook.perf.grouped_matmul_tiles import (
     expected_padded_rows,
     grouped_matmul_kernel,
     padded_experts_cost,
     walked_row_tiles,
 )
-from inferbook.model.presets import get_preset
 from inferbook.perf.published_baseline import PointCosts, point_costs
 from inferbook.perf.published_points import load_points
 from inferbook.perf.step_cost import StepCost, Work

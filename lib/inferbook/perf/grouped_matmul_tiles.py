@@ -21,7 +21,7 @@ it does not price them.
 The facts come from the software: a published point's data file may describe the kernel
 that ran it (`grouped_matmul`, `GroupedMatmulKernel`), each value with its source line.
 
-    >>> expected_padded_rows(pairs=1, experts=256, tile=8)
+    >>> round(expected_padded_rows(pairs=1, experts=256, tile=8), 9)
     8.0
     >>> walked_row_tiles(rows=16, local_rows=8, experts=2, experts_per_visit=1, tile=4)
     7
