@@ -11,6 +11,7 @@ from inferbook.perf.grouped_matmul_tiles import (
     expected_padded_rows,
     grouped_matmul_kernel,
     padded_experts_cost,
+    ragged_walk,
     walked_row_tiles,
 )
 from inferbook.perf.published_baseline import PointCosts, point_costs
@@ -44,6 +45,24 @@ def test_walked_tiles_step_from_the_first_row_not_done_to_the_last():
     assert walked_row_tiles(8, 2, 64, 4, 8) == 16
 
 
+@pytest.mark.parametrize("rows,per_expert,experts,per_visit,tile", [
+    (16, 4, 2, 1, 4), (1024, 4, 64, 4, 8), (64, 1, 16, 4, 8), (8, 1, 2, 2, 8), (96, 2, 8, 2, 8)])
+def test_the_kernel_walk_with_even_rows_is_the_closed_form(rows, per_expert, experts, per_visit,
+                                                           tile):
+    walked, _ = ragged_walk([per_expert] * experts, rows, per_visit, tile)
+    assert walked == walked_row_tiles(rows, per_expert * experts, experts, per_visit, tile)
+
+
+def test_the_kernel_multiplies_every_tile_an_expert_has_rows_in():
+    """Rows 0–2 to expert 0, 3–8 to expert 1, none to expert 2, 9 to expert 3; tiles of 4 of
+    12 rows, one expert a visit. Expert 0 lies in tile 0; expert 1 in tiles 0, 1 and 2;
+    expert 3 in tile 2: 5 products. Walks: tiles 0–2, then 0–2 (it starts in tile 0), then
+    2 (expert 2 is empty, and the visit ends in tile 2), then 2: 3 + 3 + 1 + 1 tiles."""
+    assert ragged_walk([3, 6, 0, 1], 12, 1, 4) == (8, 5)
+    # All the rows one expert's and a tile as wide as them: one product, one tile.
+    assert ragged_walk([8, 0], 8, 2, 8) == (1, 1)
+
+
 def test_padded_cost_scales_only_the_grouped_arithmetic():
     cost = StepCost((Work("weights", 10.0, 100.0), Work("experts", 6.0, 50.0, grouped=True)),
                     0.0, 0.0, 0, 1, "decode")
@@ -54,7 +73,9 @@ def test_padded_cost_scales_only_the_grouped_arithmetic():
 @pytest.mark.parametrize("call", [
     lambda: expected_padded_rows(0, 8, 8), lambda: expected_padded_rows(8, 8, True),
     lambda: walked_row_tiles(8, 9, 4, 2, 8), lambda: walked_row_tiles(8, 2, 6, 4, 8),
-    lambda: padded_experts_cost(StepCost((), 0.0, 0.0, 0, 1, "decode"), 4, 2)])
+    lambda: padded_experts_cost(StepCost((), 0.0, 0.0, 0, 1, "decode"), 4, 2),
+    lambda: ragged_walk([4, 4, 4], 16, 2, 4), lambda: ragged_walk([9, 9], 16, 1, 4),
+    lambda: ragged_walk([], 16, 1, 4), lambda: ragged_walk([-1, 2], 16, 1, 4)])
 def test_bad_input_is_refused_in_one_line(call):
     with pytest.raises(ValueError) as err:
         call()

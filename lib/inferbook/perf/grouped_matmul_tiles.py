@@ -37,7 +37,7 @@ from inferbook.book import bookdata
 from inferbook.perf.published_points import INDEX, PublishedPoint
 from inferbook.perf.step_cost import StepCost
 
-__all__ = ["GroupedMatmulKernel", "expected_padded_rows", "walked_row_tiles",
+__all__ = ["GroupedMatmulKernel", "expected_padded_rows", "walked_row_tiles", "ragged_walk",
            "padded_experts_cost", "grouped_matmul_kernel"]
 
 
@@ -50,6 +50,7 @@ class GroupedMatmulKernel:
     experts_per_visit: int   # experts one step of its grid holds
     max_rows: int            # it is chosen while the routed rows are at most this many
     expert_groups: int       # Z: the groups of chips the experts are split over, whole
+    products_per_layer: int  # its calls in one MoE layer (one per expert matrix it multiplies)
     source: str
 
 
@@ -90,6 +91,38 @@ def walked_row_tiles(rows: int, local_rows: int, experts: int, experts_per_visit
                          f"divide the {experts} experts")
     tile, visits = min(tile, rows), experts // experts_per_visit
     return sum(rows // tile - (v * local_rows // visits) // tile for v in range(visits))
+
+
+def ragged_walk(group_sizes: list[int], rows: int, experts_per_visit: int,
+                tile: int) -> tuple[int, int]:
+    """(row tiles stepped through, products done) by a kernel that holds `rows` sorted rows,
+    the first sum(group_sizes) routed to its experts in that order, and visits the experts
+    `experts_per_visit` at a time. Each visit steps `tile` rows at a time (at most `rows`)
+    from the tile of the first row not yet done to the last of the `rows`; in each tile it
+    multiplies, a whole tile at once, every expert of the visit whose rows the tile holds,
+    until the visit's experts are done. With evenly spread rows the tiles stepped through are
+    `walked_row_tiles`; products · tile are the rows its arithmetic is that of."""
+    _positive(rows=rows, experts_per_visit=experts_per_visit, tile=tile)
+    if (not group_sizes or len(group_sizes) % experts_per_visit or min(group_sizes) < 0
+            or sum(group_sizes) > rows):
+        raise ValueError(f"group sizes must be non-negative, at most {rows} rows in all, and "
+                         f"split into visits of {experts_per_visit} experts")
+    tile = min(tile, rows)
+    done, expert, walked, products = 0, 0, 0, 0
+    for first in range(0, len(group_sizes), experts_per_visit):
+        left = group_sizes[first]                   # rows of `expert` not yet multiplied
+        for i in range(done // tile, rows // tile):
+            walked += 1
+            while done < (i + 1) * tile and expert < first + experts_per_visit:
+                step = max(min(left, (i + 1) * tile - done), 0)
+                products += step > 0
+                if step >= left:                    # this expert is done: the next one
+                    expert += 1
+                    left = group_sizes[min(expert, len(group_sizes) - 1)]
+                else:
+                    left -= step
+                done += step
+    return walked, products
 
 
 def padded_experts_cost(cost: StepCost, rows: float, padded: float) -> StepCost:
