@@ -1106,8 +1106,8 @@ glue("ch3_gmm_sibling_miss", fmt_seconds(sibling_miss_s))
 # source states. To close the {glue:text}`ch3_gmm_missing_s` the estimate lacks per step,
 # each of the step's {glue:text}`ch3_gmm_walk_step` walked tiles would have to cost
 # {glue:text}`ch3_gmm_per_tile`. Nothing in the source says what a walked tile costs, so that
-# number could only be fitted, and only on this model's fit points, where the walk would come to
-# {glue:text}`ch3_gmm_sibling_s` a step: less than the estimate already misses each of them by
+# number could only be fitted, and only on this model's fit points, where the walk at that cost
+# would come to {glue:text}`ch3_gmm_sibling_s` a step: less than the estimate already misses each of them by
 # (at least {glue:text}`ch3_gmm_sibling_miss`). The miss is this kernel's, not a mechanism of
 # grouped matmuls that a fact of the software could price, so the estimator leaves it unpriced,
 # and the point stays held out, and missed.
@@ -1116,25 +1116,25 @@ glue("ch3_gmm_sibling_miss", fmt_seconds(sibling_miss_s))
 # 为什么是这个数据点？它的出处在一个步骤至多有 {glue:text}`ch3_gmm_max_rows` 个分配时，用自己写的
 # 分组矩阵乘法内核（`decode_ragged_dot`，即该数据点引用的提交中的版本；数据文件引用了相应的代码行）
 # 计算被路由的专家，而在这个批次下，每块芯片都把全部 $A = Bk =$ {glue:text}`ch3_gmm_A` 个分配交给它。
-# 我们检查了这样的内核在分配本身的算术之外要付出的两种代价。第一种是普遍的：分组矩阵乘法一次按一个
-# 行分块计算每个专家的行，这里 $R =$ {glue:text}`ch3_gmm_tile` 行，所以它做的算术相当于分配数的
+# 我们检查了这样的内核在分配本身的计算之外要付出的两种代价。第一种是普遍的：分组矩阵乘法一次按一个
+# 行分块计算每个专家的行，这里 $R =$ {glue:text}`ch3_gmm_tile` 行，所以它做的计算相当于分配数的
 # {glue:text}`ch3_gmm_padded`（按这个内核自己的分块是 {glue:text}`ch3_gmm_padded_kernel`，因为它的
 # 分块从上一个专家的行结束处开始）。按校准后的速率，其中较大的那个每步需要
-# {glue:text}`ch3_gmm_padded_s`，而读取
-# 专家权重需要 {glue:text}`ch3_gmm_read_s`：专家部分仍然是内存受限的，预测不变。第二种是这个内核
+# {glue:text}`ch3_gmm_padded_s`，而读取专家权重需要 {glue:text}`ch3_gmm_read_s`：专家部分仍然是
+# 内存受限的，预测不变。第二种是这个内核
 # 独有的。它每次访问一块芯片的 {glue:text}`ch3_gmm_local_experts` 个专家中的
 # {glue:text}`ch3_gmm_per_visit` 个，并在每次访问中从第一个尚未算完的行开始，一次
 # {glue:text}`ch3_gmm_tile` 行地走到全部 $A$ 行的最后一行，连其他芯片的专家的行也要走过：批次为
 # {glue:text}`ch3_pub_worst_batch` 时每次调用走 {glue:text}`ch3_gmm_walk` 个分块，批次为
 # {glue:text}`ch3_gmm_sibling_batch` 时走 {glue:text}`ch3_gmm_walk_sibling` 个；如果每次访问在它的
-# 最后一行就停下，大约只需 {glue:text}`ch3_gmm_walk_stopped` 个。走过的分块不读权重，也不做算术；
+# 最后一行就停下，大约只需 {glue:text}`ch3_gmm_walk_stopped` 个。走过的分块不读权重，也不做计算；
 # 它的代价是循环本身的时间，没有任何出处给出这个时间。要补上估算每步缺少的
 # {glue:text}`ch3_gmm_missing_s`，每步走过的 {glue:text}`ch3_gmm_walk_step` 个分块每个都得花
 # {glue:text}`ch3_gmm_per_tile`。出处里没有任何地方说明走过一个分块要花多少时间，所以这个数只能
-# 拟合得到，而且只能在这个模型的拟合数据点上拟合；在那些数据点上，这种行走每步只占
+# 拟合得到，而且只能在这个模型的拟合数据点上拟合；在那些数据点上，按这个代价，这种行走每步只占
 # {glue:text}`ch3_gmm_sibling_s`，比估算在其中每一个上已有的偏差（至少
 # {glue:text}`ch3_gmm_sibling_miss`）还小。这个偏差属于这个内核，而不是分组矩阵乘法的一种能由软件
-# 中的事实来定价的机制，所以估算器不为它定价，这个数据点仍然留出，也仍然没有预测准。
+# 中的事实来估算耗时的机制，所以估算器不为它估算耗时，这个数据点仍然留出，也仍然没有预测准。
 
 # %% [markdown]
 # ```{admonition} Takeaways
