@@ -84,8 +84,9 @@ def _rows_times_out_in(x2: jax.Array, w: jax.Array, **kwargs: Any) -> jax.Array:
 # times slower than it multiplies them one row at a time (medians of seven on a 2-core CPU:
 # SmolLM2's tied unembedding, 49,152 × 576, takes 123 ms for two rows against 5.5 ms for one;
 # 8 rows or more run as fast as they should). Under jax 0.10.2 the product with all rows is
-# as fast as the rows one at a time, or faster. Below that version on a CPU, such products run
-# row by row: B matrix–vector products, each a read of the matrix.
+# as fast as the rows one at a time, or faster. Versions 0.8 and 0.9 were not measured; below
+# 0.8, on a CPU, such products run row by row: B matrix–vector products, each a read of the
+# matrix.
 _FEW_ROWS_SLOW = tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 8)
 
 

@@ -54,7 +54,7 @@ def _reader(path: Path) -> Any:
     """The gguf package's reader over a plain array view of the mapped file.
 
     The reader memory-maps the file and slices the map once per metadata value: a tokenizer of
-    49,152 tokens and as many merges is some 250,000 slices, and each slice of an `np.memmap`
+    49,152 tokens and nearly as many merges is some 250,000 slices, and each slice of an `np.memmap`
     runs numpy's Python-level `memmap.__array_finalize__`. Over a plain `ndarray` view of the
     same mapping (same bytes, nothing copied, still read-only) the reader opens SmolLM2's file
     about 2.8 times faster (medians of three on this project's 2-core CPU: 5.2 s -> 1.8 s)."""
