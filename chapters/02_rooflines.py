@@ -389,17 +389,20 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # - a **calibrated** prediction that keeps the roofline's split of a step into a weight part
 #   and a cache part, but takes each part's time from the device instead of from the two roofs:
 #   the model's weight matmuls at $B$ rows, run alone in one program, and its attention over
-#   $B$ caches, run alone. A program run alone also pays what every program pays — the call,
-#   the dispatch, on an accelerator a launch per kernel — and a sum of such parts pays it once
+#   $B$ caches. A program run alone also pays what every program pays — the call, the
+#   dispatch, on an accelerator a launch per kernel — and a sum of such parts pays it once
 #   per part: on an H200 that sum predicted {glue:text}`ch2_sum_of_parts` the measured step at
-#   batch 1 (the run is on record below). So each part counts
-#   only its *work*, its time beyond the same program for a *skeleton* of the model (the same
-#   layers and operations at tiny widths), and the fixed costs count once, as the skeleton's
-#   own step:
+#   batch 1 (the run is on record below). So each part counts only its *work*, its time
+#   beyond the same program for a *skeleton* of the model (the same layers and operations at
+#   tiny widths), and the fixed costs count once, as the skeleton's own step. Attention is
+#   timed where the step runs it, inside a step: a compiler treats a program that holds only
+#   attention differently from a whole step (XLA on a CPU ran such a program's cache products
+#   on one core, and the step's on all of them). Its work is what an *attention skeleton* —
+#   the skeleton with the model's own heads and caches — adds to the skeleton's step:
 #
-# $$t_\text{step} \approx t^\text{skeleton}_\text{step} + (t_\text{matmuls} - t^\text{skeleton}_\text{matmuls}) + L\,(t_\text{attention} - t^\text{skeleton}_\text{attention}).$$
+# $$t_\text{step} \approx t^\text{skeleton}_\text{step} + (t_\text{matmuls} - t^\text{skeleton}_\text{matmuls}) + (t^\text{attention skeleton}_\text{step} - t^\text{skeleton}_\text{step}).$$
 #
-# The six programs are timed in alternation with the step, so that whatever else runs on the
+# The five programs are timed in alternation with the step, so that whatever else runs on the
 # machine affects them alike, and each reports its median over the rounds. Nothing in either
 # prediction is fitted to the decode step. `inferbook.perf.calibration` does the measuring:
 
@@ -419,21 +422,24 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 #   是模型的矩阵乘法在任何批次下达到的最佳 FLOP/s。一步的代价是
 #   $\text{KV 字节数} / W + \max(2BP / C, \text{权重字节数} / W)$；
 # - 一个**校准后的**预测：它保留屋顶线把一步拆成权重部分和缓存部分的做法，但每一部分的时间都取自
-#   设备，而不是来自两个屋顶：模型的权重矩阵乘法在 $B$ 行下单独放在一个程序里运行；它在 $B$ 个缓存
-#   上的注意力，也单独运行。单独运行的程序也要付出每个程序都要付出的代价——调用、分派，在加速器上
-#   还有每个内核的启动——把这样的部分加起来，这份代价就每个部分付一次：在 H200 上，这样的和预测出
-#   的时间是批次为 1 时实测步骤的 {glue:text}`ch2_sum_of_parts`（这次运行的记录见下文）。
-#   所以每一部分只计它的*工作*，即它比*骨架*模型（层和操作都相同，宽度极小）
-#   的同一个程序多用的时间；固定开销只计一次，就是骨架模型自己的一步：
+#   设备，而不是来自两个屋顶：模型的权重矩阵乘法在 $B$ 行下单独放在一个程序里运行；以及它在 $B$ 个
+#   缓存上的注意力。单独运行的程序也要付出每个程序都要付出的代价——调用、分派，在加速器上还有每个
+#   内核的启动——把这样的部分加起来，这份代价就每个部分付一次：在 H200 上，这样的和预测出的时间是
+#   批次为 1 时实测步骤的 {glue:text}`ch2_sum_of_parts`（这次运行的记录见下文）。所以每一部分只计它的
+#   *工作*，即它比*骨架*模型（层和操作都相同，宽度极小）的同一个程序多用的时间；固定开销只计一次，
+#   就是骨架模型自己的一步。注意力则在步骤实际运行它的地方计时，也就是在一步之内：编译器对待只含
+#   注意力的程序，与对待完整的一步并不相同（在 CPU 上，XLA 把这种程序里与缓存相乘的运算放在一个核上
+#   运行，而一步之中的则用上所有核）。它的工作，就是*注意力骨架*——带有模型自己的注意力头和缓存的
+#   骨架——比骨架的一步多出的时间：
 #
-# $$t_\text{step} \approx t^\text{skeleton}_\text{step} + (t_\text{matmuls} - t^\text{skeleton}_\text{matmuls}) + L\,(t_\text{attention} - t^\text{skeleton}_\text{attention}).$$
+# $$t_\text{step} \approx t^\text{skeleton}_\text{step} + (t_\text{matmuls} - t^\text{skeleton}_\text{matmuls}) + (t^\text{attention skeleton}_\text{step} - t^\text{skeleton}_\text{step}).$$
 #
-# 这六个程序与步骤本身交替计时，这样机器上其他正在运行的东西对它们的影响都一样，每一项报告它在
+# 这五个程序与步骤本身交替计时，这样机器上其他正在运行的东西对它们的影响都一样，每一项报告它在
 # 各轮中的中位数。两个预测中没有任何东西是对着解码步骤拟合出来的。测量由
 # `inferbook.perf.calibration` 完成：
 
 # %%
-show_source(calibration.model_matmul_program, calibration.attention_program,
+show_source(calibration.model_matmul_program, calibration.attention_skeleton,
             calibration.Parts, calibration.decode_parts)
 
 # %% [markdown]
@@ -447,10 +453,11 @@ show_source(calibration.model_matmul_program, calibration.attention_program,
 
 # %%
 sweep_cfg = get_preset("cpu-336mb")
-# Five batch sizes keep this cell to about a minute; `inferbook bench` sweeps them all (last
-# section).
+# Five batch sizes, five rounds each (a median of fewer swings with the batch-1 step, whose
+# time varies from call to call on a CPU), keep this cell to about a minute; `inferbook
+# bench` sweeps them all (last section).
 load_at_start = os.getloadavg()[0]
-sweep = calibration.decode_sweep(sweep_cfg, batches=(1, 4, 16, 64, 256), context=128)
+sweep = calibration.decode_sweep(sweep_cfg, batches=(1, 4, 16, 64, 256), context=128, repeats=5)
 B_axis = np.array(sweep.column("batch"))
 measured = np.array(sweep.column("measured_s"))
 predicted = np.array(sweep.column("predicted_s"))

@@ -15,7 +15,7 @@ from inferbook.cli import main
 from inferbook.model import decoder
 from inferbook.model.kvcache import init_cache
 from inferbook.model.presets import get_preset
-from inferbook.perf import bench, bench_results
+from inferbook.perf import bench, bench_results, calibration
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH, CONTEXT, PROMPT = 2, 16, 16
@@ -77,6 +77,9 @@ def test_json_names_the_device_versions_and_every_configuration(cli_run):
     for key in ("read_bytes_per_s", "read_kernel", "read_kernels", "matmul_flops_per_s",
                 "date"):
         assert record[key]
+    assert record["attention_timed"] == calibration.ATTENTION_TIMED
+    for row in record["rows"]:          # attention's baseline is the skeleton's own step
+        assert row["attention_skeleton_s"] == row["overhead_s"]
     for row in record["rows"]:
         for key in ("measured_s", "best_s", "compile_s", "bytes_per_s", "mbu_measured",
                     "mfu_measured", "roofline_s", "roofline_error", "predicted_s", "error",

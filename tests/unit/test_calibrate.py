@@ -14,6 +14,7 @@ import pytest
 from inferbook.model import decode, decoder, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.presets import PRESETS
+from inferbook.model.sampling import GREEDY
 from inferbook.perf import calibration, counts, microbench, roofline, step_programs, timing
 
 
@@ -74,21 +75,21 @@ class _Program:
 @pytest.mark.parametrize("per_call_s", [0.0, 0.004])
 def test_a_cost_every_program_pays_is_counted_once(per_call_s, monkeypatch):
     """A device where every program call costs `per_call_s` beyond its work (an accelerator's
-    launch and wait): the step pays it once, and so must the prediction — not once per part
-    and once per layer, as a sum of parts timed alone would (on an H200 that sum predicted
-    three times the measured step). The clock is the test's: each call takes exactly its
-    program's seconds."""
+    launch and wait): the step pays it once, and so must the prediction — not once per part,
+    as a sum of parts timed alone would (on an H200 that sum predicted three times the
+    measured step). The clock is the test's: each call takes exactly its program's seconds."""
     monkeypatch.setattr(timing, "timed_call", lambda fn: (fn(), fn.seconds))
     L, matmul, attention_layer, rest = 8, 0.006, 0.0005, 0.002
     step = _Program(per_call_s + matmul + L * attention_layer + rest)
-    programs = [step, _Program(per_call_s + matmul), _Program(per_call_s + attention_layer),
-                _Program(per_call_s + rest), _Program(per_call_s), _Program(per_call_s)]
-    parts, timed = calibration.time_parts(programs, L, repeats=3)
-    assert len(timed) == 6 and parts.measured_s == pytest.approx(step.seconds)
-    assert parts.attention_s == pytest.approx(L * (per_call_s + attention_layer))
+    programs = [step, _Program(per_call_s + matmul),
+                _Program(per_call_s + L * attention_layer + rest),   # the attention skeleton
+                _Program(per_call_s + rest), _Program(per_call_s)]  # the skeleton
+    parts, timed = calibration.time_parts(programs, repeats=3)
+    assert len(timed) == calibration.PROGRAMS and parts.measured_s == pytest.approx(step.seconds)
+    assert parts.attention_work_s == pytest.approx(L * attention_layer)
     assert parts.predicted_s == pytest.approx(parts.measured_s) and abs(parts.error) < 1e-9
-    naive = parts.matmul_s + parts.attention_s + parts.overhead_s      # the old sum of parts
-    assert naive - parts.measured_s == pytest.approx((L + 1) * per_call_s)
+    naive = parts.matmul_s + parts.attention_s + parts.overhead_s      # a plain sum of parts
+    assert naive - parts.measured_s == pytest.approx(2 * per_call_s + rest)
 
 
 def test_a_part_faster_than_its_skeleton_adds_no_negative_work():
@@ -115,7 +116,9 @@ def test_the_prefill_parts_run_the_library_prefill_and_its_matmuls():
     np.testing.assert_allclose(logits, decoder.forward(params, cfg, tokens)[:, -1], rtol=1e-5,
                                atol=1e-5)
     assert matmuls().shape == (1, cfg.V)               # logits for the last position only
-    assert len(attention()) == 1 and attention()[0].shape == (1, T, cfg.N, cfg.H)
+    # The attention skeleton's prefill writes the model's caches: its heads, its widths.
+    _, attention_cache = attention()
+    assert attention_cache.k[0].shape == cache.k[0].shape and len(attention_cache.k) == cfg.L
     for program in skeleton:
         jax.block_until_ready(program())
 
@@ -124,6 +127,16 @@ def test_a_matmul_timing_reports_what_it_measured():
     t = microbench.measure_matmul(4, 64, 128, jnp.float32, total_bytes=1 << 20, repeats=1)
     assert t.flops_per_s == pytest.approx(2 * 4 * 64 * 128 / t.seconds)
     assert t.weight_bytes_per_s == pytest.approx(64 * 128 * 4 / t.seconds)
+
+
+def step_flops(params, cfg, B, S):
+    """XLA's FLOP count of one compiled decode step of `cfg` over B caches of S tokens."""
+    cache = kvcache.init_cache(cfg, B, S + 1)._replace(lengths=jnp.full((B,), S, jnp.int32))
+    lowered = decode.next_token.lower(params, cfg, jnp.zeros((B,), jnp.int32),
+                                      jnp.zeros((B,), bool), cache, jax.random.key(0),
+                                      GREEDY, -1)
+    cost = lowered.compile().cost_analysis()
+    return (cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"]
 
 
 def xla_flops(prog):
@@ -135,15 +148,22 @@ def xla_flops(prog):
                                  ModelConfig(L=2, D=256, F=512, N=4, K=1, H=64, V=512,
                                              mlp="plain", tied_embeddings=True)],
                          ids=["small", "mqa-plain-tied"])
-def test_the_matmul_program_does_the_steps_matmul_flops_and_the_attention_program_its_attention(
+def test_the_matmul_program_does_the_steps_matmuls_and_the_attention_skeleton_its_attention(
         cfg):
     params = decoder.init_params(cfg, 0)
     B, S = 4, 32
     matmul = xla_flops(calibration.model_matmul_program(params, cfg, B))
     assert 2 * B * counts.matmul_params(cfg) <= matmul <= 1.02 * 2 * B * counts.matmul_params(cfg)
-    attention = xla_flops(calibration.attention_program(cfg, B, S))
-    products = counts.attention_flops(cfg, B, 1, S + 1)     # the cache and the new token
-    assert products <= attention <= 1.2 * products
+    # The attention skeleton's step beyond the skeleton's: the model's attention products
+    # (its cache and the new token), plus the little its width-16 matmuls do beyond the
+    # skeleton's (at most 2·B FLOPs per extra weight) and softmax's arithmetic (< 20%).
+    acfg, tiny_cfg = step_programs.attention_skeleton(cfg), step_programs.skeleton(cfg)
+    assert (acfg.N, acfg.K, acfg.H, acfg.L) == (cfg.N, cfg.K, cfg.H, cfg.L)
+    attention = (step_flops(decoder.init_params(acfg, 0), acfg, B, S)
+                 - step_flops(decoder.init_params(tiny_cfg, 0), tiny_cfg, B, S))
+    products = counts.attention_flops(cfg, B, 1, S + 1)
+    extra = 2 * B * (counts.matmul_params(acfg) - counts.matmul_params(tiny_cfg))
+    assert products <= attention <= 1.2 * products + extra
     step = counts.forward_flops(cfg, B, 1, kv_len=S + 1)
     assert matmul + attention == pytest.approx(step, rel=0.2)
 
@@ -159,6 +179,7 @@ def test_a_skeleton_of_any_width_keeps_the_models_layers_and_runs_its_programs(w
     params, tiny = decoder.init_params(cfg, 0), decoder.init_params(tiny_cfg, 0)
     B, S = 2, 8
     programs = calibration.decode_parts(params, tiny, cfg, B, S, skeleton=tiny_cfg)
+    assert len(programs) == calibration.PROGRAMS
     assert programs[4]().shape == (B, width)            # the skeleton's logits: V = width
     tokens = programs[3]()
     assert tokens.shape == (B,) and int(jnp.max(tokens)) < width

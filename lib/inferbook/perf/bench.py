@@ -93,9 +93,9 @@ def _decode_row(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: in
     skeleton_params = decode_layout.for_batch(skeleton_params, step_programs.skeleton(cfg),
                                               batch)
     parts, timed = calibration.time_parts(
-        calibration.decode_parts(params, skeleton_params, cfg, batch, context), cfg.L, repeats,
+        calibration.decode_parts(params, skeleton_params, cfg, batch, context), repeats,
         others=[read.run for read in reads])
-    roof = best_rates(reads, [t.min_s for t in timed[6:]])
+    roof = best_rates(reads, [t.min_s for t in timed[calibration.PROGRAMS:]])
     itemsize = params["embed"].dtype.itemsize
     return dict(kind="decode", batch=batch, context=context, **parts.as_record(),
                 layout="decode" if decode_layout.is_decode_layout(params) else "weights",
@@ -109,7 +109,7 @@ def _prefill_row(params: dict, skeleton_params: dict, cfg: ModelConfig, length: 
     """Prefill of one prompt of `length` tokens and its calibrated parts: time, tokens per
     second, bytes (weights read once, the prompt's keys and values written) and FLOPs."""
     parts, timed = calibration.time_parts(
-        calibration.prefill_parts(params, skeleton_params, cfg, length), cfg.L, repeats)
+        calibration.prefill_parts(params, skeleton_params, cfg, length), repeats)
     return dict(kind="prefill", batch=1, context=length, **parts.as_record(),
                 best_s=timed[0].min_s, compile_s=timed[0].compile_s,
                 tokens_per_s=length / parts.measured_s,
@@ -212,7 +212,8 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
         load_average_before=load_before, load_average_after=_load(), note=note,
         **roof.as_record(), reads_bytes_per_s=reads_alone.best,
         reads_at_start_bytes_per_s=reads_at_start.best,
-        microbenchmark_flops_per_s=C0, matmul_flops_per_s=C, rows=rows)
+        microbenchmark_flops_per_s=C0, matmul_flops_per_s=C,
+        attention_timed=calibration.ATTENTION_TIMED, rows=rows)
     record["summary"] = summary(record)
     return record
 

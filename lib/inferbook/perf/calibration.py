@@ -8,16 +8,20 @@ its attention over the step's caches, and a skeleton of the step.
 
 Every program timed alone carries costs that are not its work: the call, the dispatch, on an
 accelerator a launch per kernel and a wait at the end. Adding up parts timed alone adds those
-costs once per part, and once per layer when one layer's attention is timed and multiplied
-by L: on an H200, where each program call costs a fraction of a millisecond, that sum
-predicted three times the measured step. So each part enters by its *work* — its time minus
-the time of the same program for the skeleton model (the same layers and operations at tiny
-widths) — and the fixed costs enter once, as the skeleton's own step:
+costs once per part: on an H200, where each program call costs a fraction of a millisecond,
+that sum predicted three times the measured step. So each part enters by its *work* — its
+time minus the time of the same program for the skeleton model (the same layers and
+operations at tiny widths) — and the fixed costs enter once, as the skeleton's own step.
+Attention's work is measured the same way but inside a step: the step of the
+`attention_skeleton` (the skeleton with the model's heads and caches) minus the skeleton's
+step. Attention timed in a program of its own is not the step's attention: XLA:CPU ran the
+cache products of such a program on one core, and inside the step on both.
 
-    predicted = step(skeleton) + [matmuls − matmuls(skeleton)] + L·[attention − attention(skeleton)]
+    predicted = step(skeleton) + [matmuls − matmuls(skeleton)]
+                               + [step(attention skeleton) − step(skeleton)]
 
 for a decode step of B sequences over S cached tokens, every term at the same B and S; a
-prefill of T tokens is the same with T rows and a prompt's causal attention. Nothing is
+prefill of T tokens is the same with T rows and prefills in place of steps. Nothing is
 fitted to the step: every term is timed, in alternation with the step itself, so that other
 work on the machine falls on all of them alike. The *roofline* beside it uses two measured
 constants: kv_bytes / W + max(2·B·P / C, weight_bytes / W).
@@ -36,15 +40,19 @@ from inferbook.perf.counts import kv_cache_bytes, matmul_params
 from inferbook.perf.microbench import default_dtype
 from inferbook.perf.read_roof import measure_read_roof
 from inferbook.perf.step_programs import (
-    attention_program,
+    attention_skeleton,
     decode_stepper,
     model_matmul_program,
     model_matmuls,
 )
 
 __all__ = ["Parts", "decode_parts", "prefill_parts", "time_parts", "model_matmuls",
-           "model_matmul_program", "attention_program", "decode_stepper", "SweepPoint",
-           "Sweep", "decode_sweep"]
+           "model_matmul_program", "attention_skeleton", "decode_stepper", "SweepPoint",
+           "Sweep", "decode_sweep", "PROGRAMS"]
+
+PROGRAMS = 5        # the programs of `decode_parts` and `prefill_parts`, in `time_parts` order
+# How attention's work is timed, as benchmark records say it (`inferbook bench`).
+ATTENTION_TIMED = "in a step: the attention skeleton's step minus the skeleton's"
 
 PART_NAMES = ("measured", "matmul", "attention", "overhead", "matmul_skeleton",
               "attention_skeleton")
@@ -54,7 +62,11 @@ PART_NAMES = ("measured", "matmul", "attention", "overhead", "matmul_skeleton",
 class Parts:
     """One configuration timed: the step, its parts, and the skeleton's (seconds, medians).
 
-    `attention_s` and `attention_skeleton_s` are already for all L layers.
+    `attention_s` is the attention skeleton's step (the skeleton with the model's heads and
+    caches, `step_programs.attention_skeleton`) and `attention_skeleton_s` the skeleton's
+    step, which it exceeds by attention's work in all L layers. (Benchmark records without
+    an `attention_timed` field hold L times one layer's attention timed in a program of its
+    own, and the same for the skeleton.)
     """
 
     measured_s: float
@@ -99,46 +111,50 @@ class Parts:
             "overlapped_s": self.overlapped_s}
 
 
+def _attention_params(params: dict, cfg: ModelConfig, batch: int) -> tuple[ModelConfig, dict]:
+    """The attention skeleton of `cfg` and its weights, in `params`' dtype and the layout the
+    step reads fastest at `batch` (its weights are tiny: they are made here)."""
+    acfg = attention_skeleton(cfg)
+    return acfg, for_batch(init_params(acfg, 0, params["embed"].dtype), acfg, batch)
+
+
 def decode_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: int,
                  context: int, skeleton: ModelConfig | None = None
                  ) -> list[Callable[[], Any]]:
-    """The six programs of a decode step, in `Parts` order: the step, the matmuls at `batch`
-    rows, one layer's attention over `batch` caches of `context` tokens, and the same three
-    for the skeleton model (`skeleton_params` of `skeleton`, default
-    `step_programs.skeleton(cfg)`)."""
+    """The five programs of a decode step, in `Parts` order: the step, the matmuls at `batch`
+    rows, the attention skeleton's step (the model's attention over `batch` caches of
+    `context` tokens, around tiny matmuls), then the skeleton's step and matmuls
+    (`skeleton_params` of `skeleton`, default `step_programs.skeleton(cfg)`)."""
     tiny = step_programs.skeleton(cfg) if skeleton is None else skeleton
+    acfg, aparams = _attention_params(params, cfg, batch)
     return [decode_stepper(params, cfg, batch, context),
             model_matmul_program(params, cfg, batch),
-            attention_program(cfg, batch, context, params["embed"].dtype, layers=1),
+            decode_stepper(aparams, acfg, batch, context),
             decode_stepper(skeleton_params, tiny, batch, context),
-            model_matmul_program(skeleton_params, tiny, batch),
-            attention_program(tiny, batch, context, skeleton_params["embed"].dtype, layers=1)]
+            model_matmul_program(skeleton_params, tiny, batch)]
 
 
 def prefill_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, length: int,
                   skeleton: ModelConfig | None = None) -> list[Callable[[], Any]]:
-    """The six programs of a prefill of one `length`-token prompt, in `Parts` order."""
+    """The five programs of a prefill of one `length`-token prompt, in `Parts` order."""
     tiny = step_programs.skeleton(cfg) if skeleton is None else skeleton
+    acfg, aparams = _attention_params(params, cfg, length)
     return [step_programs.prefill_runner(params, cfg, length),
             model_matmul_program(params, cfg, length, unembed_rows=1),
-            step_programs.prefill_attention_program(cfg, length, params["embed"].dtype, 1),
+            step_programs.prefill_runner(aparams, acfg, length),
             step_programs.prefill_runner(skeleton_params, tiny, length),
-            model_matmul_program(skeleton_params, tiny, length, unembed_rows=1),
-            step_programs.prefill_attention_program(tiny, length,
-                                                    skeleton_params["embed"].dtype, 1)]
+            model_matmul_program(skeleton_params, tiny, length, unembed_rows=1)]
 
 
-def time_parts(programs: Sequence[Callable[[], Any]], layers: int, repeats: int,
+def time_parts(programs: Sequence[Callable[[], Any]], repeats: int,
                others: Sequence[Callable[[], Any]] = ()
                ) -> tuple[Parts, list[timing.Timing]]:
-    """Time the six programs of `decode_parts` or `prefill_parts` (their attention for one
-    layer, scaled to `layers`) and any `others`, all in alternation; medians of `repeats`
-    rounds after one warm-up round. Returns the parts and every program's `Timing`, the six
-    first and the others after them."""
+    """Time the five programs of `decode_parts` or `prefill_parts` and any `others`, all in
+    alternation; medians of `repeats` rounds after one warm-up round. Returns the parts and
+    every program's `Timing`, the five first (`PROGRAMS`) and the others after them."""
     timed = timing.time_alternating([*programs, *others], repeats, warmup=1)
-    step, mm, attn, step0, mm0, attn0 = (t.median_s for t in timed[:6])
-    parts = Parts(step, mm, layers * attn, step0, mm0, layers * attn0)
-    return parts, timed
+    step, mm, attn, step0, mm0 = (t.median_s for t in timed[:PROGRAMS])
+    return Parts(step, mm, attn, step0, mm0, step0), timed
 
 
 @dataclass(frozen=True)
@@ -215,7 +231,7 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
                  repeats: int = 3) -> Sweep:
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
-    For each batch size, times the six programs of `decode_parts` in alternation and keeps
+    For each batch size, times the five programs of `decode_parts` in alternation and keeps
     the median of `repeats` rounds of each, the weights in the layout the step reads fastest
     at that batch (`decode_layout.for_batch`). The roofline's two constants come from the same
     measurements, as an empirical roofline does: W is the best of the device's read kernels
@@ -230,7 +246,7 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     tiny_cfg = step_programs.skeleton(cfg)
     timed = [(B, time_parts(decode_parts(for_batch(params, cfg, B),
                                          for_batch(tiny, tiny_cfg, B), cfg, B, context),
-                            cfg.L, repeats)[0]) for B in batches]
+                            repeats)[0]) for B in batches]
     smallest = min(timed, key=lambda bp: bp[0])[1]
     W = measure_read_roof(1 << 28).with_program("weight streaming at the smallest batch",
                                                 P * itemsize / smallest.matmul_s).best

@@ -8,13 +8,15 @@ and returns its result:
 
 * `model_matmul_program` — every weight matmul of the step, at the step's rows, in the
   model's order and with its dependencies, and nothing else;
-* `attention_program` — a decode step's attention over full caches, alone;
-  `prefill_attention_program` — a prompt's causal attention over itself, alone;
 * `decode_stepper`, `prefill_runner` — the library's own step and prefill, as
   `decode.generate` runs them;
 * `skeleton` — the same model at tiny widths: the same layers, the same operations, the same
   programs, almost no bytes or FLOPs. Timed through the same functions, it gives each part's
-  cost that is not work: dispatch, kernel launches, small operations.
+  cost that is not work: dispatch, kernel launches, small operations;
+* `attention_skeleton` — the skeleton with the model's own attention: its heads, head width
+  and caches, around matmuls of tiny width. Its step is the skeleton's step plus the model's
+  attention, run where the step runs it — inside a whole step, between the projections that
+  feed it and the sampling after it — rather than in a program of its own.
 """
 
 from __future__ import annotations
@@ -29,10 +31,9 @@ from inferbook.model import decode, kvcache
 from inferbook.model.config import ModelConfig
 from inferbook.model.decode_layout import linear
 from inferbook.perf import timing
-from inferbook.perf.microbench import default_dtype
 
-__all__ = ["skeleton", "model_matmuls", "model_matmul_program", "attention_program",
-           "prefill_attention_program", "decode_stepper", "prefill_runner"]
+__all__ = ["skeleton", "attention_skeleton", "model_matmuls", "model_matmul_program",
+           "decode_stepper", "prefill_runner"]
 
 
 def skeleton(cfg: ModelConfig, width: int = 16) -> ModelConfig:
@@ -42,6 +43,19 @@ def skeleton(cfg: ModelConfig, width: int = 16) -> ModelConfig:
     a wider skeleton avoids at the cost of a little work of its own.)"""
     return cfg.replace(D=width, F=width, N=cfg.G, K=1, H=8, V=width,
                        name=f"{cfg.name}-skeleton")
+
+
+def attention_skeleton(cfg: ModelConfig, width: int = 16) -> ModelConfig:
+    """`cfg` with tiny matmuls (D = F = V = `width`) and its own attention: the same query and
+    KV heads, head width, windows and caches. A step of it does the model's attention — every
+    byte of the caches read, every score computed — with almost no weights to read.
+
+    Its step minus the `skeleton`'s step is attention's work *as the step does it*. Timing
+    attention in a program of its own measures something else: on XLA:CPU (jax 0.10) the
+    cache products of a program holding only attention ran on one core, and inside the
+    whole step on both, up to twice as fast.
+    """
+    return cfg.replace(D=width, F=width, V=width, name=f"{cfg.name}-attention-skeleton")
 
 
 MATMUL_NAMES = ("wq", "wk", "wv", "wqkv", "wo", "w_gate", "w_up", "w_gate_up", "w_down",
@@ -103,47 +117,6 @@ def model_matmul_program(params: dict, cfg: ModelConfig, batch: int,
         return linear(unembedding, "unembed", x[-last:])
 
     return partial(run, x, params["layers"], _unembedding(params, cfg), zero)
-
-
-def attention_program(cfg: ModelConfig, batch: int, context: int, dtype: Any = None,
-                      layers: int | None = None) -> Callable[[], Any]:
-    """A function running one decode step's attention in `layers` layers (default: all L), and
-    nothing else.
-
-    Each layer's single new query per sequence attends to a full cache of `context` tokens and
-    to itself (`decode.attend_cached`, the decode step's own code): the part of the step that
-    reads the KV cache. Layers are alike, so one layer's time times L is the step's.
-    """
-    layers = cfg.L if layers is None else layers
-    dtype = default_dtype() if dtype is None else dtype
-    cache = kvcache.init_cache(cfg.replace(L=layers), batch, context, dtype)
-    cache = cache._replace(lengths=jnp.full((batch,), context, jnp.int32))
-    q = jax.random.normal(jax.random.key(1), (batch, 1, cfg.N, cfg.H), dtype)
-    kv = jax.random.normal(jax.random.key(2), (batch, 1, cfg.K, cfg.H), dtype)
-    one = jnp.ones((batch,), jnp.int32)
-
-    @jax.jit
-    def run(q, kv, cache):
-        return [decode.attend_cached(q, kv, kv, one, cfg.window, cache.k[i], cache.v[i],
-                                     cache.lengths) for i in range(layers)]
-    return partial(run, q, kv, cache)
-
-
-def prefill_attention_program(cfg: ModelConfig, length: int, dtype: Any = None,
-                              layers: int | None = None) -> Callable[[], Any]:
-    """A function running a prefill's attention — one prompt of `length` tokens attending
-    causally to itself, as `decode.prefill` runs it — in `layers` layers (default all L)."""
-    layers = cfg.L if layers is None else layers
-    dtype = default_dtype() if dtype is None else dtype
-    q = jax.random.normal(jax.random.key(1), (1, length, cfg.N, cfg.H), dtype)
-    kv = jax.random.normal(jax.random.key(2), (1, length, cfg.K, cfg.H), dtype)
-    lengths = jnp.full((1,), length, jnp.int32)
-
-    @jax.jit
-    def run(q, kv, lengths):
-        return [decode.attend_cached(q + i, kv, kv, lengths, cfg.window)
-                for i in range(layers)]
-    return partial(run, q, kv, lengths)
 
 
 def decode_stepper(params: dict, cfg: ModelConfig, batch: int, context: int) -> Callable[[], Any]:
