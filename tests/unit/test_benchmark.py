@@ -78,6 +78,16 @@ def test_json_names_the_device_versions_and_every_configuration(cli_run):
                 "date"):
         assert record[key]
     assert record["attention_timed"] == calibration.ATTENTION_TIMED
+    # A read's typical (median) rate is never above its best; the summary compares like with
+    # like: the batch-1 step's median against the reads' medians.
+    medians, best = record["read_kernels_median"], record["read_kernels"]
+    assert medians and all(0 < medians[k] <= best[k] for k in medians)
+    assert record["read_median_bytes_per_s"] == max(medians.values())
+    s, first = record["summary"], record["rows"][0]
+    assert s["read_median_share"] == record["read_median_bytes_per_s"] / record[
+        "reads_bytes_per_s"] <= 1
+    assert s["step_vs_read_median"] == pytest.approx(
+        first["bytes"] / first["measured_s"] / record["read_median_bytes_per_s"])
     for row in record["rows"]:          # attention's baseline is the skeleton's own step
         assert row["attention_skeleton_s"] == row["overhead_s"]
     for row in record["rows"]:

@@ -84,11 +84,13 @@ def decode_flops(cfg: ModelConfig, batch: int, context: int) -> float:
 
 
 def _decode_row(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: int,
-                context: int, reads: Sequence[Read], repeats: int) -> tuple[dict, ReadRoof]:
+                context: int, reads: Sequence[Read], repeats: int
+                ) -> tuple[dict, ReadRoof, ReadRoof]:
     """One decode configuration: the step and its calibrated parts (`calibration.decode_parts`)
     timed in alternation with the read kernels, so that the roof is read again beside every
     configuration. The weights are in the layout the step reads fastest at this batch
-    (`decode_layout.for_batch`). Returns the row and the reads' best rates."""
+    (`decode_layout.for_batch`). Returns the row, the reads' best rates and their median
+    rates (what a read reaches in a typical call rather than its luckiest)."""
     params = decode_layout.for_batch(params, cfg, batch)
     skeleton_params = decode_layout.for_batch(skeleton_params, step_programs.skeleton(cfg),
                                               batch)
@@ -96,12 +98,13 @@ def _decode_row(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: in
         calibration.decode_parts(params, skeleton_params, cfg, batch, context), repeats,
         others=[read.run for read in reads])
     roof = best_rates(reads, [t.min_s for t in timed[calibration.PROGRAMS:]])
+    typical = best_rates(reads, [t.median_s for t in timed[calibration.PROGRAMS:]])
     itemsize = params["embed"].dtype.itemsize
     return dict(kind="decode", batch=batch, context=context, **parts.as_record(),
                 layout="decode" if decode_layout.is_decode_layout(params) else "weights",
                 best_s=timed[0].min_s, compile_s=timed[0].compile_s,
                 read_bytes_per_s=roof.best, bytes=decode_bytes(cfg, batch, context, itemsize),
-                flops=decode_flops(cfg, batch, context)), roof
+                flops=decode_flops(cfg, batch, context)), roof, typical
 
 
 def _prefill_row(params: dict, skeleton_params: dict, cfg: ModelConfig, length: int,
@@ -177,6 +180,7 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
     rows: list[dict[str, Any]] = []
     params = init_params(cfg, seed, dtype)
     skeleton_params = init_params(step_programs.skeleton(cfg), seed, dtype)
+    typical = ReadRoof()           # each read kernel's best median over the configurations
     for kind, B, S in tasks:
         if kind == "micro":
             reads = read_programs(bandwidth_bytes(dev.platform, quick))
@@ -184,9 +188,10 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
             D, F, matmul_rows = _matmul_shapes(dev.platform, quick)
             C0 = peak_matmul_flops(D, F, matmul_rows)
         elif kind == "decode":
-            row, row_roof = _decode_row(params, skeleton_params, cfg, B, S, reads, repeats)
+            row, row_roof, row_typical = _decode_row(params, skeleton_params, cfg, B, S,
+                                                     reads, repeats)
             rows.append(row)
-            roof = roof.merge(row_roof)
+            roof, typical = roof.merge(row_roof), typical.merge(row_typical)
         else:
             rows.append(_prefill_row(params, skeleton_params, cfg, S, repeats))
     reads_alone = roof
@@ -212,6 +217,7 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
         load_average_before=load_before, load_average_after=_load(), note=note,
         **roof.as_record(), reads_bytes_per_s=reads_alone.best,
         reads_at_start_bytes_per_s=reads_at_start.best,
+        read_median_bytes_per_s=typical.best, read_kernels_median=dict(typical.rates),
         microbenchmark_flops_per_s=C0, matmul_flops_per_s=C,
         attention_timed=calibration.ATTENTION_TIMED, rows=rows)
     record["summary"] = summary(record)
@@ -237,7 +243,10 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
     """The headline numbers: MBU at batch 1 (smallest context) against the run's roof, what
     set that roof, MBU against the read kernels alone (above 100% when the step beat them),
     the calibrated estimator's median and worst |error| over every decode and prefill row,
-    and the speedup over Hugging Face's generate where the peer ran."""
+    and the speedup over Hugging Face's generate where the peer ran. Where the run kept the
+    read kernels' medians: the share of their best that a typical read reached (a median
+    step can reach little more of the roof than that), and the batch-1 step's median against
+    the reads' median (like against like; above 100% when the step read faster)."""
     decode = [r for r in record["rows"] if r["kind"] == "decode"]
     if not decode:
         return {}
@@ -249,4 +258,9 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
             "mbu_reads": mbu(first["bytes"], first["measured_s"],
                              record.get("reads_bytes_per_s")),
             "mbu_spec": first["mbu_spec"], "median_abs_error": statistics.median(errors),
-            "worst_abs_error": max(errors), "peer_speedup": peer_speedup(record)}
+            "worst_abs_error": max(errors), "peer_speedup": peer_speedup(record),
+            "read_median_share": (record["read_median_bytes_per_s"]
+                                  / record["reads_bytes_per_s"]
+                                  if record.get("read_median_bytes_per_s") else None),
+            "step_vs_read_median": mbu(first["bytes"], first["measured_s"],
+                                       record.get("read_median_bytes_per_s"))}
