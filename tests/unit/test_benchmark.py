@@ -90,6 +90,7 @@ def test_json_names_the_device_versions_and_every_configuration(cli_run):
         first["bytes"] / first["measured_s"] / record["read_median_bytes_per_s"])
     for row in record["rows"]:          # attention's baseline is the skeleton's own step
         assert row["attention_skeleton_s"] == row["overhead_s"]
+        assert record["repeats"] <= row["rounds"] <= 4 * record["repeats"]
     for row in record["rows"]:
         for key in ("measured_s", "best_s", "compile_s", "bytes_per_s", "mbu_measured",
                     "mfu_measured", "roofline_s", "roofline_error", "predicted_s", "error",

@@ -92,6 +92,20 @@ def test_a_cost_every_program_pays_is_counted_once(per_call_s, monkeypatch):
     assert naive - parts.measured_s == pytest.approx(2 * per_call_s + rest)
 
 
+def test_cheap_programs_get_more_rounds_until_the_budget_and_never_past_the_cap(monkeypatch):
+    """Rounds beyond `rounds` run while all timed runs add up to less than the budget, and at
+    most `max_rounds` (4·rounds by default); without a budget, exactly `rounds`."""
+    monkeypatch.setattr(timing, "timed_call", lambda fn: (fn(), fn.seconds))
+    cheap = [_Program(0.01), _Program(0.02)]              # 0.03 s a round
+    assert len(timing.time_alternating(cheap, 3)[0].times_s) == 3
+    # 0.295 s of budget: rounds until the timed runs reach it (the tenth round of 0.03 s).
+    assert len(timing.time_alternating(cheap, 3, budget_s=0.295)[0].times_s) == 10
+    assert len(timing.time_alternating(cheap, 3, budget_s=100.0)[0].times_s) == 12
+    assert len(timing.time_alternating(cheap, 3, budget_s=100.0, max_rounds=5)[1].times_s) == 5
+    costly = [_Program(1.0)]                               # past the budget at once
+    assert len(timing.time_alternating(costly, 3, budget_s=0.3)[0].times_s) == 3
+
+
 def test_a_part_faster_than_its_skeleton_adds_no_negative_work():
     parts = calibration.Parts(measured_s=1.0, matmul_s=0.1, attention_s=0.2, overhead_s=0.5,
                               matmul_skeleton_s=0.15, attention_skeleton_s=0.05)

@@ -60,6 +60,12 @@ __all__ = ["mbu", "mfu", "decode_bytes", "decode_flops", "run_benchmark", "peer_
            "summary"]
 
 
+# Each configuration runs at least `repeats` rounds, and more (up to four times as many) until
+# its timed runs add up to this many seconds: a cheap configuration's medians, over few
+# rounds, swung by a tenth from run to run on a CPU whose reads vary by a quarter per call.
+ROW_BUDGET_S = 4.0
+
+
 def mbu(nbytes: float, seconds: float, bytes_per_s: float | None) -> float | None:
     """Model bandwidth utilisation: nbytes / seconds / bytes_per_s (None without a roof)."""
     return None if not bytes_per_s else nbytes / seconds / bytes_per_s
@@ -96,14 +102,15 @@ def _decode_row(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: in
                                               batch)
     parts, timed = calibration.time_parts(
         calibration.decode_parts(params, skeleton_params, cfg, batch, context), repeats,
-        others=[read.run for read in reads])
+        others=[read.run for read in reads], budget_s=ROW_BUDGET_S)
     roof = best_rates(reads, [t.min_s for t in timed[calibration.PROGRAMS:]])
     typical = best_rates(reads, [t.median_s for t in timed[calibration.PROGRAMS:]])
     itemsize = params["embed"].dtype.itemsize
     return dict(kind="decode", batch=batch, context=context, **parts.as_record(),
                 layout="decode" if decode_layout.is_decode_layout(params) else "weights",
                 best_s=timed[0].min_s, compile_s=timed[0].compile_s,
-                read_bytes_per_s=roof.best, bytes=decode_bytes(cfg, batch, context, itemsize),
+                rounds=len(timed[0].times_s), read_bytes_per_s=roof.best,
+                bytes=decode_bytes(cfg, batch, context, itemsize),
                 flops=decode_flops(cfg, batch, context)), roof, typical
 
 
@@ -112,9 +119,11 @@ def _prefill_row(params: dict, skeleton_params: dict, cfg: ModelConfig, length: 
     """Prefill of one prompt of `length` tokens and its calibrated parts: time, tokens per
     second, bytes (weights read once, the prompt's keys and values written) and FLOPs."""
     parts, timed = calibration.time_parts(
-        calibration.prefill_parts(params, skeleton_params, cfg, length), repeats)
+        calibration.prefill_parts(params, skeleton_params, cfg, length), repeats,
+        budget_s=ROW_BUDGET_S)
     return dict(kind="prefill", batch=1, context=length, **parts.as_record(),
                 best_s=timed[0].min_s, compile_s=timed[0].compile_s,
+                rounds=len(timed[0].times_s),
                 tokens_per_s=length / parts.measured_s,
                 bytes=decode_bytes(cfg, 1, length, params["embed"].dtype.itemsize),
                 flops=counts.forward_flops(cfg, 1, length, logits_for=1))

@@ -147,12 +147,14 @@ def prefill_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, length:
 
 
 def time_parts(programs: Sequence[Callable[[], Any]], repeats: int,
-               others: Sequence[Callable[[], Any]] = ()
+               others: Sequence[Callable[[], Any]] = (), budget_s: float = 0.0
                ) -> tuple[Parts, list[timing.Timing]]:
     """Time the five programs of `decode_parts` or `prefill_parts` and any `others`, all in
-    alternation; medians of `repeats` rounds after one warm-up round. Returns the parts and
-    every program's `Timing`, the five first (`PROGRAMS`) and the others after them."""
-    timed = timing.time_alternating([*programs, *others], repeats, warmup=1)
+    alternation; medians of `repeats` rounds after one warm-up round — more, up to four
+    times as many, while all timed runs add up to less than `budget_s`. Returns the parts
+    and every program's `Timing`, the five first (`PROGRAMS`) and the others after them."""
+    timed = timing.time_alternating([*programs, *others], repeats, warmup=1,
+                                    budget_s=budget_s)
     step, mm, attn, step0, mm0 = (t.median_s for t in timed[:PROGRAMS])
     return Parts(step, mm, attn, step0, mm0, step0), timed
 

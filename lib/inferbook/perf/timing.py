@@ -70,21 +70,32 @@ def timed_call(fn: Callable[[], R]) -> tuple[R, float]:
 
 
 def time_alternating(fns: Sequence[Callable[[], Any]], rounds: int, warmup: int = 0,
-                     min_time_s: float = 0.0) -> list[Timing]:
+                     min_time_s: float = 0.0, budget_s: float = 0.0,
+                     max_rounds: int | None = None) -> list[Timing]:
     """Time several zero-argument functions in alternation: one `Timing` each.
 
     Each function's first call (which compiles it) is timed apart, then `warmup` untimed
     rounds, then `rounds` timed rounds that run every function once — more while any
-    function's timed runs add up to less than `min_time_s`. In alternation, whatever else the
-    machine is doing falls on all of them alike, so their medians stay comparable even on a
-    busy machine, where each one's minimum would pick a different stroke of luck.
+    function's timed runs add up to less than `min_time_s`, and more while all timed runs
+    together add up to less than `budget_s` (up to `max_rounds`, default 4·`rounds`): cheap
+    functions get more rounds, so their medians are as steady as expensive ones'. In
+    alternation, whatever else the machine is doing falls on all of them alike, so their
+    medians stay comparable even on a busy machine, where each one's minimum would pick a
+    different stroke of luck.
     """
     first = [timed_call(fn)[1] for fn in fns]
     for _ in range(warmup):
         for fn in fns:
             jax.block_until_ready(fn())
     runs: list[list[float]] = [[] for _ in fns]
-    while len(runs[0]) < rounds or min(sum(r) for r in runs) < min_time_s:
+    cap = 4 * rounds if max_rounds is None else max_rounds
+
+    def more() -> bool:
+        if len(runs[0]) < rounds or min(sum(r) for r in runs) < min_time_s:
+            return True
+        return len(runs[0]) < cap and sum(map(sum, runs)) < budget_s
+
+    while more():
         for fn, times in zip(fns, runs):
             times.append(timed_call(fn)[1])
     device = device_name()
