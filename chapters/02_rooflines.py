@@ -1115,11 +1115,11 @@ def read_spread_sentence(runs):
     def span(a, b, sep):
         return a if a == b else f"{a}{sep}{b}"
     en = (f" The MBU target compares the step's median with the roof, and the roof is the best "
-          f"call of the fastest read: on this machine the read kernels' own medians reached "
+          f"call of the fastest read: in these runs the read kernels' own medians reached "
           f"{span(lo, hi, ' to ')} of their best run, so no median could come much nearer. "
           f"Like against like, the batch-1 step's median read its bytes at "
           f"{span(s_lo, s_hi, ' to ')} of the rate of the reads' medians.")
-    zh = (f"MBU 目标拿步骤的中位数与屋顶相比，而屋顶是最快的读取内核最好的一次调用：在这台机器上，"
+    zh = (f"MBU 目标拿步骤的中位数与屋顶相比，而屋顶是最快的读取内核最好的一次调用：在这些运行中，"
           f"读取内核自己的中位数只达到它们最好一次的 {span(lo, hi, '到')}，所以任何中位数都不可能"
           f"离屋顶近多少。同类相比，批次为 1 的步骤的中位数读取字节的速率，是读取内核中位数速率的 "
           f"{span(s_lo, s_hi, '到')}。")
