@@ -395,10 +395,10 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 #   batch 1 (the run is on record below). So each part counts only its *work*, its time
 #   beyond the same program for a *skeleton* of the model (the same layers and operations at
 #   tiny widths), and the fixed costs count once, as the skeleton's own step. Attention is
-#   timed where the step runs it, inside a step: a compiler treats a program that holds only
-#   attention differently from a whole step (XLA on a CPU ran such a program's cache products
-#   on one core, and the step's on all of them). Its work is what an *attention skeleton* —
-#   the skeleton with the model's own heads and caches — adds to the skeleton's step:
+#   timed where the step runs it, inside a step, because a compiler is free to schedule a
+#   program that holds only attention differently from a whole step — how many threads its
+#   cache products get, for one. Its work is what an *attention skeleton* — the skeleton with
+#   the model's own heads and caches — adds to the skeleton's step:
 #
 # $$t_\text{step} \approx t^\text{skeleton}_\text{step} + (t_\text{matmuls} - t^\text{skeleton}_\text{matmuls}) + (t^\text{attention skeleton}_\text{step} - t^\text{skeleton}_\text{step}).$$
 #
@@ -427,10 +427,9 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 #   内核的启动——把这样的部分加起来，这份代价就每个部分付一次：在 H200 上，这样的和预测出的时间是
 #   批次为 1 时实测步骤的 {glue:text}`ch2_sum_of_parts`（这次运行的记录见下文）。所以每一部分只计它的
 #   *工作*，即它比*骨架*模型（层和操作都相同，宽度极小）的同一个程序多用的时间；固定开销只计一次，
-#   就是骨架模型自己的一步。注意力则在步骤实际运行它的地方计时，也就是在一步之内：编译器对待只含
-#   注意力的程序，与对待完整的一步并不相同（在 CPU 上，XLA 把这种程序里与缓存相乘的运算放在一个核上
-#   运行，而一步之中的则用上所有核）。它的工作，就是*注意力骨架*——带有模型自己的注意力头和缓存的
-#   骨架——比骨架的一步多出的时间：
+#   就是骨架模型自己的一步。注意力则在步骤实际运行它的地方计时，也就是在一步之内，因为编译器可以
+#   用不同于完整一步的方式来安排只含注意力的程序——比如给其中与缓存相乘的运算分配多少线程。它的
+#   工作，就是*注意力骨架*——带有模型自己的注意力头和缓存的骨架——比骨架的一步多出的时间：
 #
 # $$t_\text{step} \approx t^\text{skeleton}_\text{step} + (t_\text{matmuls} - t^\text{skeleton}_\text{matmuls}) + (t^\text{attention skeleton}_\text{step} - t^\text{skeleton}_\text{step}).$$
 #

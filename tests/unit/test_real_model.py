@@ -1,14 +1,19 @@
 """The real model: SmolLM2-135M-Instruct from its pinned Q4_1 GGUF, against transformers.
 
 transformers (with the `gguf` package) loads the same file, dequantized to float32, as the
-independent reference. The library must give its greedy tokens on plain and chat prompts, its
+independent reference (its tensors kept in the models' cache after the first read). The library must give its greedy tokens on plain and chat prompts, its
 last-position logits, and the same tokens again from a safetensors directory of those weights
 (written by transformers), from the weights kept in their Q4_1 blocks, and through the command
 line. The tokenizer rebuilt from the file must tokenize as transformers' does. `make` fetches
 the file into the data cache (`model_store.fetch`); the fixture fetches it if it is missing.
 """
 
+import hashlib
+import importlib.metadata
 import json
+import shutil
+import tempfile
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -21,7 +26,7 @@ pytest.importorskip("accelerate")
 
 from inferbook.model import decode, kvcache  # noqa: E402
 from inferbook.model.gguf_checkpoint import load_gguf_config  # noqa: E402
-from inferbook.model.model_store import fetch  # noqa: E402
+from inferbook.model.model_store import fetch, models_dir  # noqa: E402
 from inferbook.model.presets import get_preset  # noqa: E402
 from inferbook.model.pretrained import load_pretrained, open_pretrained  # noqa: E402
 from inferbook.model.quantized import is_quantized  # noqa: E402
@@ -59,9 +64,43 @@ def model(gguf_path):
 
 @pytest.fixture(scope="session")
 def reference(gguf_path):
-    hf = transformers.AutoModelForCausalLM.from_pretrained(
-        gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
-    return hf.eval()
+    return transformers_reference(gguf_path).eval()
+
+
+def transformers_reference(gguf_path):
+    """transformers' float32 model of the GGUF file. The first time, transformers reads the
+    file itself (the `gguf` package dequantizes it), and its state dict and config are kept,
+    as save_pretrained writes them, in the models' cache under the file's SHA-256 and both
+    packages' versions; later (the same suite under the other JAX version, the next run)
+    transformers loads that copy. The weights are the same tensors either way; the copy
+    saves reading the file's 49,152-token vocabulary, about half a minute each time."""
+    key = "-".join((hashlib.sha256(gguf_path.read_bytes()).hexdigest()[:16],
+                    transformers.__version__, importlib.metadata.version("gguf")))
+    kept = models_dir() / "transformers-reference" / key
+    if not (kept / "model.safetensors").is_file():
+        hf = transformers.AutoModelForCausalLM.from_pretrained(
+            gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=kept.parent))
+        write_state(hf, staging)
+        try:
+            staging.rename(kept)                # whole or not at all; another writer may win
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+        return hf
+    return transformers.AutoModelForCausalLM.from_pretrained(kept, dtype=torch.float32)
+
+
+def write_state(hf, directory):
+    """A model's state dict and config as save_pretrained writes them (a GGUF-loaded model
+    refuses save_pretrained itself): the tied unembedding left out, no quantization entry."""
+    from safetensors.torch import save_file
+    state = {k: v.detach().contiguous().clone() for k, v in hf.state_dict().items()
+             if not (k == "lm_head.weight" and hf.config.tie_word_embeddings)}
+    save_file(state, directory / "model.safetensors", metadata={"format": "pt"})
+    config = hf.config.to_dict()
+    config.pop("quantization_config", None)
+    (directory / "config.json").write_text(json.dumps(config))
 
 
 @pytest.fixture(scope="session")
@@ -114,15 +153,7 @@ def test_the_chat_answers_the_question(model, our_tokens):
 
 def test_a_safetensors_directory_of_the_same_weights_gives_the_same_tokens(
         reference, model, prompts, our_tokens, tmp_path):
-    # transformers' own names and layout (its GGUF-loaded model refuses save_pretrained, so
-    # its state dict and config are written as save_pretrained writes them).
-    from safetensors.torch import save_file
-    state = {k: v.detach().contiguous().clone() for k, v in reference.state_dict().items()
-             if not (k == "lm_head.weight" and reference.config.tie_word_embeddings)}
-    save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    config = reference.config.to_dict()
-    config.pop("quantization_config", None)
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    write_state(reference, tmp_path)                    # transformers' names and layout
     model.save_text(tmp_path)                           # tokenizer, template, EOS ids
     from_dir = load_pretrained(tmp_path)
     assert from_dir.prompt(CHAT[0], chat=True) == prompts[len(PLAIN)]

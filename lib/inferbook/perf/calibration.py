@@ -14,8 +14,9 @@ time minus the time of the same program for the skeleton model (the same layers 
 operations at tiny widths) — and the fixed costs enter once, as the skeleton's own step.
 Attention's work is measured the same way but inside a step: the step of the
 `attention_skeleton` (the skeleton with the model's heads and caches) minus the skeleton's
-step. Attention timed in a program of its own is not the step's attention: XLA:CPU ran the
-cache products of such a program on one core, and inside the step on both.
+step. Attention timed in a program of its own need not be the step's attention: in profiles
+taken while writing this (XLA:CPU, jax 0.10.2, 2 cores), the cache products of such a program
+ran on one core, and inside the step on both.
 
     predicted = step(skeleton) + [matmuls − matmuls(skeleton)]
                                + [step(attention skeleton) − step(skeleton)]

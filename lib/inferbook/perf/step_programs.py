@@ -51,9 +51,10 @@ def attention_skeleton(cfg: ModelConfig, width: int = 16) -> ModelConfig:
     byte of the caches read, every score computed — with almost no weights to read.
 
     Its step minus the `skeleton`'s step is attention's work *as the step does it*. Timing
-    attention in a program of its own measures something else: on XLA:CPU (jax 0.10) the
-    cache products of a program holding only attention ran on one core, and inside the
-    whole step on both, up to twice as fast.
+    attention in a program of its own can measure something else: in profiles taken while
+    writing this (XLA:CPU, jax 0.10.2, a 2-core machine) the cache products of a program
+    holding only attention ran on one core, and inside the whole step on both, up to twice
+    as fast.
     """
     return cfg.replace(D=width, F=width, V=width, name=f"{cfg.name}-attention-skeleton")
 
