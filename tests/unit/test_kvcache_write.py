@@ -37,8 +37,11 @@ def test_appending_a_token_copies_no_cache():
     B, S = 4, 33
     cache = kvcache.init_cache(cfg, B, S)._replace(lengths=jnp.full((B,), 7, jnp.int32))
     new = [jnp.ones((B, 1, cfg.K, cfg.H))] * cfg.L
+    # Compiled with XLA:CPU's fusion emitters, as a reader's JAX compiles it (the suite's
+    # faster compiles turn them off, tests/conftest.py, and the older emitters write the
+    # cache with dynamic-update-slices instead of scatters).
     hlo = jax.jit(kvcache.append, donate_argnames=("cache",)).lower(cache, new, new) \
-        .compile().as_text()
+        .compile(compiler_options={"xla_cpu_use_fusion_emitters": True}).as_text()
     cache_elements = B * cfg.K * S * cfg.H
     big_ops = []
     for line in hlo.splitlines():
