@@ -1,11 +1,12 @@
 """The real model: SmolLM2-135M-Instruct from its pinned Q4_1 GGUF, against transformers.
 
 transformers (with the `gguf` package) loads the same file, dequantized to float32, as the
-independent reference (its tensors kept in the models' cache after the first read). The library must give its greedy tokens on plain and chat prompts, its
-last-position logits, and the same tokens again from a safetensors directory of those weights
-(written by transformers), from the weights kept in their Q4_1 blocks, and through the command
-line. The tokenizer rebuilt from the file must tokenize as transformers' does. `make` fetches
-the file into the data cache (`model_store.fetch`); the fixture fetches it if it is missing.
+independent reference (its tensors kept in the models' cache after the first read). The
+library must give its greedy tokens on plain and chat prompts, its last-position logits, and
+the same tokens again from a safetensors directory of those weights (written by
+transformers), from the weights kept in their Q4_1 blocks, and through the command line. The
+tokenizer rebuilt from the file must tokenize as transformers' does. `make` fetches the file
+into the data cache (`model_store.fetch`); the fixture fetches it if it is missing.
 """
 
 import hashlib
