@@ -958,8 +958,11 @@ Markdown("| layer matrices | estimator's format | bytes held | decode step, batc
 # by the step time and by the run's read roof — the fastest that any read kernel, read again
 # beside every configuration, or any decode step itself read memory during the whole run. A
 # step is a read of its bytes, so the roof is never below it: no step can beat the roof it is
-# measured against. Every
-# configuration, decode and prefill, carries the calibrated prediction. Here is every run on
+# measured against. Each timed call follows an untimed call of the same program, as a step
+# follows a step in a generation, so that no call is charged for what a different program
+# before it left behind (in the caches, or a thread pool gone idle); the record says so
+# (`lead_in`). Every configuration, decode and prefill, carries the calibrated
+# prediction. Here is every run on
 # record: the measured time against the calibrated prediction.
 
 # %% [markdown] tags=["lang-zh"]
@@ -971,7 +974,9 @@ Markdown("| layer matrices | estimator's format | bytes held | decode step, batc
 # 文件里。对每个解码配置，它报告*模型带宽利用率*（MBU）：一步必须移动的字节（每个权重、每个缓存的
 # 键和值）除以步骤时间，再除以这次运行的读取屋顶——在整次运行中，任何一个读取内核（在每个配置旁边
 # 都重新读一次）或任何一个解码步骤本身读取内存的最快速度。一步就是对它的字节的一次读取，所以屋顶
-# 从不低于它：没有哪一步能超过用来衡量它的屋顶。每个配置，无论解码还是预填充，都带有校准后的预测。下面是
+# 从不低于它：没有哪一步能超过用来衡量它的屋顶。每次计时的调用之前，都先不计时地运行一次同一个程序，
+# 就像生成时一步紧跟着一步，这样就没有哪次调用要为前面另一个程序留下的状态（缓存里的内容，或已经闲下
+# 来的线程池）付出代价；记录里写明了这一点（`lead_in`）。每个配置，无论解码还是预填充，都带有校准后的预测。下面是
 # 有记录的每一次运行：实测时间与校准后的预测相对照。
 
 # %%

@@ -153,6 +153,10 @@ def test_the_roof_is_the_fastest_read_of_the_run_so_mbu_cannot_pass_100_percent(
     for r in decode:                      # every step is a read of its bytes: under the roof
         assert r["bytes"] / r["best_s"] <= W * (1 + 1e-12)
         assert r["best_s"] <= r["measured_s"] and r["mbu_measured"] <= 1.0
+    C = record["matmul_flops_per_s"]      # and no step or prefill beat the FLOP roof either
+    for r in record["rows"]:
+        assert r["flops"] / r["measured_s"] <= C * (1 + 1e-12) and r["mfu_measured"] <= 1.0
+    assert record["lead_in"] == bench.LEAD_IN >= 1      # the record says how steps were timed
 
 
 def test_a_weak_read_cannot_make_a_step_beat_the_roof(monkeypatch):

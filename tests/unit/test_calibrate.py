@@ -106,6 +106,24 @@ def test_cheap_programs_get_more_rounds_until_the_budget_and_never_past_the_cap(
     assert len(timing.time_alternating(costly, 3, budget_s=0.3)[0].times_s) == 3
 
 
+def test_with_a_lead_in_each_timed_call_follows_untimed_calls_of_its_own_program(monkeypatch):
+    """`lead_in=n`: every round runs each program n times untimed, then once timed, so a
+    timed call never follows another program (as a decode step follows a step)."""
+    calls, timed = [], []
+
+    def timed_call(fn):
+        fn()
+        timed.append(len(calls) - 1)          # the index of the call that was timed
+        return None, 0.01
+    monkeypatch.setattr(timing, "timed_call", timed_call)
+    a, b = (lambda: calls.append("a")), (lambda: calls.append("b"))
+    timing.time_alternating([a, b], 3, warmup=1, lead_in=2, max_rounds=3)
+    # The compiling calls and one warm-up round, then each round: a a a(timed) b b b(timed).
+    assert calls == ["a", "b"] * 2 + ["a", "a", "a", "b", "b", "b"] * 3
+    assert [calls[i] for i in timed] == ["a", "b"] + ["a", "b"] * 3
+    assert timed[2:] == [6, 9, 12, 15, 18, 21]
+
+
 def test_a_part_faster_than_its_skeleton_adds_no_negative_work():
     parts = calibration.Parts(measured_s=1.0, matmul_s=0.1, attention_s=0.2, overhead_s=0.5,
                               matmul_skeleton_s=0.15, attention_skeleton_s=0.05)

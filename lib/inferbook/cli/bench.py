@@ -10,7 +10,8 @@ prints the step time, achieved bandwidth, MBU and MFU (against the measured roof
 datasheet's where `inferbook.perf.hardware` knows the chip; n/a elsewhere), the calibrated
 estimator's prediction and its error. On a GPU with torch and transformers installed it also
 times Hugging Face `generate` (static cache, torch.compile) on the same architecture (--peer).
-Medians after warm-up, compile time apart; a progress bar on stderr.
+Medians after warm-up, each timed call right after an untimed call of the same program (as a
+decode step follows a step), compile time apart; a progress bar on stderr.
 
 The run is held to the book's targets for a CPU (`inferbook.perf.bench_targets`: MBU at batch
 1, the speedup over transformers, the calibrated estimator's median and worst error) when it

@@ -24,7 +24,9 @@ given against the measured roof and, where `inferbook.perf.hardware` has the chi
 (None, shown as n/a, elsewhere). The measured read roof is the fastest read of the whole run —
 every read kernel, and every decode step, since a step is itself a read of its weights and
 caches — so MBU against it is at most 100% by construction; the record says which kernel set
-it, and what the read kernels alone reached. C is the best FLOP/s any matmul reached. Every
+it, and what the read kernels alone reached. C is the best FLOP/s any matmul reached, or
+any measured step or prefill, so MFU too is at most 100%. Every timed call follows an
+untimed call of its own program (`LEAD_IN`), as a step follows a step in a generation. Every
 row carries the estimator's predictions and errors: the calibrated one, and the roofline with
 measured W and C (and the datasheet's).
 """
@@ -64,6 +66,14 @@ __all__ = ["mbu", "mfu", "decode_bytes", "decode_flops", "run_benchmark", "peer_
 # its timed runs add up to this many seconds: a cheap configuration's medians, over few
 # rounds, swung by a tenth from run to run on a CPU whose reads vary by a quarter per call.
 ROW_BUDGET_S = 4.0
+# Each timed call follows one untimed call of the same program (`timing.time_alternating`):
+# `decode.generate` runs a step right after a step, not right after a 256 MiB read or another
+# model's program. Measured while writing this (three pairs of quick runs, 2-core CPU, jax
+# 0.10.2), the batch-1 step's median came out 1-16% lower with the lead-in than without, and
+# a step timed alone in a loop of 200 (10.4 ms) was faster than most alternated medians
+# (10.0-12.5 ms). The read kernels, the calibrated parts and prefill are timed the same way,
+# so the step, its prediction and its roof stay like for like.
+LEAD_IN = 1
 
 
 def mbu(nbytes: float, seconds: float, bytes_per_s: float | None) -> float | None:
@@ -102,7 +112,7 @@ def _decode_row(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: in
                                               batch)
     parts, timed = calibration.time_parts(
         calibration.decode_parts(params, skeleton_params, cfg, batch, context), repeats,
-        others=[read.run for read in reads], budget_s=ROW_BUDGET_S)
+        others=[read.run for read in reads], budget_s=ROW_BUDGET_S, lead_in=LEAD_IN)
     roof = best_rates(reads, [t.min_s for t in timed[calibration.PROGRAMS:]])
     typical = best_rates(reads, [t.median_s for t in timed[calibration.PROGRAMS:]])
     itemsize = params["embed"].dtype.itemsize
@@ -120,7 +130,7 @@ def _prefill_row(params: dict, skeleton_params: dict, cfg: ModelConfig, length: 
     second, bytes (weights read once, the prompt's keys and values written) and FLOPs."""
     parts, timed = calibration.time_parts(
         calibration.prefill_parts(params, skeleton_params, cfg, length), repeats,
-        budget_s=ROW_BUDGET_S)
+        budget_s=ROW_BUDGET_S, lead_in=LEAD_IN)
     return dict(kind="prefill", batch=1, context=length, **parts.as_record(),
                 best_s=timed[0].min_s, compile_s=timed[0].compile_s,
                 rounds=len(timed[0].times_s),
@@ -209,10 +219,12 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
             roof = roof.with_program(f"decode step B={r['batch']} S={r['context']}",
                                      r["bytes"] / r["best_s"])
     # C: the best FLOP/s any matmul reached, the microbenchmark's or the model's own (an
-    # empirical roofline, as `calibration.decode_sweep` takes it).
+    # empirical roofline, as `calibration.decode_sweep` takes it), and at least what any
+    # measured step or prefill did: a FLOP roof a program beat was not one (MFU <= 100%).
     P = counts.matmul_params(cfg)
     weight_bytes = decode_bytes(cfg, 0, 0, jnp.dtype(dtype).itemsize)
-    C = max([C0] + [2 * r["batch"] * P / r["matmul_s"] for r in rows if r["kind"] == "decode"])
+    C = max([C0] + [2 * r["batch"] * P / r["matmul_s"] for r in rows if r["kind"] == "decode"]
+            + [r["flops"] / r["measured_s"] for r in rows])
     for r in rows:
         _utilisation(r, roof.best, C, spec, P, weight_bytes)
     record = dict(
@@ -222,7 +234,8 @@ def run_benchmark(cfg: ModelConfig, batches: Sequence[int] = DEFAULT_BATCHES,
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         inferbook_version=__version__, jax_version=jax.__version__,
         model=cfg.name, dtype=str(jnp.dtype(dtype)), params=counts.param_count(cfg),
-        weight_bytes=weight_bytes, repeats=repeats, quick=quick, cpu_count=os.cpu_count(),
+        weight_bytes=weight_bytes, repeats=repeats, lead_in=LEAD_IN, quick=quick,
+        cpu_count=os.cpu_count(),
         load_average_before=load_before, load_average_after=_load(), note=note,
         **roof.as_record(), reads_bytes_per_s=reads_alone.best,
         reads_at_start_bytes_per_s=reads_at_start.best,

@@ -148,14 +148,16 @@ def prefill_parts(params: dict, skeleton_params: dict, cfg: ModelConfig, length:
 
 
 def time_parts(programs: Sequence[Callable[[], Any]], repeats: int,
-               others: Sequence[Callable[[], Any]] = (), budget_s: float = 0.0
-               ) -> tuple[Parts, list[timing.Timing]]:
+               others: Sequence[Callable[[], Any]] = (), budget_s: float = 0.0,
+               lead_in: int = 0) -> tuple[Parts, list[timing.Timing]]:
     """Time the five programs of `decode_parts` or `prefill_parts` and any `others`, all in
     alternation; medians of `repeats` rounds after one warm-up round — more, up to four
-    times as many, while all timed runs add up to less than `budget_s`. Returns the parts
-    and every program's `Timing`, the five first (`PROGRAMS`) and the others after them."""
+    times as many, while all timed runs add up to less than `budget_s`; each timed call
+    after `lead_in` untimed calls of its own program (`timing.time_alternating`). Returns
+    the parts and every program's `Timing`, the five first (`PROGRAMS`) and the others
+    after them."""
     timed = timing.time_alternating([*programs, *others], repeats, warmup=1,
-                                    budget_s=budget_s)
+                                    budget_s=budget_s, lead_in=lead_in)
     step, mm, attn, step0, mm0 = (t.median_s for t in timed[:PROGRAMS])
     return Parts(step, mm, attn, step0, mm0, step0), timed
 

@@ -71,7 +71,7 @@ def timed_call(fn: Callable[[], R]) -> tuple[R, float]:
 
 def time_alternating(fns: Sequence[Callable[[], Any]], rounds: int, warmup: int = 0,
                      min_time_s: float = 0.0, budget_s: float = 0.0,
-                     max_rounds: int | None = None) -> list[Timing]:
+                     max_rounds: int | None = None, lead_in: int = 0) -> list[Timing]:
     """Time several zero-argument functions in alternation: one `Timing` each.
 
     Each function's first call (which compiles it) is timed apart, then `warmup` untimed
@@ -82,6 +82,11 @@ def time_alternating(fns: Sequence[Callable[[], Any]], rounds: int, warmup: int 
     alternation, whatever else the machine is doing falls on all of them alike, so their
     medians stay comparable even on a busy machine, where each one's minimum would pick a
     different stroke of luck.
+
+    With `lead_in`, each timed call follows that many untimed calls of the same function,
+    so it runs as it would in a loop of itself — a decode step right after a decode step,
+    as `decode.generate` runs it — rather than right after another program, whose traces
+    (what it left in the caches, a thread pool gone idle) it would otherwise pay for.
     """
     first = [timed_call(fn)[1] for fn in fns]
     for _ in range(warmup):
@@ -97,6 +102,8 @@ def time_alternating(fns: Sequence[Callable[[], Any]], rounds: int, warmup: int 
 
     while more():
         for fn, times in zip(fns, runs):
+            for _ in range(lead_in):
+                jax.block_until_ready(fn())
             times.append(timed_call(fn)[1])
     device = device_name()
     return [Timing(statistics.median(times), tuple(times), f, device)
