@@ -8,6 +8,7 @@ import pytest
 
 from inferbook.perf import read_roof
 from inferbook.perf.read_roof import ReadRoof
+from inferbook.perf.timing import Timing
 
 
 def test_every_read_kernel_moves_the_bytes_it_counts():
@@ -73,3 +74,47 @@ def test_measuring_takes_the_fastest_run_after_a_warm_up():
     assert len(calls) == 1 + 2 + 3                  # compile call, warm-up, timed runs
     assert roof.rates["counting"] > 0 and roof.kernel == "counting"
     assert read_roof.host_threads() >= 1
+
+
+def _timing(*times):
+    return Timing(float(np.median(times)), tuple(times), 1.0, "test device")
+
+
+@pytest.mark.parametrize("program_times, roof_kernel", [((4.0, 2.0, 3.0), "host threads"),
+                                                        ((0.4, 0.2, 0.5), "the step")])
+def test_beside_the_reads_a_program_gets_the_roof_of_best_runs_and_the_typical_of_medians(
+        monkeypatch, program_times, roof_kernel):
+    # Known times per call (seconds) for two reads of 100 and 200 bytes and a program reading
+    # 60: the roof divides by each one's fastest call, the typical rates by its median call.
+    reads = [read_roof.Read("XLA reduction", lambda: None, 100),
+             read_roof.Read("host threads", lambda: None, 200)]
+    times = [(1.0, 2.0, 4.0), (1.0, 1.0, 8.0), program_times]
+    seen = {}
+
+    def fake(fns, rounds, warmup=0, lead_in=0, **_):
+        seen.update(n=len(fns), rounds=rounds, warmup=warmup, lead_in=lead_in)
+        return [_timing(*t) for t in times]
+    monkeypatch.setattr(read_roof, "time_alternating", fake)
+    got = read_roof.measure_beside(lambda: None, 60, reads, rounds=3, name="the step")
+    assert seen == {"n": 3, "rounds": 3, "warmup": 1, "lead_in": 1}
+    best_step = 60 / min(program_times)
+    assert got.roof.rates == {"XLA reduction": 100.0, "host threads": 200.0,
+                              "the step": best_step}
+    assert got.roof.kernel == roof_kernel and got.roof.best == max(200.0, best_step)
+    assert got.typical.rates == {"XLA reduction": 50.0, "host threads": 200.0}
+    assert got.program_rate == 60 / np.median(program_times)
+    assert got.utilisation == got.program_rate / got.roof.best <= 1.0
+    assert got.share_of_typical == got.program_rate / 200.0
+
+
+def test_a_read_timed_beside_the_reads_is_within_its_roof():
+    # A real program that is itself a read: the same bytes as the reduction.
+    reads = read_roof.read_programs(1 << 20, 64, 128, host=False, copy=False)
+    x = jax.numpy.ones((1 << 18,), jax.numpy.float32)
+    total = jax.jit(jax.numpy.sum)
+    got = read_roof.measure_beside(lambda: total(x), x.nbytes, reads, rounds=3)
+    assert got.program.device and len(got.program.times_s) >= 3
+    assert set(got.typical.rates) == {"XLA reduction", "weight streaming"}
+    for name, rate in got.typical.rates.items():      # a median run is never above the best
+        assert 0 < rate <= got.roof.rates[name]
+    assert 0 < got.utilisation <= 1.0 and got.share_of_typical > 0

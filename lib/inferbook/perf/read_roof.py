@@ -21,6 +21,11 @@ the fastest of several runs after a warm-up (other work can only slow a run down
 bench` reads again beside every configuration) and with any program known to be
 memory-bound (`with_program`: the decode step itself). Its `best` is then, by construction,
 at least what every one of those achieved: MBU against it cannot exceed 100%.
+
+A best run is also the one most likely to have caught the memory at a lucky moment (on some
+machines it is briefly faster than usual). `measure_beside` times a program in turns with the
+read kernels and keeps, besides the roof, each kernel's median run from the same rounds as
+the program's median: a like-for-like rate that moves with whatever the machine is doing.
 """
 
 from __future__ import annotations
@@ -34,10 +39,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from inferbook.perf.timing import time_alternating
+from inferbook.perf.timing import Timing, time_alternating
 
 __all__ = ["Read", "read_programs", "ReadRoof", "best_rates", "measure_read_roof",
-           "host_threads"]
+           "host_threads", "ReadsBeside", "measure_beside"]
 
 
 @dataclass(frozen=True)
@@ -145,3 +150,45 @@ def measure_read_roof(nbytes: int = 1 << 28, repeats: int = 6, warmup: int = 2,
     reads = read_programs(nbytes) if reads is None else reads
     timings = time_alternating([read.run for read in reads], repeats, warmup=warmup)
     return best_rates(reads, [t.min_s for t in timings])
+
+
+@dataclass(frozen=True)
+class ReadsBeside:
+    """A memory-bound program timed in turns with the read kernels (`measure_beside`)."""
+
+    roof: ReadRoof        # each kernel's best run, raised to the program's best run
+    typical: ReadRoof     # each kernel's median run, from the same rounds as the program's
+    program: Timing       # the program's own timing (median, every run, compile call)
+    program_bytes: int    # what one call of the program reads
+
+    @property
+    def program_rate(self) -> float:
+        """The program's median rate: its bytes over its median time."""
+        return self.program_bytes / self.program.median_s
+
+    @property
+    def utilisation(self) -> float:
+        """The program's median rate over the roof (MBU): at most 1 by construction."""
+        return self.program_rate / self.roof.best
+
+    @property
+    def share_of_typical(self) -> float:
+        """The program's median rate over the fastest kernel's median rate in the same
+        rounds: how close it reads to the memory as the machine delivered it meanwhile."""
+        return self.program_rate / self.typical.best
+
+
+def measure_beside(program: Callable[[], Any], program_bytes: int,
+                   reads: Sequence[Read] | None = None, rounds: int = 9, warmup: int = 1,
+                   lead_in: int = 1, name: str = "the program",
+                   nbytes: int = 1 << 28) -> ReadsBeside:
+    """Time `program` (a zero-argument function reading `program_bytes` per call) and the read
+    kernels (default `read_programs(nbytes)`) in alternation, each timed call right after
+    `lead_in` untimed calls of its own (as a decode step follows a decode step)."""
+    reads = read_programs(nbytes) if reads is None else reads
+    *read_times, timed = time_alternating([read.run for read in reads] + [program], rounds,
+                                          warmup=warmup, lead_in=lead_in)
+    roof = best_rates(reads, [t.min_s for t in read_times]).with_program(
+        name, program_bytes / timed.min_s)
+    typical = best_rates(reads, [t.median_s for t in read_times])
+    return ReadsBeside(roof, typical, timed, program_bytes)
