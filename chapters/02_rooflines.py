@@ -403,8 +403,11 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # $$t_\text{step} \approx t^\text{skeleton}_\text{step} + (t_\text{matmuls} - t^\text{skeleton}_\text{matmuls}) + (t^\text{attention skeleton}_\text{step} - t^\text{skeleton}_\text{step}).$$
 #
 # The five programs are timed in alternation with the step, so that whatever else runs on the
-# machine affects them alike, and each reports its median over the rounds. Nothing in either
-# prediction is fitted to the decode step. `inferbook.perf.calibration` does the measuring:
+# machine affects them alike, and each reports its median over the rounds: at least five, and
+# more while a batch size's timed runs add up to less than {glue:text}`ch2_row_budget`. Each
+# timed call follows an untimed call of its own program, as a step follows a step in a
+# generation. Nothing in either prediction is fitted to the decode step.
+# `inferbook.perf.calibration` does the measuring:
 
 # %% [markdown] tags=["lang-zh"]
 # LLaMA-2 13B 的缓存从批次 {glue:text}`ch2_even_13b` 起就比权重还大；LLaMA-3 8B 用
@@ -434,8 +437,9 @@ Markdown(f"| model | K | KV cache of one {context:,}-token sequence | batch wher
 # $$t_\text{step} \approx t^\text{skeleton}_\text{step} + (t_\text{matmuls} - t^\text{skeleton}_\text{matmuls}) + (t^\text{attention skeleton}_\text{step} - t^\text{skeleton}_\text{step}).$$
 #
 # 这五个程序与步骤本身交替计时，这样机器上其他正在运行的东西对它们的影响都一样，每一项报告它在
-# 各轮中的中位数。两个预测中没有任何东西是对着解码步骤拟合出来的。测量由
-# `inferbook.perf.calibration` 完成：
+# 各轮中的中位数：至少五轮；一个批量大小的计时运行加起来不到 {glue:text}`ch2_row_budget` 时，还会
+# 再多跑几轮。每次计时的调用之前，都先不计时地运行一次同一个程序，就像生成时一步紧跟着一步。两个
+# 预测中没有任何东西是对着解码步骤拟合出来的。测量由 `inferbook.perf.calibration` 完成：
 
 # %%
 show_source(calibration.model_matmul_program, calibration.attention_skeleton,
@@ -452,11 +456,16 @@ show_source(calibration.model_matmul_program, calibration.attention_skeleton,
 
 # %%
 sweep_cfg = get_preset("cpu-336mb")
-# Five batch sizes, five rounds each (a median of fewer swings with the batch-1 step, whose
-# time varies from call to call on a CPU), keep this cell to about a minute; `inferbook
-# bench` sweeps them all (last section).
+# Five batch sizes, each timed as `inferbook bench` times a configuration (last section): at
+# least five rounds, more while its timed runs add up to less than the bench's budget per
+# configuration, each timed call after an untimed call of its own program. With five rounds
+# and no more, one batch size in a few sweeps on a quiet CPU missed its prediction by over a
+# tenth; the bench sweeps every batch size.
+from inferbook.perf import bench
+
 load_at_start = os.getloadavg()[0]
-sweep = calibration.decode_sweep(sweep_cfg, batches=(1, 4, 16, 64, 256), context=128, repeats=5)
+sweep = calibration.decode_sweep(sweep_cfg, batches=(1, 4, 16, 64, 256), context=128, repeats=5,
+                                 lead_in=bench.LEAD_IN, budget_s=bench.ROW_BUDGET_S)
 B_axis = np.array(sweep.column("batch"))
 measured = np.array(sweep.column("measured_s"))
 predicted = np.array(sweep.column("predicted_s"))
@@ -471,6 +480,7 @@ attn_bw = sweep.points[-1].attention_bytes_per_s
 
 # %% tags=["hide-input"]
 glue("ch2_sweep_params", fmt_count(counts.param_count(sweep_cfg), 0))
+glue("ch2_row_budget", fmt_seconds(bench.ROW_BUDGET_S, 0))
 # The H200's run from before the prediction counted fixed costs once: its batch-1 step.
 from inferbook.perf import bench_results
 

@@ -62,6 +62,19 @@ def test_a_sweep_reports_its_formulas():
     assert sweep.critical_batch == pytest.approx(roofline.critical_batch(chip, itemsize))
 
 
+def test_a_sweep_times_each_batch_with_the_lead_in_and_budget_it_is_given(monkeypatch):
+    # Chapter 2's sweep times each batch size as `inferbook bench` times a configuration.
+    seen, real = [], calibration.time_parts
+
+    def recording(programs, repeats, **kwargs):
+        seen.append((repeats, kwargs.get("budget_s"), kwargs.get("lead_in")))
+        return real(programs, repeats, **kwargs)
+    monkeypatch.setattr(calibration, "time_parts", recording)
+    sweep = calibration.decode_sweep(PRESETS["tiny"], batches=(1, 2), context=8, repeats=2,
+                                     lead_in=1, budget_s=0.01)
+    assert seen == [(2, 0.01, 1), (2, 0.01, 1)] and len(sweep.points) == 2
+
+
 class _Program:
     """A program whose every call takes `seconds` (on a clock the test controls)."""
 

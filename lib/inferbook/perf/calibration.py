@@ -233,11 +233,13 @@ class Sweep:
 
 def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
                  context: int = 128, dtype: Any = None, seed: int = 0,
-                 repeats: int = 3) -> Sweep:
+                 repeats: int = 3, lead_in: int = 0, budget_s: float = 0.0) -> Sweep:
     """Time the decode step across batch sizes beside the roofline and calibrated predictions.
 
     For each batch size, times the five programs of `decode_parts` in alternation and keeps
-    the median of `repeats` rounds of each, the weights in the layout the step reads fastest
+    the median of `repeats` rounds of each (more while a batch size's timed runs add up to
+    less than `budget_s`; each timed call after `lead_in` untimed calls of its own program, as
+    `time_parts` does), the weights in the layout the step reads fastest
     at that batch (`decode_layout.for_batch`). The roofline's two constants come from the same
     measurements, as an empirical roofline does: W is the best of the device's read kernels
     (`read_roof.measure_read_roof`) and of the weight bytes the matmuls stream per second at
@@ -251,7 +253,8 @@ def decode_sweep(cfg: ModelConfig, batches: Sequence[int] = (1, 2, 4, 8, 16, 32,
     tiny_cfg = step_programs.skeleton(cfg)
     timed = [(B, time_parts(decode_parts(for_batch(params, cfg, B),
                                          for_batch(tiny, tiny_cfg, B), cfg, B, context),
-                            repeats)[0]) for B in batches]
+                            repeats, budget_s=budget_s, lead_in=lead_in)[0])
+             for B in batches]
     smallest = min(timed, key=lambda bp: bp[0])[1]
     W = measure_read_roof(1 << 28).with_program("weight streaming at the smallest batch",
                                                 P * itemsize / smallest.matmul_s).best
