@@ -52,7 +52,7 @@ from inferbook.perf.microbench import default_dtype, measured_chip, peak_matmul_
 from inferbook.perf.read_roof import (
     Read,
     ReadRoof,
-    best_rates,
+    best_and_median_rates,
     measure_read_roof,
     read_programs,
 )
@@ -113,8 +113,7 @@ def _decode_row(params: dict, skeleton_params: dict, cfg: ModelConfig, batch: in
     parts, timed = calibration.time_parts(
         calibration.decode_parts(params, skeleton_params, cfg, batch, context), repeats,
         others=[read.run for read in reads], budget_s=ROW_BUDGET_S, lead_in=LEAD_IN)
-    roof = best_rates(reads, [t.min_s for t in timed[calibration.PROGRAMS:]])
-    typical = best_rates(reads, [t.median_s for t in timed[calibration.PROGRAMS:]])
+    roof, typical = best_and_median_rates(reads, timed[calibration.PROGRAMS:])
     itemsize = params["embed"].dtype.itemsize
     return dict(kind="decode", batch=batch, context=context, **parts.as_record(),
                 layout="decode" if decode_layout.is_decode_layout(params) else "weights",

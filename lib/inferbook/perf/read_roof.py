@@ -41,8 +41,8 @@ import numpy as np
 
 from inferbook.perf.timing import Timing, time_alternating
 
-__all__ = ["Read", "read_programs", "ReadRoof", "best_rates", "measure_read_roof",
-           "host_threads", "ReadsBeside", "measure_beside"]
+__all__ = ["Read", "read_programs", "ReadRoof", "best_rates", "best_and_median_rates",
+           "measure_read_roof", "host_threads", "ReadsBeside", "measure_beside"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,14 @@ def best_rates(reads: Sequence[Read], seconds: Sequence[float]) -> ReadRoof:
     return ReadRoof({read.name: read.nbytes / t for read, t in zip(reads, seconds)})
 
 
+def best_and_median_rates(reads: Sequence[Read],
+                          timings: Sequence[Timing]) -> tuple[ReadRoof, ReadRoof]:
+    """Each read's rate at its fastest call (the roof) and at its median call (what the
+    memory typically delivered over the same rounds), from its `Timing` (in `reads`' order)."""
+    return (best_rates(reads, [t.min_s for t in timings]),
+            best_rates(reads, [t.median_s for t in timings]))
+
+
 def measure_read_roof(nbytes: int = 1 << 28, repeats: int = 6, warmup: int = 2,
                       reads: Sequence[Read] | None = None) -> ReadRoof:
     """Every read kernel, in alternation: the fastest of `repeats` runs of each after
@@ -188,7 +196,6 @@ def measure_beside(program: Callable[[], Any], program_bytes: int,
     reads = read_programs(nbytes) if reads is None else reads
     *read_times, timed = time_alternating([read.run for read in reads] + [program], rounds,
                                           warmup=warmup, lead_in=lead_in)
-    roof = best_rates(reads, [t.min_s for t in read_times]).with_program(
-        name, program_bytes / timed.min_s)
-    typical = best_rates(reads, [t.median_s for t in read_times])
-    return ReadsBeside(roof, typical, timed, program_bytes)
+    roof, typical = best_and_median_rates(reads, read_times)
+    return ReadsBeside(roof.with_program(name, program_bytes / timed.min_s), typical, timed,
+                       program_bytes)
